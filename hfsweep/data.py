@@ -1,0 +1,176 @@
+"""Load (pydoc prose, hub name, or local files) → tokenizer → tokenize → group_texts → disk.
+
+Runs once per sweep on the driver and is cached by content: trials only read the result. The
+train split goes to the workers through Ray Data (sharded); validation is read whole by every
+worker, and the Trainer's own distributed evaluation splits it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from itertools import chain
+
+import datasets
+import pyarrow.parquet
+from datasets import DatasetDict, Features, List, Value
+
+from hfsweep.models import load_tokenizer, tokenizer_cache_key, train_tokenizer
+
+LOCAL_BUILDERS = {".txt": "text", ".raw": "text", ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+SPLIT_NAMES = {"train": ("train",), "validation": ("validation", "valid", "val", "dev")}
+
+
+@dataclass
+class PreparedData:
+    """Where a sweep's tokenized data lives; every trial and worker reads these paths."""
+
+    tokenizer_path: str
+    train_path: str
+    validation_path: str
+    num_train_blocks: int
+    num_validation_blocks: int
+
+
+class HubUnreachableError(RuntimeError):
+    """The hub was needed and could not be reached; the message names the offline override."""
+
+
+def _atomic_dir(final: str, write) -> str:
+    """Run write(tmp_dir), then move it to `final` in one rename, so a crash never leaves half a cache."""
+    if os.path.isdir(final):
+        return final
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=os.path.dirname(final))
+    write(tmp)
+    try:
+        os.replace(tmp, final)
+    except OSError:  # another process finished first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def _pydoc_files(cache_dir: str) -> str:
+    """Write CPython's pydoc topics as train.txt / validation.txt (every tenth topic validates)."""
+    from pydoc_data.topics import topics
+
+    def write(tmp: str) -> None:
+        names = sorted(topics)
+        for split, keep in (("train", lambda i: i % 10 != 5), ("validation", lambda i: i % 10 == 5)):
+            with open(os.path.join(tmp, f"{split}.txt"), "w", encoding="utf-8") as f:
+                f.write("\n".join(topics[n] for i, n in enumerate(names) if keep(i)))
+
+    key = hashlib.sha256("".join(topics[n] for n in sorted(topics)).encode()).hexdigest()[:16]
+    return _atomic_dir(os.path.join(cache_dir, "pydoc_topics", key), write)
+
+
+def _local_data_files(path: str) -> tuple[str, dict]:
+    """Find train/validation files in a folder; return the `datasets` builder and data_files."""
+    files = {}
+    for entry in sorted(os.listdir(path)):
+        stem, ext = os.path.splitext(entry)
+        for split, names in SPLIT_NAMES.items():
+            if ext in LOCAL_BUILDERS and (stem in names or stem.split(".")[-1] in names):
+                files.setdefault(split, os.path.join(path, entry))
+    missing = [s for s in SPLIT_NAMES if s not in files]
+    if missing:
+        raise FileNotFoundError(
+            f"data.path: '{path}' has no {' or '.join(missing)} file; name them train.txt and "
+            f"validation.txt (or .csv/.tsv/.json/.jsonl/.parquet)."
+        )
+    builders = {LOCAL_BUILDERS[os.path.splitext(f)[1]] for f in files.values()}
+    if len(builders) > 1:
+        raise ValueError(f"data.path: '{path}' mixes file types {sorted(builders)}; use one type.")
+    return builders.pop(), files
+
+
+def load_raw(data_cfg: dict, cache_dir: str) -> DatasetDict:
+    """The raw train/validation splits, through `datasets`' own builders."""
+    if data_cfg["source"] == "hub":
+        try:
+            raw = datasets.load_dataset(data_cfg["name"], data_cfg["config_name"])
+        except (ConnectionError, OSError) as err:
+            raise HubUnreachableError(
+                f"data: cannot load '{data_cfg['name']}' from the Hugging Face hub ({type(err).__name__}); "
+                f"run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt)."
+            ) from err
+        return DatasetDict(train=raw["train"], validation=raw["validation"])
+    path = _pydoc_files(cache_dir) if data_cfg["source"] == "pydoc" else data_cfg["path"]
+    if os.path.isdir(path):
+        builder, files = _local_data_files(path)
+    else:
+        raise ValueError(f"data.path: '{path}' must be a folder holding train.* and validation.* files.")
+    kwargs = {"delimiter": "\t"} if builder == "csv" and files["train"].endswith(".tsv") else {}
+    return datasets.load_dataset(builder, data_files=files, **kwargs)
+
+
+def _tokenizer_for(model_cfg: dict, raw: DatasetDict, text_column: str, cache_dir: str) -> str:
+    """A pretrained tokenizer's name, or the path of one trained on the training split (cached)."""
+    tok_cfg = model_cfg["tokenizer"]
+    if tok_cfg["pretrained"]:
+        return tok_cfg["pretrained"]
+    key = tokenizer_cache_key(tok_cfg, raw["train"]._fingerprint)
+    texts = (row[text_column] for row in raw["train"])
+    return train_tokenizer(tok_cfg, texts, os.path.join(cache_dir, "tokenizers", key))
+
+
+def group_texts(examples: dict, block_size: int) -> dict:
+    """Concatenate token lists and cut them into blocks of block_size (run_clm's group_texts)."""
+    concatenated = {k: list(chain(*examples[k])) for k in examples}
+    total = len(concatenated["input_ids"]) // block_size * block_size
+    result = {k: [t[i : i + block_size] for i in range(0, total, block_size)] for k, t in concatenated.items()}
+    result["labels"] = [list(block) for block in result["input_ids"]]
+    return result
+
+
+def prepare(cfg: dict) -> PreparedData:
+    """Tokenize and pack the configured data once; return where trials find it."""
+    data_cfg, cache_dir = cfg["data"], os.path.expanduser(cfg["cache_dir"])
+    raw = load_raw(data_cfg, cache_dir)
+    text_column = data_cfg["text_column"]
+    for split in raw:
+        if text_column not in raw[split].column_names:
+            raise ValueError(
+                f"data.text_column: '{text_column}' is not a column of the {split} split "
+                f"(columns: {', '.join(raw[split].column_names)}); set data.text_column."
+            )
+    if data_cfg["max_train_samples"]:
+        raw["train"] = raw["train"].select(range(min(data_cfg["max_train_samples"], len(raw["train"]))))
+    tokenizer_path = _tokenizer_for(cfg["model"], raw, text_column, cache_dir)
+    key = hashlib.sha256(
+        json.dumps(
+            [raw["train"]._fingerprint, raw["validation"]._fingerprint, tokenizer_path, data_cfg], sort_keys=True
+        ).encode()
+    ).hexdigest()[:16]
+    out = os.path.join(cache_dir, "tokenized", key)
+
+    def write(tmp: str) -> None:
+        tokenizer = load_tokenizer(tokenizer_path)
+        block = data_cfg["block_size"]
+        features = Features({k: List(Value("int64"), length=block) for k in ("input_ids", "attention_mask", "labels")})
+        for split, ds in raw.items():
+            tokenized = ds.map(
+                lambda b: tokenizer(b[text_column]), batched=True, remove_columns=ds.column_names, desc=f"tokenize {split}"
+            )
+            packed = tokenized.map(
+                group_texts, batched=True, fn_kwargs={"block_size": block}, features=features, desc=f"group {split}"
+            )
+            if split == "train":
+                packed.to_parquet(os.path.join(tmp, "train", "data.parquet"))
+            else:
+                packed.save_to_disk(os.path.join(tmp, "validation"))
+
+    _atomic_dir(out, write)
+    validation = datasets.load_from_disk(os.path.join(out, "validation"))
+    num_train = pyarrow.parquet.read_metadata(os.path.join(out, "train", "data.parquet")).num_rows
+    return PreparedData(
+        tokenizer_path=tokenizer_path,
+        train_path=os.path.join(out, "train"),
+        validation_path=os.path.join(out, "validation"),
+        num_train_blocks=num_train,
+        num_validation_blocks=validation.num_rows,
+    )

@@ -1,0 +1,72 @@
+"""Model and tokenizer factories: a pretrained name or directory, or built offline from config."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from typing import Iterable
+
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+
+AUTO_MODEL_CLASSES = {"causal_lm": AutoModelForCausalLM}
+SPECIAL_TOKEN = "<|endoftext|>"
+
+
+def auto_model_class(task: str):
+    return AUTO_MODEL_CLASSES[task]
+
+
+def tokenizer_cache_key(tok_cfg: dict, corpus_fingerprint: str) -> str:
+    blob = json.dumps({"tokenizer": tok_cfg, "corpus": corpus_fingerprint}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def train_tokenizer(tok_cfg: dict, texts: Iterable[str], out_dir: str) -> str:
+    """Train a GPT-2-like byte-level BPE tokenizer on `texts` and save it (atomically) to out_dir."""
+    if os.path.isdir(out_dir):
+        return out_dir
+    if tok_cfg["kind"] != "byte_level_bpe":
+        raise ValueError(f"model.tokenizer.kind: cannot train '{tok_cfg['kind']}'; use byte_level_bpe.")
+    from tokenizers import ByteLevelBPETokenizer
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(texts, vocab_size=tok_cfg["vocab_size"], min_frequency=2, special_tokens=[SPECIAL_TOKEN])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer,
+        bos_token=SPECIAL_TOKEN,
+        eos_token=SPECIAL_TOKEN,
+        unk_token=SPECIAL_TOKEN,
+        pad_token=SPECIAL_TOKEN,
+    )
+    os.makedirs(os.path.dirname(out_dir), exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=os.path.dirname(out_dir))
+    tokenizer.save_pretrained(tmp)
+    try:
+        os.replace(tmp, out_dir)
+    except OSError:  # another process finished first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def load_tokenizer(name_or_path: str):
+    return AutoTokenizer.from_pretrained(name_or_path)
+
+
+def build_model(model_cfg: dict, tokenizer):
+    """A pretrained model, or one built from `model.config` with the tokenizer's vocabulary."""
+    auto_class = auto_model_class(model_cfg["task"])
+    if model_cfg["pretrained"]:
+        return auto_class.from_pretrained(model_cfg["pretrained"])
+    arch = dict(model_cfg["config"])
+    config = AutoConfig.for_model(
+        arch.pop("model_type"),
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **arch,
+    )
+    return auto_class.from_config(config)

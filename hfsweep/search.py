@@ -1,0 +1,126 @@
+"""Search-space YAML to `ray.tune` samplers, and the scheduler and search-algorithm factories.
+
+A search space mirrors the config: a leaf `{sampler: NAME, ...}` at `training.learning_rate`
+searches `training.learning_rate`. Tune samples a nested dict of the same shape, which
+`apply_sampled` merges into the resolved config of each trial.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable, Dict, Iterator, Tuple
+
+from hydra.utils import instantiate
+from ray import tune
+from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
+
+from hfsweep.config import ConfigError
+
+
+def _bounds(path: str, spec: dict, positive: bool = False) -> tuple:
+    low, high = spec.get("low"), spec.get("high")
+    if low is None or high is None:
+        raise ConfigError(f"search_space.{path}: sampler '{spec['sampler']}' needs low and high.")
+    if low >= high:
+        raise ConfigError(f"search_space.{path}: low ({low}) must be below high ({high}).")
+    if positive and low <= 0:
+        raise ConfigError(f"search_space.{path}: sampler '{spec['sampler']}' needs low > 0, got {low}.")
+    return low, high
+
+
+def _values(path: str, spec: dict) -> list:
+    values = spec.get("values")
+    if not values:
+        raise ConfigError(f"search_space.{path}: sampler '{spec['sampler']}' needs a non-empty list of values.")
+    return list(values)
+
+
+SAMPLERS: Dict[str, Callable[[str, dict], Any]] = {
+    "choice": lambda p, s: tune.choice(_values(p, s)),
+    "grid": lambda p, s: tune.grid_search(_values(p, s)),
+    "uniform": lambda p, s: tune.uniform(*_bounds(p, s)),
+    "quniform": lambda p, s: tune.quniform(*_bounds(p, s), s.get("q", 1)),
+    "loguniform": lambda p, s: tune.loguniform(*_bounds(p, s, positive=True)),
+    "qloguniform": lambda p, s: tune.qloguniform(*_bounds(p, s, positive=True), s.get("q", 1)),
+    "randint": lambda p, s: tune.randint(*_bounds(p, s)),
+    "qrandint": lambda p, s: tune.qrandint(*_bounds(p, s), s.get("q", 1)),
+    "lograndint": lambda p, s: tune.lograndint(*_bounds(p, s, positive=True)),
+}
+
+
+def iter_leaves(space: dict, prefix: str = "") -> Iterator[Tuple[str, dict]]:
+    """Yield (dotted config path, sampler spec) for every leaf of a search space."""
+    for key, node in space.items():
+        path = f"{prefix}{key}"
+        if isinstance(node, dict) and "sampler" in node:
+            yield path, node
+        elif isinstance(node, dict):
+            yield from iter_leaves(node, f"{path}.")
+        else:
+            raise ConfigError(f"search_space.{path}: expected {{sampler: NAME, ...}}, got {node!r}.")
+
+
+def _has_path(cfg: dict, path: str) -> bool:
+    node = cfg
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def compile_search_space(space: dict, cfg: dict) -> dict:
+    """Turn the `search_space` config into Tune's nested param space, checking every leaf."""
+    param_space: dict = {}
+    for path, spec in iter_leaves(space):
+        if not _has_path(cfg, path):
+            raise ConfigError(
+                f"search_space.{path}: '{path}' is not a key of the composed config; "
+                f"search an existing key or add it first (+{path}=VALUE)."
+            )
+        if spec["sampler"] not in SAMPLERS:
+            raise ConfigError(
+                f"search_space.{path}: unknown sampler '{spec['sampler']}'; use one of {', '.join(SAMPLERS)}."
+            )
+        *parents, leaf = path.split(".")
+        node = param_space
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = SAMPLERS[spec["sampler"]](path, spec)
+    return param_space
+
+
+def apply_sampled(cfg: dict, sampled: dict) -> dict:
+    """Return a copy of the resolved config with a trial's sampled values merged in."""
+    merged = copy.deepcopy(cfg)
+
+    def merge(into: dict, values: dict) -> None:
+        for key, value in values.items():
+            if isinstance(value, dict) and isinstance(into.get(key), dict):
+                merge(into[key], value)
+            else:
+                into[key] = value
+
+    merge(merged, sampled)
+    return merged
+
+
+def build_scheduler(cfg: dict):
+    """Instantiate the configured Tune scheduler (metric and mode come from the TuneConfig)."""
+    return instantiate(cfg["scheduler"])
+
+
+def build_search_alg(cfg: dict, max_concurrent: int):
+    """Instantiate the configured Tune search algorithm, capped at max_concurrent running trials.
+
+    Tune ignores TuneConfig.max_concurrent_trials for a variant generator, so the cap is set here.
+    """
+    if _target_class(cfg["search_alg"]) is BasicVariantGenerator:
+        return instantiate(cfg["search_alg"], max_concurrent=max_concurrent)
+    return ConcurrencyLimiter(instantiate(cfg["search_alg"]), max_concurrent=max_concurrent)
+
+
+def _target_class(node: dict):
+    from hydra.utils import get_class
+
+    return get_class(node["_target_"])

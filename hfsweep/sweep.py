@@ -1,0 +1,112 @@
+"""The sweep driver: data once, Ray, the Tuner, results.
+
+`run` takes the resolved config as a plain dict (workers never see Hydra) and returns Tune's
+ResultGrid. Everything a sweep writes lives under `cluster.storage_path` (the Hydra run
+directory by default): the resolved config, Tune's experiment directory, and the Train runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+
+import ray
+import yaml
+from ray import tune
+
+from hfsweep.config import validate
+from hfsweep.data import PreparedData, prepare
+from hfsweep.models import build_model, load_tokenizer
+from hfsweep.results import best_trial, evaluate_model, summary
+from hfsweep.search import build_scheduler, build_search_alg, compile_search_space
+from hfsweep.trial import run_trial
+
+FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE", "HF_HOME", "HFSWEEP_CACHE")
+
+
+def init_ray(cluster: dict) -> None:
+    """Connect to `cluster.address`, or start a local Ray with the declared logical CPUs."""
+    if ray.is_initialized():
+        return
+    env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+    runtime_env = {"env_vars": {**env, "TOKENIZERS_PARALLELISM": "false"}}
+    if cluster["address"]:
+        ray.init(address=cluster["address"], runtime_env=runtime_env)
+    else:
+        ray.init(num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"], runtime_env=runtime_env)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+def trial_resources(cluster: dict) -> dict:
+    """What one trial holds: 1 CPU for the trial process plus every worker's resources."""
+    per_worker = {k.upper(): v for k, v in cluster["resources_per_worker"].items()}
+    if cluster["use_gpu"]:
+        per_worker.setdefault("GPU", 1)
+    total = {k: v * cluster["num_workers"] for k, v in per_worker.items()}
+    total["CPU"] = total.get("CPU", 0) + 1
+    return total
+
+
+def max_concurrent_trials(cluster: dict) -> int:
+    """As many trials as the cluster's resources hold at once, unless configured."""
+    if cluster["max_concurrent_trials"]:
+        return cluster["max_concurrent_trials"]
+    available = ray.cluster_resources()
+    return max(1, min(math.floor(available.get(k, 0) / v) for k, v in trial_resources(cluster).items() if v))
+
+
+def build_tuner(cfg: dict, param_space: dict, data: PreparedData) -> tune.Tuner:
+    train_dataset = ray.data.read_parquet(data.train_path).materialize()  # read once, shared by every trial
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, cfg=cfg, data=data, train_dataset=train_dataset),
+        {"CPU": 1},
+    )
+    concurrency = max_concurrent_trials(cfg["cluster"])
+    return tune.Tuner(
+        trainable,
+        param_space=param_space,
+        tune_config=tune.TuneConfig(
+            metric=cfg["metric"],
+            mode=cfg["mode"],
+            scheduler=build_scheduler(cfg),
+            search_alg=build_search_alg(cfg, concurrency),
+            num_samples=cfg["num_samples"],
+            max_concurrent_trials=concurrency,
+        ),
+        run_config=tune.RunConfig(
+            name=cfg["name"],
+            storage_path=cfg["cluster"]["storage_path"],
+            checkpoint_config=tune.CheckpointConfig(
+                checkpoint_score_attribute=cfg["metric"], checkpoint_score_order=cfg["mode"]
+            ),
+            verbose=1,  # Tune's status table; per-trial detail is in the experiment directory
+        ),
+    )
+
+
+def run(cfg: dict) -> tune.ResultGrid:
+    """Validate, prepare data, run the sweep; return Tune's ResultGrid."""
+    validate(cfg)
+    param_space = compile_search_space(cfg["search_space"], cfg)
+    data = prepare(cfg)
+    storage = cfg["cluster"]["storage_path"]
+    os.makedirs(storage, exist_ok=True)
+    with open(os.path.join(storage, "resolved_config.yaml"), "w") as f:
+        yaml.safe_dump(cfg, f, sort_keys=False)
+    init_ray(cfg["cluster"])
+    results = build_tuner(cfg, param_space, data).fit()
+    if results.num_terminated == 0:
+        raise RuntimeError(f"no trial finished ({results.num_errors} errored); see the errors above.")
+    print(summary(best_trial(results, cfg), untrained_eval_loss(cfg, data)))
+    return results
+
+
+def untrained_eval_loss(cfg: dict, data: PreparedData) -> float:
+    """The validation loss of the model every trial starts from (same seed), as a baseline."""
+    from transformers import set_seed
+
+    tokenizer = load_tokenizer(data.tokenizer_path)
+    set_seed(cfg["seed"])
+    return evaluate_model(build_model(cfg["model"], tokenizer), tokenizer, data.validation_path)

@@ -1,0 +1,104 @@
+"""The per-worker training function: data shard, model, a prepared `transformers.Trainer`.
+
+Ray Train runs `train_loop_per_worker` in every worker. The Trainer writes its checkpoints straight
+into the Ray Train run directory, and `ReportCheckpointCallback` reports each one in place
+(`CheckpointUploadMode.NO_UPLOAD`), so a checkpoint is written once and never copied.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import datasets
+import ray.train
+import transformers
+from ray.train import Checkpoint, CheckpointUploadMode
+from ray.train.huggingface.transformers import prepare_trainer
+from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments, default_data_collator
+
+from hfsweep.models import build_model, load_tokenizer
+
+HF_CHECKPOINTS = "hf_checkpoints"
+
+
+class ReportCheckpointCallback(TrainerCallback):
+    """After every save, report the latest metrics and the checkpoint the Trainer just wrote.
+
+    Every rank reports (Ray Train's report is a barrier); only rank 0, which wrote the files,
+    attaches the checkpoint.
+    """
+
+    def on_save(self, args, state, control, **kwargs):
+        metrics = {}
+        for entry in state.log_history:
+            metrics.update(entry)
+        metrics["step"] = state.global_step
+        if "eval_loss" in metrics:
+            metrics["eval_perplexity"] = math.exp(min(metrics["eval_loss"], 50.0))
+        checkpoint = None
+        if state.is_world_process_zero:
+            path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+            checkpoint = Checkpoint.from_directory(path)
+        ray.train.report(
+            metrics,
+            checkpoint=checkpoint,
+            checkpoint_dir_name=f"checkpoint-{state.global_step}",
+            checkpoint_upload_mode=CheckpointUploadMode.NO_UPLOAD,
+        )
+
+
+def resume_checkpoint(config: dict) -> str | None:
+    """The checkpoint to continue from: this run's own latest (a restarted worker group), else the
+    one Tune handed the trial (a restored or PBT-exploited trial), else none."""
+    own = ray.train.get_checkpoint()
+    if own is not None:
+        return own.path
+    return config.get("resume_from")
+
+
+def training_arguments(cfg: dict, output_dir: str) -> TrainingArguments:
+    """TrainingArguments from config, plus what hfsweep owns: paths, device, logging."""
+    args = {**cfg["training"], **cfg["strategy"]["training_args"]}
+    args.setdefault("seed", cfg["seed"])
+    return TrainingArguments(
+        output_dir=output_dir,
+        use_cpu=not cfg["cluster"]["use_gpu"],
+        report_to="none",  # Tune records the metrics; nothing is logged twice
+        log_level_replica="error",
+        save_only_model=False,
+        **args,
+    )
+
+
+def train_loop_per_worker(config: dict) -> None:
+    """Build tokenizer, model, data shard and Trainer from the trial's config, then train."""
+    cfg = config["cfg"]
+    context = ray.train.get_context()
+    if context.get_world_rank() != 0:
+        transformers.logging.set_verbosity_error()
+        datasets.logging.set_verbosity_error()
+    output_dir = os.path.join(context.get_storage().experiment_fs_path, HF_CHECKPOINTS)
+
+    tokenizer = load_tokenizer(config["tokenizer_path"])
+    transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
+    model = build_model(cfg["model"], tokenizer)
+
+    batch_size = cfg["training"]["per_device_train_batch_size"]
+    train_shard = ray.train.get_dataset_shard("train").iter_torch_batches(
+        batch_size=batch_size, local_shuffle_buffer_size=4 * batch_size, local_shuffle_seed=cfg["seed"]
+    )
+    validation = datasets.load_from_disk(config["validation_path"])
+
+    trainer = Trainer(
+        model=model,
+        args=training_arguments(cfg, output_dir),
+        train_dataset=train_shard,
+        eval_dataset=validation,
+        processing_class=tokenizer,
+        data_collator=default_data_collator,
+        callbacks=[ReportCheckpointCallback()],
+    )
+    trainer.remove_callback(PrinterCallback)  # Tune's table reports progress
+    trainer = prepare_trainer(trainer)
+    trainer.train(resume_from_checkpoint=resume_checkpoint(config))

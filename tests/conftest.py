@@ -1,0 +1,45 @@
+"""Shared fixtures: offline environment, composed configs, one Ray instance per module."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="offline")
+
+from hydra import compose, initialize_config_dir  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+
+
+def compose_config(overrides: list[str] = ()):
+    """Compose conf/config.yaml with overrides, as `python -m hfsweep` would."""
+    from hfsweep import config as _schema  # noqa: F401  (registers hfsweep_schema)
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def resolved_config(overrides: list[str], storage: Path, cache: Path) -> dict:
+    cfg = OmegaConf.to_container(compose_config(overrides), resolve=True)
+    cfg["cluster"]["storage_path"] = str(storage)
+    cfg["cache_dir"] = str(cache)
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("hfsweep_cache")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray with 8 logical CPUs, so two 2-worker trials fit on two cores."""
+    import ray
+
+    ray.init(num_cpus=8, runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}})
+    yield
+    ray.shutdown()
