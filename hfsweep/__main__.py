@@ -17,7 +17,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from hfsweep import config as _schema  # noqa: F401  (registers hfsweep_schema in the ConfigStore)
 from hfsweep.config import ConfigError
-from hfsweep.data import HubUnreachableError
 
 
 def resolve(cfg: DictConfig, run_dir: str) -> dict:
@@ -35,7 +34,7 @@ def main(cfg: DictConfig) -> None:
     run_dir = HydraConfig.get().runtime.output_dir
     try:
         sweep.run(resolve(cfg, run_dir))
-    except (ConfigError, HubUnreachableError) as err:
+    except ConfigError as err:
         remove_hydra_output(run_dir)  # raised before the sweep wrote anything
         print(f"hfsweep: error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -23,6 +23,10 @@ class ConfigError(ValueError):
     """A config the sweep cannot run; the message names the key and how to fix it."""
 
 
+class HubUnreachableError(ConfigError):
+    """The config needs the Hugging Face hub, which cannot be reached; names the offline override."""
+
+
 @dataclass
 class TokenizerConfig:
     pretrained: Optional[str] = None

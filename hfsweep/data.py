@@ -19,6 +19,7 @@ import datasets
 import pyarrow.parquet
 from datasets import DatasetDict, Features, List, Value
 
+from hfsweep.config import HubUnreachableError
 from hfsweep.models import load_tokenizer, tokenizer_cache_key, train_tokenizer
 
 LOCAL_BUILDERS = {".txt": "text", ".raw": "text", ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
@@ -34,10 +35,6 @@ class PreparedData:
     validation_path: str
     num_train_blocks: int
     num_validation_blocks: int
-
-
-class HubUnreachableError(RuntimeError):
-    """The hub was needed and could not be reached; the message names the offline override."""
 
 
 def _atomic_dir(final: str, write) -> str:

@@ -11,6 +11,8 @@ from typing import Iterable
 
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
+from hfsweep.config import HubUnreachableError
+
 AUTO_MODEL_CLASSES = {"causal_lm": AutoModelForCausalLM}
 SPECIAL_TOKEN = "<|endoftext|>"
 
@@ -52,7 +54,26 @@ def train_tokenizer(tok_cfg: dict, texts: Iterable[str], out_dir: str) -> str:
 
 
 def load_tokenizer(name_or_path: str):
-    return AutoTokenizer.from_pretrained(name_or_path)
+    try:
+        return AutoTokenizer.from_pretrained(name_or_path)
+    except OSError as err:
+        raise HubUnreachableError(
+            f"model.tokenizer.pretrained: cannot load '{name_or_path}' ({type(err).__name__}: offline or not "
+            f"found); use a local directory, or model.tokenizer.pretrained=null to train one on the training split."
+        ) from err
+
+
+def check_pretrained_reachable(model_cfg: dict) -> None:
+    """Fail on the driver, in one line, if a pretrained model's config cannot be loaded."""
+    if not model_cfg["pretrained"]:
+        return
+    try:
+        AutoConfig.from_pretrained(model_cfg["pretrained"])
+    except OSError as err:
+        raise HubUnreachableError(
+            f"model.pretrained: cannot load '{model_cfg['pretrained']}' ({type(err).__name__}: offline or not "
+            f"found); use a local directory, or model.pretrained=null to train the model.config architecture from scratch."
+        ) from err
 
 
 def build_model(model_cfg: dict, tokenizer):

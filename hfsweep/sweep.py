@@ -11,18 +11,22 @@ import logging
 import math
 import os
 
+import pyarrow.parquet
 import ray
 import yaml
 from ray import tune
 
 from hfsweep.config import validate
 from hfsweep.data import PreparedData, prepare
-from hfsweep.models import build_model, load_tokenizer
+from hfsweep.models import build_model, check_pretrained_reachable, load_tokenizer
 from hfsweep.results import best_trial, evaluate_model, summary
 from hfsweep.search import build_scheduler, build_search_alg, compile_search_space
 from hfsweep.trial import run_trial
 
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE", "HF_HOME", "HFSWEEP_CACHE")
+# A Ray started for one sweep on one machine: notice a finished worker group sooner, and skip the
+# spot-preemption watcher (one more actor per trial) since nothing here is preemptible.
+LOCAL_RAY_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "1", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
 
 
 def init_ray(cluster: dict) -> None:
@@ -30,11 +34,12 @@ def init_ray(cluster: dict) -> None:
     if ray.is_initialized():
         return
     env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
-    runtime_env = {"env_vars": {**env, "TOKENIZERS_PARALLELISM": "false"}}
+    env["TOKENIZERS_PARALLELISM"] = "false"
     if cluster["address"]:
-        ray.init(address=cluster["address"], runtime_env=runtime_env)
+        ray.init(address=cluster["address"], runtime_env={"env_vars": env})
     else:
-        ray.init(num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"], runtime_env=runtime_env)
+        env = {**LOCAL_RAY_ENV, **env}
+        ray.init(num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"], runtime_env={"env_vars": env})
     ray.data.DataContext.get_current().enable_progress_bars = False
     logging.getLogger("ray.data").setLevel(logging.WARNING)
 
@@ -58,7 +63,8 @@ def max_concurrent_trials(cluster: dict) -> int:
 
 
 def build_tuner(cfg: dict, param_space: dict, data: PreparedData) -> tune.Tuner:
-    train_dataset = ray.data.read_parquet(data.train_path).materialize()  # read once, shared by every trial
+    # Read once on the driver into the object store (no read tasks to schedule); every trial shares it.
+    train_dataset = ray.data.from_arrow(pyarrow.parquet.read_table(data.train_path))
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, cfg=cfg, data=data, train_dataset=train_dataset),
         {"CPU": 1},
@@ -90,6 +96,7 @@ def run(cfg: dict) -> tune.ResultGrid:
     """Validate, prepare data, run the sweep; return Tune's ResultGrid."""
     validate(cfg)
     param_space = compile_search_space(cfg["search_space"], cfg)
+    check_pretrained_reachable(cfg["model"])
     data = prepare(cfg)
     storage = cfg["cluster"]["storage_path"]
     os.makedirs(storage, exist_ok=True)

@@ -7,6 +7,7 @@ into the Ray Train run directory, and `ReportCheckpointCallback` reports each on
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 
@@ -48,6 +49,16 @@ class ReportCheckpointCallback(TrainerCallback):
         )
 
 
+def quiet_logs(world_rank: int) -> None:
+    """Leave progress to Tune's table: no per-report Ray lines, no save progress bars, and only
+    errors from replicas other than rank 0."""
+    logging.getLogger("ray.train").setLevel(logging.WARNING)
+    transformers.utils.logging.disable_progress_bar()
+    if world_rank != 0:
+        transformers.logging.set_verbosity_error()
+        datasets.logging.set_verbosity_error()
+
+
 def resume_checkpoint(config: dict) -> str | None:
     """The checkpoint to continue from: this run's own latest (a restarted worker group), else the
     one Tune handed the trial (a restored or PBT-exploited trial), else none."""
@@ -75,9 +86,7 @@ def train_loop_per_worker(config: dict) -> None:
     """Build tokenizer, model, data shard and Trainer from the trial's config, then train."""
     cfg = config["cfg"]
     context = ray.train.get_context()
-    if context.get_world_rank() != 0:
-        transformers.logging.set_verbosity_error()
-        datasets.logging.set_verbosity_error()
+    quiet_logs(context.get_world_rank())
     output_dir = os.path.join(context.get_storage().experiment_fs_path, HF_CHECKPOINTS)
 
     tokenizer = load_tokenizer(config["tokenizer_path"])
