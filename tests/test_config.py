@@ -89,3 +89,19 @@ def test_cli_bad_config_is_one_line_and_exit_2(tmp_path):
         "(did you mean 'learning_rate'?); remove it or fix the spelling."
     ]
     assert not run_dir.exists(), "a rejected config must leave no output behind"
+
+
+def test_cli_hub_dataset_offline_names_the_local_override(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "hfsweep", "+experiment=gpt2_wikitext", f"hydra.run.dir={run_dir}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "hfsweep: error: data: cannot load 'wikitext' from the Hugging Face hub (ConnectionError); "
+        "run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt)."
+    ]
+    assert not run_dir.exists()

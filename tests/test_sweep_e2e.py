@@ -67,3 +67,37 @@ def test_resolved_config_is_saved_beside_the_results(finished_sweep):
     storage = cfg["cluster"]["storage_path"]
     assert os.path.isfile(os.path.join(storage, "resolved_config.yaml"))
     assert os.path.isdir(os.path.join(storage, cfg["name"]))
+
+
+def test_gpt2_wikitext_runs_offline_on_local_wikitext_files(ray_cluster, tmp_path, cache_dir):
+    """The headline preset with the documented offline overrides, shrunk to CPU size."""
+    from pydoc_data.topics import topics
+
+    folder = tmp_path / "wikitext-2-raw"
+    folder.mkdir()
+    names = sorted(topics)
+    (folder / "wiki.train.raw").write_text("\n".join(topics[n] for n in names[:60]))
+    (folder / "wiki.valid.raw").write_text("\n".join(topics[n] for n in names[60:]))
+    overrides = [
+        "+experiment=gpt2_wikitext",
+        "data.source=local",
+        f"data.path={folder}",
+        "model.config.n_embd=64",
+        "model.config.n_layer=1",
+        "model.config.n_head=2",
+        "model.config.n_positions=128",
+        "model.tokenizer.vocab_size=300",
+        "training.max_steps=10",
+        "training.eval_steps=5",
+        "training.save_steps=5",
+        "training.logging_steps=5",
+        "scheduler.grace_period=5",
+        "search_space.training.learning_rate.values=[1e-3]",
+    ]
+    cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
+    assert cfg["name"] == "gpt2_wikitext" and cfg["data"]["block_size"] == 128
+    results = sweep.run(cfg)
+    assert results.errors == [] and len(results) == 1
+    best = best_trial(results, cfg)
+    assert best.step == 10
+    assert AutoModelForCausalLM.from_pretrained(best.checkpoint_path).config.n_positions == 128
