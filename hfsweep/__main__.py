@@ -13,15 +13,15 @@ import sys
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from hfsweep import config as _schema  # noqa: F401  (registers hfsweep_schema in the ConfigStore)
-from hfsweep.config import ConfigError
+from hfsweep.config import ConfigError, to_plain_dict
 
 
 def resolve(cfg: DictConfig, run_dir: str) -> dict:
     """The composed config as a plain dict, with the storage path made absolute."""
-    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved = to_plain_dict(cfg)
     storage = resolved["cluster"]["storage_path"] or run_dir
     resolved["cluster"]["storage_path"] = os.path.abspath(os.path.expanduser(storage))
     return resolved

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 TASKS = ("causal_lm",)
 DATA_SOURCES = ("pydoc", "hub", "local")
@@ -82,6 +84,8 @@ class SweepConfig:
     search_alg: Dict[str, Any] = field(default_factory=dict)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     logger: Dict[str, Any] = field(default_factory=dict)
+    stopper: Dict[str, Any] = field(default_factory=dict)
+    callbacks: Dict[str, Any] = field(default_factory=dict)
     name: str = "sweep"
     seed: int = 42
     metric: str = "eval_loss"
@@ -91,6 +95,14 @@ class SweepConfig:
 
 
 ConfigStore.instance().store(name="hfsweep_schema", node=SweepConfig)
+
+
+def to_plain_dict(cfg: DictConfig) -> dict:
+    """Resolve the composed config once into the plain dict every layer below works on."""
+    try:
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as err:
+        raise ConfigError(f"{err.full_key}: has no value (???); set it, e.g. {err.full_key}=VALUE.") from err
 
 
 def _training_argument_names() -> set[str]:
@@ -112,6 +124,12 @@ def validate(cfg: dict) -> None:
     if cfg["model"]["task"] not in TASKS:
         raise ConfigError(f"model.task: '{cfg['model']['task']}' is not one of {', '.join(TASKS)}.")
     _validate_training(cfg["training"], cfg["strategy"]["training_args"])
+    if cfg["training"].get("load_best_model_at_end"):
+        if cfg["training"].get("greater_is_better", cfg["mode"] == "max") != (cfg["mode"] == "max"):
+            raise ConfigError(
+                f"training.greater_is_better: must be {str(cfg['mode'] == 'max').lower()} when mode={cfg['mode']}, "
+                f"so the Trainer's best checkpoint is the sweep's best."
+            )
     _validate_data(cfg["data"], cfg["model"])
     _validate_cluster(cfg["cluster"])
 

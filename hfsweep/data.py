@@ -171,3 +171,11 @@ def prepare(cfg: dict) -> PreparedData:
         num_train_blocks=num_train,
         num_validation_blocks=validation.num_rows,
     )
+
+
+def load_train_dataset(data: PreparedData):
+    """The packed train split as a Ray Dataset, read into the object store by this process (no
+    read tasks to schedule), so trials share it and Ray Train shards it across workers."""
+    import ray.data
+
+    return ray.data.from_arrow(pyarrow.parquet.read_table(data.train_path))

@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from typing import Iterable
 
+import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
 from hfsweep.config import HubUnreachableError
@@ -91,3 +92,12 @@ def build_model(model_cfg: dict, tokenizer):
         **arch,
     )
     return auto_class.from_config(config)
+
+
+def weights_digest(model) -> str:
+    """A hash of every parameter and buffer, to check that two models hold the same weights."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return digest.hexdigest()

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
+import pandas as pd
+import yaml
+from hydra.experimental.callback import Callback
 from ray import tune
 
 from hfsweep.search import iter_leaves
 from hfsweep.trial import read_pointer
+
+
+BEST_FILE = "best.json"
 
 
 @dataclass
@@ -43,6 +53,41 @@ def best_trial(results: tune.ResultGrid, cfg: dict) -> BestTrial:
         step=metrics["step"],
         checkpoint_path=read_pointer(checkpoint),
     )
+
+
+def write_best(best: BestTrial, run_dir: str) -> None:
+    """`best.json` in the run directory: what a multirun summary and a reader need first."""
+    with open(os.path.join(run_dir, BEST_FILE), "w") as f:
+        json.dump(dataclasses.asdict(best), f, indent=2)
+
+
+class MultirunSummary(Callback):
+    """Hydra callback: after a multirun, one table row per job (overrides, best metric, best trial)."""
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        rows = []
+        for best_file in sorted(sweep_dir.glob(f"*/{BEST_FILE}"), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else p.parent.name):
+            job_dir = best_file.parent
+            best = json.loads(best_file.read_text())
+            overrides = yaml.safe_load((job_dir / ".hydra" / "overrides.yaml").read_text()) or []
+            rows.append(
+                {
+                    "job": job_dir.name,
+                    "overrides": " ".join(overrides),
+                    best["metric"]: best["value"],
+                    "best_trial": best["trial_id"],
+                    "step": best["step"],
+                    "hyperparameters": json.dumps(best["hyperparameters"]),
+                }
+            )
+        if not rows:
+            return
+        table = pd.DataFrame(rows)
+        table.to_csv(sweep_dir / "multirun_summary.csv", index=False)
+        (sweep_dir / "multirun_summary.md").write_text(table.to_markdown(index=False) + "\n")
+        print(f"Multirun summary ({len(rows)} jobs): {sweep_dir / 'multirun_summary.md'}")
+        print(table.to_string(index=False))
 
 
 def evaluate_model(model, tokenizer, validation_path: str, batch_size: int = 16) -> float:

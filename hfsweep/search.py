@@ -10,9 +10,12 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, Dict, Iterator, Tuple
 
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from ray import tune
+from ray.tune.schedulers import PopulationBasedTraining
+from ray.tune.schedulers.pb2 import PB2
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
+from ray.tune.stopper import CombinedStopper
 
 from hfsweep.config import ConfigError
 
@@ -105,9 +108,57 @@ def apply_sampled(cfg: dict, sampled: dict) -> dict:
     return merged
 
 
-def build_scheduler(cfg: dict):
-    """Instantiate the configured Tune scheduler (metric and mode come from the TuneConfig)."""
-    return instantiate(cfg["scheduler"])
+def _instantiate(node: dict, **objects):
+    """Hydra-instantiate `node`, passing `objects` (Tune domains, ints) straight to the constructor."""
+    return instantiate(node, _partial_=True)(**objects)
+
+
+def _target_class(node: dict):
+    return get_class(node["_target_"])
+
+
+def pbt_mutations(param_space: dict) -> dict:
+    """PBT resamples from the same space the searcher samples: grid values become a list."""
+    mutations = {}
+    for key, value in param_space.items():
+        if isinstance(value, dict) and set(value) == {"grid_search"}:
+            mutations[key] = list(value["grid_search"])
+        elif isinstance(value, dict):
+            mutations[key] = pbt_mutations(value)
+        else:
+            mutations[key] = value
+    return mutations
+
+
+def pb2_bounds(space: dict) -> dict:
+    """PB2's GP models continuous hyperparameters: every leaf needs low and high."""
+    bounds: dict = {}
+    for path, spec in iter_leaves(space):
+        if "low" not in spec or "high" not in spec:
+            raise ConfigError(
+                f"search_space.{path}: scheduler=pb2 needs a sampler with low and high "
+                f"(uniform, loguniform, randint...), not '{spec['sampler']}'."
+            )
+        *parents, leaf = path.split(".")
+        node = bounds
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = [spec["low"], spec["high"]]
+    return bounds
+
+
+def build_scheduler(cfg: dict, param_space: dict):
+    """Instantiate the configured Tune scheduler; PBT and PB2 mutate the sweep's own search space.
+
+    Metric and mode come from the TuneConfig, so every scheduler optimises the same thing.
+    """
+    node = cfg["scheduler"]
+    cls = _target_class(node)
+    if issubclass(cls, PB2):
+        return _instantiate(node, hyperparam_bounds=pb2_bounds(cfg["search_space"]))
+    if issubclass(cls, PopulationBasedTraining):
+        return _instantiate(node, hyperparam_mutations=pbt_mutations(param_space))
+    return _instantiate(node)
 
 
 def build_search_alg(cfg: dict, max_concurrent: int):
@@ -115,12 +166,41 @@ def build_search_alg(cfg: dict, max_concurrent: int):
 
     Tune ignores TuneConfig.max_concurrent_trials for a variant generator, so the cap is set here.
     """
-    if _target_class(cfg["search_alg"]) is BasicVariantGenerator:
-        return instantiate(cfg["search_alg"], max_concurrent=max_concurrent)
-    return ConcurrencyLimiter(instantiate(cfg["search_alg"]), max_concurrent=max_concurrent)
+    node = cfg["search_alg"]
+    try:
+        cls = _target_class(node)
+    except ImportError as err:
+        raise ConfigError(f"search_alg: {node['_target_']} cannot be imported ({err}); pip install 'hfsweep[search]'.") from err
+    if cls is BasicVariantGenerator:
+        return _instantiate(node, max_concurrent=max_concurrent)
+    grids = [path for path, spec in iter_leaves(cfg["search_space"]) if spec["sampler"] == "grid"]
+    if grids:
+        raise ConfigError(
+            f"search_space.{grids[0]}: search_alg {cls.__name__} cannot take sampler 'grid'; use 'choice'."
+        )
+    return ConcurrencyLimiter(_instantiate(node), max_concurrent=max_concurrent)
 
 
-def _target_class(node: dict):
-    from hydra.utils import get_class
+class ThresholdStopper(tune.Stopper):
+    """Stop a trial once `metric` reaches `threshold`: at or above it for mode=max (a step budget,
+    a target accuracy), at or below it for mode=min (a target loss)."""
 
-    return get_class(node["_target_"])
+    def __init__(self, metric: str, threshold: float, mode: str = "max"):
+        self.metric, self.threshold, self.mode = metric, threshold, mode
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        value = result.get(self.metric)
+        if value is None:
+            return False
+        return value >= self.threshold if self.mode == "max" else value <= self.threshold
+
+    def stop_all(self) -> bool:
+        return False
+
+
+def build_stopper(cfg: dict):
+    """All configured stoppers combined (any one stops), or None."""
+    stoppers = [instantiate(node) for node in cfg["stopper"].values()]
+    if not stoppers:
+        return None
+    return stoppers[0] if len(stoppers) == 1 else CombinedStopper(*stoppers)

@@ -11,16 +11,15 @@ import logging
 import math
 import os
 
-import pyarrow.parquet
 import ray
 import yaml
 from ray import tune
 
-from hfsweep.config import validate
-from hfsweep.data import PreparedData, prepare
+from hfsweep.config import ConfigError, validate
+from hfsweep.data import PreparedData, load_train_dataset, prepare
 from hfsweep.models import build_model, check_pretrained_reachable, load_tokenizer
-from hfsweep.results import best_trial, evaluate_model, summary
-from hfsweep.search import build_scheduler, build_search_alg, compile_search_space
+from hfsweep.results import best_trial, evaluate_model, summary, write_best
+from hfsweep.search import build_scheduler, build_search_alg, build_stopper, compile_search_space
 from hfsweep.trial import run_trial
 
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE", "HF_HOME", "HFSWEEP_CACHE")
@@ -54,6 +53,26 @@ def trial_resources(cluster: dict) -> dict:
     return total
 
 
+def check_trial_fits(cluster: dict) -> None:
+    """Refuse at once a trial shape that no cluster node can hold, instead of Ray retrying the
+    worker group start forever."""
+    need = trial_resources(cluster)
+    total = ray.cluster_resources()
+    for key, amount in need.items():
+        if total.get(key, 0) < amount:
+            raise ConfigError(
+                f"cluster.resources_per_worker: one trial needs {amount:g} {key} (1 CPU for the trial + "
+                f"{cluster['num_workers']} workers) but the cluster has {total.get(key, 0):g}; lower "
+                f"cluster.num_workers or cluster.resources_per_worker, or add nodes."
+            )
+    bundle = {k.upper(): v for k, v in cluster["resources_per_worker"].items()}
+    nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+    if not any(all(node.get(k, 0) >= v for k, v in bundle.items()) for node in nodes):
+        raise ConfigError(
+            f"cluster.resources_per_worker: no node has {bundle} for one worker; lower it."
+        )
+
+
 def max_concurrent_trials(cluster: dict) -> int:
     """As many trials as the cluster's resources hold at once, unless configured."""
     if cluster["max_concurrent_trials"]:
@@ -62,9 +81,8 @@ def max_concurrent_trials(cluster: dict) -> int:
     return max(1, min(math.floor(available.get(k, 0) / v) for k, v in trial_resources(cluster).items() if v))
 
 
-def build_tuner(cfg: dict, param_space: dict, data: PreparedData) -> tune.Tuner:
-    # Read once on the driver into the object store (no read tasks to schedule); every trial shares it.
-    train_dataset = ray.data.from_arrow(pyarrow.parquet.read_table(data.train_path))
+def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, stopper) -> tune.Tuner:
+    train_dataset = load_train_dataset(data)  # once, shared by every trial
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, cfg=cfg, data=data, train_dataset=train_dataset),
         {"CPU": 1},
@@ -76,7 +94,7 @@ def build_tuner(cfg: dict, param_space: dict, data: PreparedData) -> tune.Tuner:
         tune_config=tune.TuneConfig(
             metric=cfg["metric"],
             mode=cfg["mode"],
-            scheduler=build_scheduler(cfg),
+            scheduler=scheduler,
             search_alg=build_search_alg(cfg, concurrency),
             num_samples=cfg["num_samples"],
             max_concurrent_trials=concurrency,
@@ -87,6 +105,7 @@ def build_tuner(cfg: dict, param_space: dict, data: PreparedData) -> tune.Tuner:
             checkpoint_config=tune.CheckpointConfig(
                 checkpoint_score_attribute=cfg["metric"], checkpoint_score_order=cfg["mode"]
             ),
+            stop=stopper,
             verbose=1,  # Tune's status table; per-trial detail is in the experiment directory
         ),
     )
@@ -96,6 +115,7 @@ def run(cfg: dict) -> tune.ResultGrid:
     """Validate, prepare data, run the sweep; return Tune's ResultGrid."""
     validate(cfg)
     param_space = compile_search_space(cfg["search_space"], cfg)
+    scheduler, stopper = build_scheduler(cfg, param_space), build_stopper(cfg)
     check_pretrained_reachable(cfg["model"])
     data = prepare(cfg)
     storage = cfg["cluster"]["storage_path"]
@@ -103,10 +123,13 @@ def run(cfg: dict) -> tune.ResultGrid:
     with open(os.path.join(storage, "resolved_config.yaml"), "w") as f:
         yaml.safe_dump(cfg, f, sort_keys=False)
     init_ray(cfg["cluster"])
-    results = build_tuner(cfg, param_space, data).fit()
+    check_trial_fits(cfg["cluster"])
+    results = build_tuner(cfg, param_space, data, scheduler, stopper).fit()
     if results.num_terminated == 0:
         raise RuntimeError(f"no trial finished ({results.num_errors} errored); see the errors above.")
-    print(summary(best_trial(results, cfg), untrained_eval_loss(cfg, data)))
+    best = best_trial(results, cfg)
+    write_best(best, storage)
+    print(summary(best, untrained_eval_loss(cfg, data)))
     return results
 
 

@@ -23,7 +23,7 @@ from ray.train import UserCallback
 from ray.train.torch import TorchTrainer
 from ray.util.queue import Queue
 
-from hfsweep.data import PreparedData
+from hfsweep.data import PreparedData, load_train_dataset, prepare
 from hfsweep.search import apply_sampled
 from hfsweep.worker import train_loop_per_worker
 
@@ -67,10 +67,17 @@ def train_run_name(trial_id: str, resume_from: Optional[str]) -> str:
     return f"{trial_id}-from-{hashlib.sha256(resume_from.encode()).hexdigest()[:8]}"
 
 
+def data_changed(cfg: dict, trial_cfg: dict) -> bool:
+    return trial_cfg["data"] != cfg["data"] or trial_cfg["model"]["tokenizer"] != cfg["model"]["tokenizer"]
+
+
 def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) -> None:
     """Tune function trainable: fit a TorchTrainer in a thread, re-report its results to Tune."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     trial_cfg = apply_sampled(cfg, sampled)
+    if data_changed(cfg, trial_cfg):  # a searched data or tokenizer key: prepare (cached) for this trial
+        data = prepare(trial_cfg)
+        train_dataset = load_train_dataset(data)
     resume_from = read_pointer(tune.get_checkpoint())
     cluster = cfg["cluster"]
     reports = Queue(actor_options={"num_cpus": 0})

@@ -14,11 +14,12 @@ import os
 import datasets
 import ray.train
 import transformers
+from hydra.utils import instantiate  # only to build `_target_` callbacks; Hydra's app stays on the driver
 from ray.train import Checkpoint, CheckpointUploadMode
 from ray.train.huggingface.transformers import prepare_trainer
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments, default_data_collator
 
-from hfsweep.models import build_model, load_tokenizer
+from hfsweep.models import build_model, load_tokenizer, weights_digest
 
 HF_CHECKPOINTS = "hf_checkpoints"
 
@@ -27,13 +28,18 @@ class ReportCheckpointCallback(TrainerCallback):
     """After every save, report the latest metrics and the checkpoint the Trainer just wrote.
 
     Every rank reports (Ray Train's report is a barrier); only rank 0, which wrote the files,
-    attaches the checkpoint.
+    attaches the checkpoint. `extra` holds what other callbacks add to the next report.
     """
+
+    def __init__(self, extra: dict):
+        self.extra = extra
 
     def on_save(self, args, state, control, **kwargs):
         metrics = {}
         for entry in state.log_history:
             metrics.update(entry)
+        metrics.update(self.extra)
+        self.extra.clear()
         metrics["step"] = state.global_step
         if "eval_loss" in metrics:
             metrics["eval_perplexity"] = math.exp(min(metrics["eval_loss"], 50.0))
@@ -57,6 +63,35 @@ def quiet_logs(world_rank: int) -> None:
     if world_rank != 0:
         transformers.logging.set_verbosity_error()
         datasets.logging.set_verbosity_error()
+
+
+class ApplyHyperparametersOnResume(TrainerCallback):
+    """Make a resumed trial train with its own hyperparameters, not the checkpoint's.
+
+    `Trainer.train(resume_from_checkpoint=...)` restores the optimizer and LR scheduler state,
+    learning rate included, after `on_train_begin`. A PBT-exploited trial must continue from the
+    donor's weights with its perturbed values, so they are applied before the first step. The
+    digest of the restored weights goes into the next report, so the copy can be checked.
+    """
+
+    def __init__(self, training: dict, resumed_from: str, report: dict):
+        self.learning_rate = training["learning_rate"]
+        self.weight_decay = training.get("weight_decay", 0.0)
+        self.resumed_from, self.report, self.applied = resumed_from, report, False
+
+    def on_step_begin(self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kwargs):
+        if self.applied:
+            return
+        self.applied = True
+        lr_scheduler.base_lrs = [self.learning_rate] * len(optimizer.param_groups)
+        factors = [fn(lr_scheduler.last_epoch) for fn in lr_scheduler.lr_lambdas]
+        for group, factor in zip(optimizer.param_groups, factors):
+            group["initial_lr"] = self.learning_rate
+            group["lr"] = self.learning_rate * factor
+            if group.get("weight_decay"):
+                group["weight_decay"] = self.weight_decay
+        lr_scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
+        self.report.update(resumed_from=self.resumed_from, resumed_weights_digest=weights_digest(model))
 
 
 def resume_checkpoint(config: dict) -> str | None:
@@ -99,6 +134,13 @@ def train_loop_per_worker(config: dict) -> None:
     )
     validation = datasets.load_from_disk(config["validation_path"])
 
+    extra_metrics: dict = {}
+    callbacks = [ReportCheckpointCallback(extra_metrics)]
+    callbacks += [instantiate(node) for node in cfg["callbacks"].values()]
+    resume_from = resume_checkpoint(config)
+    if resume_from:
+        callbacks.append(ApplyHyperparametersOnResume(cfg["training"], resume_from, extra_metrics))
+
     trainer = Trainer(
         model=model,
         args=training_arguments(cfg, output_dir),
@@ -106,8 +148,8 @@ def train_loop_per_worker(config: dict) -> None:
         eval_dataset=validation,
         processing_class=tokenizer,
         data_collator=default_data_collator,
-        callbacks=[ReportCheckpointCallback()],
+        callbacks=callbacks,
     )
     trainer.remove_callback(PrinterCallback)  # Tune's table reports progress
     trainer = prepare_trainer(trainer)
-    trainer.train(resume_from_checkpoint=resume_checkpoint(config))
+    trainer.train(resume_from_checkpoint=resume_from)

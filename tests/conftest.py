@@ -10,7 +10,6 @@ import pytest
 os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="offline")
 
 from hydra import compose, initialize_config_dir  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
 
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
@@ -24,7 +23,9 @@ def compose_config(overrides: list[str] = ()):
 
 
 def resolved_config(overrides: list[str], storage: Path, cache: Path) -> dict:
-    cfg = OmegaConf.to_container(compose_config(overrides), resolve=True)
+    from hfsweep.config import to_plain_dict
+
+    cfg = to_plain_dict(compose_config(overrides))
     cfg["cluster"]["storage_path"] = str(storage)
     cfg["cache_dir"] = str(cache)
     return cfg
@@ -40,6 +41,8 @@ def ray_cluster():
     """A local Ray with 8 logical CPUs, so two 2-worker trials fit on two cores."""
     import ray
 
-    ray.init(num_cpus=8, runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}})
+    from hfsweep.sweep import init_ray
+
+    init_ray({"address": None, "num_cpus": 8, "num_gpus": None})
     yield
     ray.shutdown()

@@ -1,0 +1,134 @@
+"""Every scheduler, searcher and stopper option builds from config, driven by the sweep's metric."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ray.tune.schedulers import (
+    AsyncHyperBandScheduler,
+    FIFOScheduler,
+    HyperBandScheduler,
+    MedianStoppingRule,
+    PopulationBasedTraining,
+)
+from ray.tune.schedulers.pb2 import PB2
+from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
+from ray.tune.stopper import CombinedStopper, ExperimentPlateauStopper, MaximumIterationStopper, TrialPlateauStopper
+
+from hfsweep.config import ConfigError
+from hfsweep.search import ThresholdStopper, build_scheduler, build_search_alg, build_stopper, compile_search_space
+from tests.conftest import CONF_DIR, resolved_config
+
+SCHEDULERS = {
+    "fifo": FIFOScheduler,
+    "asha": AsyncHyperBandScheduler,
+    "hyperband": HyperBandScheduler,
+    "median": MedianStoppingRule,
+    "pbt": PopulationBasedTraining,
+    "pb2": PB2,
+}
+LOGUNIFORM_LR = "search_space=learning_rate_loguniform"
+
+
+def config(tmp_path, *overrides):
+    return resolved_config(list(overrides), tmp_path, tmp_path)
+
+
+def test_every_scheduler_option_is_tested():
+    assert {p.stem for p in (Path(CONF_DIR) / "scheduler").glob("*.yaml")} == set(SCHEDULERS)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULERS))
+def test_scheduler_builds_with_step_as_time(name, tmp_path):
+    cfg = config(tmp_path, f"scheduler={name}", LOGUNIFORM_LR)
+    scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+    assert type(scheduler) is SCHEDULERS[name]
+    if name != "fifo":
+        assert scheduler._time_attr == "step"
+
+
+def test_pbt_mutates_the_search_space_and_perturbs_at_checkpoints(tmp_path):
+    cfg = config(tmp_path, "scheduler=pbt")
+    scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+    assert scheduler._hyperparam_mutations == {"training": {"learning_rate": [3e-3, 1e-3, 1e-4, 1e-5]}}
+    assert scheduler._perturbation_interval == cfg["training"]["save_steps"]
+
+
+def test_pb2_takes_bounds_from_the_search_space(tmp_path):
+    cfg = config(tmp_path, "scheduler=pb2", LOGUNIFORM_LR)
+    scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+    assert scheduler._hyperparam_bounds == {"training": {"learning_rate": [1e-4, 1e-2]}}
+
+
+def test_pb2_refuses_a_grid(tmp_path):
+    cfg = config(tmp_path, "scheduler=pb2")
+    with pytest.raises(ConfigError, match=r"search_space\.training\.learning_rate: scheduler=pb2 needs a sampler with low and high"):
+        build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+
+
+def sampled_configs(cfg: dict, n: int = 6) -> list:
+    param_space = compile_search_space(cfg["search_space"], cfg)
+    searcher = build_search_alg(cfg, max_concurrent=n)
+    assert searcher.set_search_properties(cfg["metric"], cfg["mode"], param_space)
+    return [searcher.suggest(f"trial_{i}") for i in range(n)]
+
+
+@pytest.mark.parametrize("name", ["optuna", "hyperopt"])
+def test_seeded_searcher_samples_the_same_configs_twice(name, tmp_path):
+    overrides = [f"search_alg={name}", LOGUNIFORM_LR, "+search_space.training.warmup_steps={sampler:choice,values:[0,5,10]}"]
+    first = sampled_configs(config(tmp_path, *overrides))
+    assert first == sampled_configs(config(tmp_path, *overrides))
+    assert first != sampled_configs(config(tmp_path, *overrides, "seed=7"))
+    assert all(1e-4 <= c["training"]["learning_rate"] <= 1e-2 and c["training"]["warmup_steps"] in (0, 5, 10) for c in first)
+
+
+@pytest.mark.parametrize("name", ["optuna", "hyperopt"])
+def test_model_based_searchers_are_concurrency_limited_and_refuse_grid(name, tmp_path):
+    cfg = config(tmp_path, f"search_alg={name}", LOGUNIFORM_LR)
+    searcher = build_search_alg(cfg, max_concurrent=3)
+    assert isinstance(searcher, ConcurrencyLimiter) and searcher.max_concurrent == 3
+    with pytest.raises(ConfigError, match=r"cannot take sampler 'grid'; use 'choice'"):
+        build_search_alg(config(tmp_path, f"search_alg={name}"), max_concurrent=3)
+
+
+@pytest.mark.parametrize("name", ["grid", "random"])
+def test_variant_generator_is_seeded_and_capped(name, tmp_path):
+    cfg = config(tmp_path, f"search_alg={name}", "num_samples=3", LOGUNIFORM_LR)
+    searcher = build_search_alg(cfg, max_concurrent=2)
+    assert isinstance(searcher, BasicVariantGenerator) and searcher.max_concurrent == 2
+
+
+def test_stoppers_combine(tmp_path):
+    cfg = config(tmp_path, "stopper=[max_steps,plateau,max_iterations,experiment_plateau]")
+    stopper = build_stopper(cfg)
+    assert isinstance(stopper, CombinedStopper)
+    kinds = {type(s) for s in stopper._stoppers}
+    assert kinds == {ThresholdStopper, TrialPlateauStopper, MaximumIterationStopper, ExperimentPlateauStopper}
+    assert build_stopper(config(tmp_path)) is None
+
+
+def test_threshold_stopper_follows_the_mode():
+    low_loss = ThresholdStopper("eval_loss", 3.0, mode="min")
+    assert low_loss("t", {"eval_loss": 2.9}) and not low_loss("t", {"eval_loss": 3.1})
+    assert not low_loss("t", {"step": 10})
+    budget = ThresholdStopper("step", 40, mode="max")
+    assert budget("t", {"step": 40}) and not budget("t", {"step": 30})
+
+
+def test_threshold_stopper_needs_its_threshold(tmp_path):
+    with pytest.raises(ConfigError, match=r"stopper\.threshold\.threshold: has no value \(\?\?\?\); set it"):
+        config(tmp_path, "stopper=threshold")
+    stopper = build_stopper(config(tmp_path, "stopper=threshold", "stopper.threshold.threshold=3.5"))
+    assert (stopper.metric, stopper.threshold, stopper.mode) == ("eval_loss", 3.5, "min")
+
+
+def test_early_stopping_callback_needs_matching_direction(tmp_path):
+    from hfsweep.config import validate
+
+    cfg = config(tmp_path, "callbacks=early_stopping")
+    validate(cfg)
+    assert cfg["training"]["metric_for_best_model"] == "eval_loss"
+    cfg = config(tmp_path, "callbacks=early_stopping", "mode=max")
+    with pytest.raises(ConfigError, match=r"training\.greater_is_better: must be true when mode=max"):
+        validate(cfg)
