@@ -199,8 +199,10 @@ class ThresholdStopper(tune.Stopper):
 
 
 def build_stopper(cfg: dict):
-    """All configured stoppers combined (any one stops), or None."""
-    stoppers = [instantiate(node) for node in cfg["stopper"].values()]
-    if not stoppers:
-        return None
-    return stoppers[0] if len(stoppers) == 1 else CombinedStopper(*stoppers)
+    """The configured stoppers combined (any one stops) with the step budget.
+
+    Tune applies stoppers before the scheduler sees a result, so a trial at training.max_steps
+    ends there: PBT never exploits into a trial that has no steps left to train.
+    """
+    budget = ThresholdStopper("step", cfg["training"]["max_steps"], mode="max")
+    return CombinedStopper(budget, *(instantiate(node) for node in cfg["stopper"].values()))

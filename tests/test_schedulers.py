@@ -99,13 +99,14 @@ def test_variant_generator_is_seeded_and_capped(name, tmp_path):
     assert isinstance(searcher, BasicVariantGenerator) and searcher.max_concurrent == 2
 
 
-def test_stoppers_combine(tmp_path):
-    cfg = config(tmp_path, "stopper=[max_steps,plateau,max_iterations,experiment_plateau]")
+def test_stoppers_combine_with_the_step_budget(tmp_path):
+    cfg = config(tmp_path, "stopper=[plateau,max_iterations,experiment_plateau]")
     stopper = build_stopper(cfg)
     assert isinstance(stopper, CombinedStopper)
-    kinds = {type(s) for s in stopper._stoppers}
-    assert kinds == {ThresholdStopper, TrialPlateauStopper, MaximumIterationStopper, ExperimentPlateauStopper}
-    assert build_stopper(config(tmp_path)) is None
+    kinds = [type(s) for s in stopper._stoppers]
+    assert kinds == [ThresholdStopper, TrialPlateauStopper, MaximumIterationStopper, ExperimentPlateauStopper]
+    (budget,) = build_stopper(config(tmp_path))._stoppers
+    assert (budget.metric, budget.threshold) == ("step", cfg["training"]["max_steps"])
 
 
 def test_threshold_stopper_follows_the_mode():
@@ -119,7 +120,7 @@ def test_threshold_stopper_follows_the_mode():
 def test_threshold_stopper_needs_its_threshold(tmp_path):
     with pytest.raises(ConfigError, match=r"stopper\.threshold\.threshold: has no value \(\?\?\?\); set it"):
         config(tmp_path, "stopper=threshold")
-    stopper = build_stopper(config(tmp_path, "stopper=threshold", "stopper.threshold.threshold=3.5"))
+    _, stopper = build_stopper(config(tmp_path, "stopper=threshold", "stopper.threshold.threshold=3.5"))._stoppers
     assert (stopper.metric, stopper.threshold, stopper.mode) == ("eval_loss", 3.5, "min")
 
 

@@ -1,0 +1,89 @@
+"""PBT over real trials: an exploited trial continues from the donor's checkpoint, with the
+donor's weights and its own perturbed learning rate in effect."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoModelForCausalLM
+
+from hfsweep import sweep
+from hfsweep.models import weights_digest
+from tests.conftest import resolved_config
+
+pytestmark = pytest.mark.slow
+
+EVAL_STEPS = 10
+
+
+@pytest.fixture(scope="module")
+def pbt_sweep(ray_cluster, tmp_path_factory, cache_dir):
+    overrides = [
+        "scheduler=pbt",
+        "scheduler.quantile_fraction=0.5",
+        "scheduler.resample_probability=0.0",  # always perturb: x0.8 or x1.2 of the donor's value
+        "search_space=learning_rate_loguniform",
+        "search_space.training.learning_rate.low=1e-5",
+        "num_samples=2",
+        "training.max_steps=30",
+        "training.lr_scheduler_type=constant",
+        "cluster.num_workers=1",
+    ]
+    cfg = resolved_config(overrides, tmp_path_factory.mktemp("pbt"), cache_dir)
+    results = sweep.run(cfg)
+    rows = [row for result in results for _, row in result.metrics_dataframe.iterrows()]
+    return results, rows
+
+
+def checkpoint_row(rows, path):
+    (row,) = [r for r in rows if r["checkpoint_path"] == path]
+    return row
+
+
+def resumed_rows(rows, exploited: bool):
+    """First reports after a restore: from another trial's checkpoint (a PBT exploit), or from the
+    trial's own (PBT pauses the top trial while the exploited one restarts)."""
+    resumed = [row for row in rows if isinstance(row.get("resumed_from"), str)]
+    return [r for r in resumed if (checkpoint_row(rows, r["resumed_from"])["trial_id"] != r["trial_id"]) == exploited]
+
+
+def exploited_rows(rows):
+    return resumed_rows(rows, exploited=True)
+
+
+def test_pbt_sweep_finishes_with_at_least_one_exploit(pbt_sweep):
+    results, rows = pbt_sweep
+    assert results.errors == []
+    assert exploited_rows(rows), "PBT never exploited: no report came from a restored trial"
+
+
+def test_restored_trials_continue_from_the_checkpoint_step(pbt_sweep):
+    _, rows = pbt_sweep
+    for row in resumed_rows(rows, exploited=True) + resumed_rows(rows, exploited=False):
+        donor_step = int(row["resumed_from"].rsplit("checkpoint-", 1)[1])
+        assert donor_step > 0
+        assert row["step"] == donor_step + EVAL_STEPS
+
+
+def test_restored_weights_equal_the_donor_checkpoint(pbt_sweep):
+    _, rows = pbt_sweep
+    for row in exploited_rows(rows):
+        donor = AutoModelForCausalLM.from_pretrained(row["resumed_from"])
+        assert row["resumed_weights_digest"] == weights_digest(donor)
+
+
+def test_the_perturbed_learning_rate_is_the_one_in_effect(pbt_sweep):
+    _, rows = pbt_sweep
+    for row in exploited_rows(rows):
+        donor_row = checkpoint_row(rows, row["resumed_from"])
+        donor_lr, perturbed_lr = donor_row["config/training/learning_rate"], row["config/training/learning_rate"]
+        assert perturbed_lr in (pytest.approx(donor_lr * 0.8), pytest.approx(donor_lr * 1.2))
+        assert donor_row["learning_rate"] == pytest.approx(donor_lr)
+        assert row["learning_rate"] == pytest.approx(perturbed_lr), "the restored optimizer's learning rate is still in effect"
+
+
+def test_a_trial_restored_from_its_own_checkpoint_keeps_its_learning_rate(pbt_sweep):
+    _, rows = pbt_sweep
+    for row in resumed_rows(rows, exploited=False):
+        own = checkpoint_row(rows, row["resumed_from"])
+        assert row["config/training/learning_rate"] == own["config/training/learning_rate"]
+        assert row["learning_rate"] == pytest.approx(own["learning_rate"])

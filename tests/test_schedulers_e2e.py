@@ -1,0 +1,77 @@
+"""Schedulers and stoppers on real sweeps: FIFO runs every trial to the end where ASHA stops some
+(see test_sweep_e2e), and transformers' EarlyStoppingCallback ends a trial as completed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from hfsweep import sweep
+from tests.conftest import resolved_config
+
+pytestmark = pytest.mark.slow
+
+ONE_WORKER_GRID = [
+    "training.max_steps=40",
+    "search_space.training.learning_rate.values=[3e-3,1e-3,1e-5,1e-6]",
+    "cluster.num_workers=1",
+]
+
+
+def final_steps(results) -> list[int]:
+    return sorted(result.metrics["step"] for result in results)
+
+
+def test_fifo_runs_every_trial_to_the_end_where_asha_stops(ray_cluster, tmp_path, cache_dir):
+    fifo = sweep.run(resolved_config(["scheduler=fifo", *ONE_WORKER_GRID], tmp_path / "fifo", cache_dir))
+    asha = sweep.run(
+        resolved_config(["scheduler=asha", "scheduler.grace_period=10", *ONE_WORKER_GRID], tmp_path / "asha", cache_dir)
+    )
+    assert fifo.errors == [] and asha.errors == []
+    assert final_steps(fifo) == [40, 40, 40, 40]
+    assert min(final_steps(asha)) < 40 and max(final_steps(asha)) == 40
+    assert fifo.get_best_result().config == asha.get_best_result().config
+
+
+def test_early_stopping_callback_ends_a_trial_as_completed(ray_cluster, tmp_path, cache_dir):
+    overrides = [
+        "scheduler=fifo",
+        "callbacks=early_stopping",
+        "callbacks.early_stopping.early_stopping_patience=1",
+        "callbacks.early_stopping.early_stopping_threshold=0.5",
+        "search_space.training.learning_rate.values=[1e-5]",
+        "training.max_steps=60",
+        "cluster.num_workers=1",
+    ]
+    results = sweep.run(resolved_config(overrides, tmp_path, cache_dir))
+    assert results.errors == []
+    (result,) = results
+    assert result.metrics["step"] < 60, "EarlyStoppingCallback did not stop the trial"
+    assert result.metrics["done"] is True, "the trial must end as completed, not stopped or errored"
+
+
+def test_multirun_runs_one_sweep_per_job_and_writes_a_summary(tmp_path, cache_dir):
+    sweep_dir = tmp_path / "multirun"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "hfsweep", "-m",
+            "seed=1,2",
+            "training.max_steps=10",
+            "search_space.training.learning_rate.values=[3e-3]",
+            "cluster.num_workers=1",
+            f"cache_dir={cache_dir}",
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        capture_output=True, text=True, timeout=400,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for job in ("0", "1"):
+        assert (sweep_dir / job / "resolved_config.yaml").is_file()
+        assert (sweep_dir / job / "sweep").is_dir()
+    summary = pd.read_csv(sweep_dir / "multirun_summary.csv")
+    assert list(summary["overrides"].str.extract(r"(seed=\d)")[0]) == ["seed=1", "seed=2"]
+    assert (summary["step"] == 10).all() and summary["eval_loss"].notna().all()
+    assert (sweep_dir / "multirun_summary.md").read_text().count("seed=") == 2
