@@ -108,9 +108,13 @@ def apply_sampled(cfg: dict, sampled: dict) -> dict:
     return merged
 
 
-def _instantiate(node: dict, **objects):
-    """Hydra-instantiate `node`, passing `objects` (Tune domains, ints) straight to the constructor."""
-    return instantiate(node, _partial_=True)(**objects)
+def _instantiate(key: str, node: dict, **objects):
+    """Hydra-instantiate the config at `key`, passing `objects` (Tune domains, ints) straight to the
+    constructor; a constructor's complaint about its arguments becomes one line naming the key."""
+    try:
+        return instantiate(node, _partial_=True)(**objects)
+    except (AssertionError, ValueError, TypeError) as err:
+        raise ConfigError(f"{key}: {node['_target_'].rsplit('.', 1)[-1]} rejects these settings: {err}") from err
 
 
 def _target_class(node: dict):
@@ -155,10 +159,10 @@ def build_scheduler(cfg: dict, param_space: dict):
     node = cfg["scheduler"]
     cls = _target_class(node)
     if issubclass(cls, PB2):
-        return _instantiate(node, hyperparam_bounds=pb2_bounds(cfg["search_space"]))
+        return _instantiate("scheduler", node, hyperparam_bounds=pb2_bounds(cfg["search_space"]))
     if issubclass(cls, PopulationBasedTraining):
-        return _instantiate(node, hyperparam_mutations=pbt_mutations(param_space))
-    return _instantiate(node)
+        return _instantiate("scheduler", node, hyperparam_mutations=pbt_mutations(param_space))
+    return _instantiate("scheduler", node)
 
 
 def build_search_alg(cfg: dict, max_concurrent: int):
@@ -172,13 +176,13 @@ def build_search_alg(cfg: dict, max_concurrent: int):
     except ImportError as err:
         raise ConfigError(f"search_alg: {node['_target_']} cannot be imported ({err}); pip install 'hfsweep[search]'.") from err
     if cls is BasicVariantGenerator:
-        return _instantiate(node, max_concurrent=max_concurrent)
+        return _instantiate("search_alg", node, max_concurrent=max_concurrent)
     grids = [path for path, spec in iter_leaves(cfg["search_space"]) if spec["sampler"] == "grid"]
     if grids:
         raise ConfigError(
             f"search_space.{grids[0]}: search_alg {cls.__name__} cannot take sampler 'grid'; use 'choice'."
         )
-    return ConcurrencyLimiter(_instantiate(node), max_concurrent=max_concurrent)
+    return ConcurrencyLimiter(_instantiate("search_alg", node), max_concurrent=max_concurrent)
 
 
 class ThresholdStopper(tune.Stopper):
@@ -205,4 +209,4 @@ def build_stopper(cfg: dict):
     ends there: PBT never exploits into a trial that has no steps left to train.
     """
     budget = ThresholdStopper("step", cfg["training"]["max_steps"], mode="max")
-    return CombinedStopper(budget, *(instantiate(node) for node in cfg["stopper"].values()))
+    return CombinedStopper(budget, *(_instantiate(f"stopper.{k}", node) for k, node in cfg["stopper"].items()))

@@ -133,3 +133,9 @@ def test_early_stopping_callback_needs_matching_direction(tmp_path):
     cfg = config(tmp_path, "callbacks=early_stopping", "mode=max")
     with pytest.raises(ConfigError, match=r"training\.greater_is_better: must be true when mode=max"):
         validate(cfg)
+
+
+def test_scheduler_settings_ray_rejects_are_one_line_config_errors(tmp_path):
+    cfg = config(tmp_path, "training.max_steps=10")  # asha's grace_period is 20
+    with pytest.raises(ConfigError, match=r"^scheduler: ASHAScheduler rejects these settings: grace_period must be <= max_t!$"):
+        build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))

@@ -18,6 +18,7 @@ ONE_WORKER_GRID = [
     "training.max_steps=40",
     "search_space.training.learning_rate.values=[3e-3,1e-3,1e-5,1e-6]",
     "cluster.num_workers=1",
+    "cluster.max_concurrent_trials=2",  # later trials meet ASHA's rungs already filled
 ]
 
 
@@ -60,6 +61,7 @@ def test_multirun_runs_one_sweep_per_job_and_writes_a_summary(tmp_path, cache_di
             sys.executable, "-m", "hfsweep", "-m",
             "seed=1,2",
             "training.max_steps=10",
+            "scheduler.grace_period=10",
             "search_space.training.learning_rate.values=[3e-3]",
             "cluster.num_workers=1",
             f"cache_dir={cache_dir}",
