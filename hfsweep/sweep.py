@@ -13,12 +13,13 @@ import os
 
 import ray
 import yaml
+from omegaconf import OmegaConf
 from ray import tune
 
 from hfsweep.config import ConfigError, validate
 from hfsweep.data import PreparedData, load_train_dataset, prepare
 from hfsweep.models import build_model, check_pretrained_reachable, load_tokenizer
-from hfsweep.results import best_trial, evaluate_model, summary, write_best
+from hfsweep.results import RESOLVED_CONFIG, best_trial, evaluate_model, export_best, summary, write_best, write_provenance, write_report
 from hfsweep.search import build_scheduler, build_search_alg, build_stopper, compile_search_space
 from hfsweep.trial import run_trial
 
@@ -81,15 +82,19 @@ def max_concurrent_trials(cluster: dict) -> int:
     return max(1, min(math.floor(available.get(k, 0) / v) for k, v in trial_resources(cluster).items() if v))
 
 
-def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, stopper) -> tune.Tuner:
+def trainable_for(cfg: dict, data: PreparedData):
+    """The Tune trainable: `run_trial` bound to the config and the shared train set, 1 CPU each."""
     train_dataset = load_train_dataset(data)  # once, shared by every trial
-    trainable = tune.with_resources(
+    return tune.with_resources(
         tune.with_parameters(run_trial, cfg=cfg, data=data, train_dataset=train_dataset),
         {"CPU": 1},
     )
+
+
+def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, stopper) -> tune.Tuner:
     concurrency = max_concurrent_trials(cfg["cluster"])
     return tune.Tuner(
-        trainable,
+        trainable_for(cfg, data),
         param_space=param_space,
         tune_config=tune.TuneConfig(
             metric=cfg["metric"],
@@ -111,25 +116,75 @@ def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, sto
     )
 
 
-def run(cfg: dict) -> tune.ResultGrid:
-    """Validate, prepare data, run the sweep; return Tune's ResultGrid."""
+def _prepare_sweep(cfg: dict) -> tuple:
+    """Everything that can fail on bad input, before Ray starts."""
     validate(cfg)
     param_space = compile_search_space(cfg["search_space"], cfg)
     scheduler, stopper = build_scheduler(cfg, param_space), build_stopper(cfg)
     check_pretrained_reachable(cfg["model"])
-    data = prepare(cfg)
+    return param_space, scheduler, stopper, prepare(cfg)
+
+
+def run(cfg: dict) -> tune.ResultGrid:
+    """Validate, prepare data, run the sweep; return Tune's ResultGrid."""
+    param_space, scheduler, stopper, data = _prepare_sweep(cfg)
     storage = cfg["cluster"]["storage_path"]
     os.makedirs(storage, exist_ok=True)
-    with open(os.path.join(storage, "resolved_config.yaml"), "w") as f:
+    with open(os.path.join(storage, RESOLVED_CONFIG), "w") as f:
         yaml.safe_dump(cfg, f, sort_keys=False)
+    write_provenance(storage, cfg)
     init_ray(cfg["cluster"])
     check_trial_fits(cfg["cluster"])
-    results = build_tuner(cfg, param_space, data, scheduler, stopper).fit()
+    return finish(build_tuner(cfg, param_space, data, scheduler, stopper).fit(), cfg, data)
+
+
+def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune.ResultGrid:
+    """Continue an interrupted sweep from its run directory: finished trials are kept, unfinished
+    and errored ones resume from their latest checkpoint. The saved config is the config; an
+    override that changes it is refused unless `force`."""
+    saved_path = os.path.join(run_dir, RESOLVED_CONFIG)
+    if not os.path.isfile(saved_path):
+        raise ConfigError(f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass a sweep's run directory.")
+    with open(saved_path) as f:
+        saved = yaml.safe_load(f)
+    cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
+    changed = sorted(_changed_keys(saved, cfg))
+    if changed and not force:
+        raise ConfigError(
+            f"resume: {', '.join(changed)} differ from the config saved in {run_dir}; "
+            f"drop those overrides, or pass --force to resume with them."
+        )
+    experiment = os.path.join(run_dir, cfg["name"])
+    if not tune.Tuner.can_restore(experiment):
+        raise ConfigError(f"resume: '{experiment}' holds no Tune experiment state; nothing to resume.")
+    param_space, _, _, data = _prepare_sweep(cfg)
+    init_ray(cfg["cluster"])
+    check_trial_fits(cfg["cluster"])
+    tuner = tune.Tuner.restore(experiment, trainable_for(cfg, data), resume_errored=True, param_space=param_space)
+    return finish(tuner.fit(), cfg, data)
+
+
+def _changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
+    keys = []
+    for key in old.keys() | new.keys():
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys += _changed_keys(a, b, f"{prefix}{key}.")
+        elif a != b:
+            keys.append(f"{prefix}{key}")
+    return keys
+
+
+def finish(results: tune.ResultGrid, cfg: dict, data: PreparedData) -> tune.ResultGrid:
+    """Best trial, exported model, tables and plots, and the one-screen summary."""
     if results.num_terminated == 0:
         raise RuntimeError(f"no trial finished ({results.num_errors} errored); see the errors above.")
+    storage = cfg["cluster"]["storage_path"]
     best = best_trial(results, cfg)
     write_best(best, storage)
-    print(summary(best, untrained_eval_loss(cfg, data)))
+    export_best(best, cfg, os.path.join(storage, "best"))
+    write_report(storage)
+    print(summary(best, storage, untrained_eval_loss(cfg, data)))
     return results
 
 

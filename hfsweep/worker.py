@@ -41,6 +41,8 @@ class ReportCheckpointCallback(TrainerCallback):
         metrics.update(self.extra)
         self.extra.clear()
         metrics["step"] = state.global_step
+        # The Trainer ends itself at max_steps or when a callback (early stopping) says so.
+        metrics["trainer_finished"] = bool(control.should_training_stop or state.global_step >= state.max_steps)
         if "eval_loss" in metrics:
             metrics["eval_perplexity"] = math.exp(min(metrics["eval_loss"], 50.0))
         checkpoint = None

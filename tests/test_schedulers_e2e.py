@@ -1,5 +1,5 @@
-"""Schedulers and stoppers on real sweeps: FIFO runs every trial to the end where ASHA stops some
-(see test_sweep_e2e), and transformers' EarlyStoppingCallback ends a trial as completed."""
+"""Trial-level early stopping and Hydra multirun on real sweeps (FIFO against ASHA is in
+test_sweep_e2e, beside the ASHA sweep it compares with)."""
 
 from __future__ import annotations
 
@@ -13,29 +13,6 @@ from hfsweep import sweep
 from tests.conftest import resolved_config
 
 pytestmark = pytest.mark.slow
-
-ONE_WORKER_GRID = [
-    "training.max_steps=40",
-    "search_space.training.learning_rate.values=[3e-3,1e-3,1e-5,1e-6]",
-    "cluster.num_workers=1",
-    "cluster.max_concurrent_trials=2",  # later trials meet ASHA's rungs already filled
-]
-
-
-def final_steps(results) -> list[int]:
-    return sorted(result.metrics["step"] for result in results)
-
-
-def test_fifo_runs_every_trial_to_the_end_where_asha_stops(ray_cluster, tmp_path, cache_dir):
-    fifo = sweep.run(resolved_config(["scheduler=fifo", *ONE_WORKER_GRID], tmp_path / "fifo", cache_dir))
-    asha = sweep.run(
-        resolved_config(["scheduler=asha", "scheduler.grace_period=10", *ONE_WORKER_GRID], tmp_path / "asha", cache_dir)
-    )
-    assert fifo.errors == [] and asha.errors == []
-    assert final_steps(fifo) == [40, 40, 40, 40]
-    assert min(final_steps(asha)) < 40 and max(final_steps(asha)) == 40
-    assert fifo.get_best_result().config == asha.get_best_result().config
-
 
 def test_early_stopping_callback_ends_a_trial_as_completed(ray_cluster, tmp_path, cache_dir):
     overrides = [

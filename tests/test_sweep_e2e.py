@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 
+import pandas as pd
 import pytest
+import ray
+import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hfsweep import sweep
 from hfsweep.data import prepare
+from hfsweep.models import weights_digest
 from hfsweep.results import best_trial, evaluate_model
 from tests.conftest import resolved_config
 
@@ -42,6 +49,15 @@ def test_every_trial_finishes_and_asha_stops_some(finished_sweep):
         assert result.metrics["training_iteration"] == result.metrics["step"] // cfg["training"]["eval_steps"]
 
 
+def test_fifo_runs_to_the_end_every_trial_of_the_grid_asha_stopped(finished_sweep, tmp_path, cache_dir):
+    _, asha = finished_sweep
+    fifo = sweep.run(resolved_config([*SWEEP, "scheduler=fifo", "cluster.num_workers=1"], tmp_path, cache_dir))
+    assert fifo.errors == []
+    assert sorted(r.config["training"]["learning_rate"] for r in fifo) == sorted(r.config["training"]["learning_rate"] for r in asha)
+    assert [r.metrics["step"] for r in fifo] == [MAX_STEPS] * 4
+    assert min(r.metrics["step"] for r in asha) < MAX_STEPS
+
+
 def test_every_report_reached_tune_with_its_checkpoint(finished_sweep):
     _, results = finished_sweep
     for result in results:
@@ -62,11 +78,45 @@ def test_best_checkpoint_loads_and_reproduces_its_eval_loss(finished_sweep):
     assert loss == pytest.approx(best.value, rel=0.01)
 
 
-def test_resolved_config_is_saved_beside_the_results(finished_sweep):
+def test_run_directory_holds_config_provenance_table_plots_and_best_model(finished_sweep):
+    cfg, results = finished_sweep
+    storage = cfg["cluster"]["storage_path"]
+    with open(os.path.join(storage, "resolved_config.yaml")) as f:
+        assert yaml.safe_load(f) == cfg
+    assert os.path.isdir(os.path.join(storage, cfg["name"]))
+
+    provenance = json.loads(open(os.path.join(storage, "provenance.json")).read())
+    assert provenance["packages"]["torch"] and provenance["packages"]["ray"] == ray.__version__
+    assert provenance["hardware"]["cpu_count"] == os.cpu_count()
+    assert provenance["seeds"]["seed"] == cfg["seed"]
+    assert set(provenance["code"]) == {"commit", "dirty", "diff_sha256"}
+
+    table = pd.read_csv(os.path.join(storage, "results.csv"))
+    assert len(table) == 4 and set(table["status"]) == {"TERMINATED"}
+    assert set(table["ended"]) == {"completed", "stopped by scheduler/stopper"}
+    for _, row in table.iterrows():
+        assert (row["ended"] == "completed") == (row["step"] == MAX_STEPS)
+    assert "| trial_id" in open(os.path.join(storage, "results.md")).read()
+    for plot in ("curves.png", "hyperparameters.png"):
+        with open(os.path.join(storage, plot), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+    best = json.loads(open(os.path.join(storage, "best.json")).read())
+    exported = os.path.join(storage, "best")
+    assert not any(name.startswith(("optimizer", "scheduler", "rng_state")) for name in os.listdir(exported))
+    model = AutoModelForCausalLM.from_pretrained(exported)
+    original = AutoModelForCausalLM.from_pretrained(best["checkpoint_path"])
+    assert weights_digest(model) == weights_digest(original)
+    assert len(AutoTokenizer.from_pretrained(exported)) == cfg["model"]["tokenizer"]["vocab_size"]
+
+
+def test_report_command_regenerates_the_table(finished_sweep):
     cfg, _ = finished_sweep
     storage = cfg["cluster"]["storage_path"]
-    assert os.path.isfile(os.path.join(storage, "resolved_config.yaml"))
-    assert os.path.isdir(os.path.join(storage, cfg["name"]))
+    os.remove(os.path.join(storage, "results.csv"))
+    proc = subprocess.run([sys.executable, "-m", "hfsweep.report", storage], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert len(pd.read_csv(os.path.join(storage, "results.csv"))) == 4
 
 
 def test_gpt2_wikitext_runs_offline_on_local_wikitext_files(ray_cluster, tmp_path, cache_dir):
