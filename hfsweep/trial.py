@@ -15,6 +15,7 @@ import logging
 import os
 import tempfile
 import threading
+import time
 from typing import Optional
 
 import ray.train
@@ -74,6 +75,7 @@ def data_changed(cfg: dict, trial_cfg: dict) -> bool:
 def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) -> None:
     """Tune function trainable: fit a TorchTrainer in a thread, re-report its results to Tune."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
+    started_at = time.time()
     trial_cfg = apply_sampled(cfg, sampled)
     if data_changed(cfg, trial_cfg):  # a searched data or tokenizer key: prepare (cached) for this trial
         data = prepare(trial_cfg)
@@ -88,6 +90,7 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) ->
             "tokenizer_path": data.tokenizer_path,
             "validation_path": data.validation_path,
             "resume_from": resume_from,
+            "trial_started_at": started_at,
         },
         scaling_config=ray.train.ScalingConfig(
             num_workers=cluster["num_workers"],

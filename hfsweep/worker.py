@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import time
 
 import datasets
 import ray.train
@@ -31,8 +32,14 @@ class ReportCheckpointCallback(TrainerCallback):
     attaches the checkpoint. `extra` holds what other callbacks add to the next report.
     """
 
-    def __init__(self, extra: dict):
+    def __init__(self, extra: dict, trial_started_at: float):
         self.extra = extra
+        self.trial_started_at = trial_started_at
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if self.trial_started_at is not None:  # the first step of this run: the trial's fixed overhead
+            self.extra["startup_s"] = time.time() - self.trial_started_at
+            self.trial_started_at = None
 
     def on_save(self, args, state, control, **kwargs):
         metrics = {}
@@ -137,7 +144,7 @@ def train_loop_per_worker(config: dict) -> None:
     validation = datasets.load_from_disk(config["validation_path"])
 
     extra_metrics: dict = {}
-    callbacks = [ReportCheckpointCallback(extra_metrics)]
+    callbacks = [ReportCheckpointCallback(extra_metrics, config["trial_started_at"])]
     callbacks += [instantiate(node) for node in cfg["callbacks"].values()]
     resume_from = resume_checkpoint(config)
     if resume_from:

@@ -51,7 +51,8 @@ def test_every_trial_finishes_and_asha_stops_some(finished_sweep):
 
 def test_fifo_runs_to_the_end_every_trial_of_the_grid_asha_stopped(finished_sweep, tmp_path, cache_dir):
     _, asha = finished_sweep
-    fifo = sweep.run(resolved_config([*SWEEP, "scheduler=fifo", "cluster.num_workers=1"], tmp_path, cache_dir))
+    grid = [o for o in SWEEP if not o.startswith("scheduler.")]
+    fifo = sweep.run(resolved_config([*grid, "scheduler=fifo", "cluster.num_workers=1"], tmp_path, cache_dir))
     assert fifo.errors == []
     assert sorted(r.config["training"]["learning_rate"] for r in fifo) == sorted(r.config["training"]["learning_rate"] for r in asha)
     assert [r.metrics["step"] for r in fifo] == [MAX_STEPS] * 4

@@ -1,0 +1,50 @@
+"""The hand-written baseline: a plain transformers.Trainer on hfsweep's prepared data and model.
+
+Run with `python` (1 process) or `torchrun --nproc_per_node N` (DDP over gloo). Prints one JSON line
+with the wall-clock time of every checkpoint save, on rank 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import datasets
+import torch
+from transformers import Trainer, TrainerCallback, TrainingArguments, default_data_collator, set_seed
+
+from hfsweep.models import build_model, load_tokenizer
+
+
+class SaveClock(TrainerCallback):
+    def __init__(self):
+        self.saves = []
+
+    def on_save(self, args, state, control, **kwargs):
+        self.saves.append((state.global_step, time.perf_counter()))
+
+
+def main(spec_path: str) -> None:
+    spec = json.load(open(spec_path))
+    torch.set_num_threads(1)
+    cfg, data = spec["cfg"], spec["data"]
+    tokenizer = load_tokenizer(data["tokenizer_path"])
+    set_seed(cfg["seed"])
+    model = build_model(cfg["model"], tokenizer)
+    train = datasets.Dataset.from_parquet(os.path.join(data["train_path"], "data.parquet"))
+    validation = datasets.load_from_disk(data["validation_path"])
+    args = TrainingArguments(
+        output_dir=spec["output_dir"], use_cpu=True, report_to="none", **cfg["training"], **cfg["strategy"]["training_args"]
+    )
+    clock = SaveClock()
+    trainer = Trainer(model=model, args=args, train_dataset=train, eval_dataset=validation,
+                      processing_class=tokenizer, data_collator=default_data_collator, callbacks=[clock])
+    trainer.train()
+    if trainer.is_world_process_zero():
+        print("SAVES " + json.dumps(clock.saves), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

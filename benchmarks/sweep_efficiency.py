@@ -1,0 +1,39 @@
+"""Benchmark 3: the same 8-configuration learning-rate grid under ASHA and under FIFO.
+
+Reports the wall-time ratio ASHA / FIFO (target <= 0.5) and whether both found the same best
+configuration, measured in this one invocation.
+
+    python benchmarks/sweep_efficiency.py --workers 1
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from _common import config, run_sweep
+
+from hfsweep.sweep import init_ray
+
+GRID = "search_space.training.learning_rate.values=[1e-2,5e-3,3e-3,2e-3,1e-3,5e-4,1e-4,1e-5]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=60)
+    args = parser.parse_args()
+    common = [GRID, f"training.max_steps={args.steps}", f"cluster.num_workers={args.workers}"]
+    init_ray(config(common, "/tmp/unused")["cluster"])
+    walls, best = {}, {}
+    for scheduler in ("fifo", "asha"):
+        walls[scheduler], results = run_sweep([*common, f"scheduler={scheduler}"])
+        result = results.get_best_result(metric="eval_loss", mode="min", scope="all")
+        best[scheduler] = (result.config["training"]["learning_rate"], result.metrics_dataframe["eval_loss"].min())
+        steps = sorted(r.metrics["step"] for r in results)
+        print(f"{scheduler}: {walls[scheduler]:.1f} s, final steps {steps}, best lr {best[scheduler][0]} eval_loss {best[scheduler][1]:.4f}")
+    print(f"wall ratio asha/fifo: {walls['asha'] / walls['fifo']:.3f}  (target <= 0.5)")
+    print(f"same best configuration: {best['asha'][0] == best['fifo'][0]}")
+
+
+if __name__ == "__main__":
+    main()

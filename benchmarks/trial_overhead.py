@@ -1,0 +1,48 @@
+"""Benchmark 2: fixed overhead per trial, trials run one at a time.
+
+For each trial: `startup_s`, the time from the trial function's first line to the first optimizer
+step (reported by the worker); and the whole trial's share of the sweep's wall time minus its
+training time (first step to last report). Tiny GPT-2, 40 steps, eval and checkpoint every 10.
+
+    python benchmarks/trial_overhead.py --workers 2 --trials 3
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from _common import config, median_spread, run_sweep
+
+from hfsweep.sweep import init_ray
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--trials", type=int, default=3)
+    args = parser.parse_args()
+    values = ",".join(["1e-3"] * args.trials)
+    overrides = [
+        "scheduler=fifo",
+        "training.max_steps=40",
+        f"search_space.training.learning_rate.values=[{values}]",
+        f"cluster.num_workers={args.workers}",
+        "cluster.max_concurrent_trials=1",
+    ]
+    init_ray(config(overrides, "/tmp/unused")["cluster"])
+    run_sweep(overrides[:2] + ["search_space.training.learning_rate.values=[1e-3]"] + overrides[3:])  # warm-up
+    wall, results = run_sweep(overrides)
+    startups, trainings = [], []
+    for result in results:
+        history = result.metrics_dataframe
+        startups.append(float(history["startup_s"].dropna().iloc[0]))
+        trainings.append(float(history["time_total_s"].iloc[-1]) - startups[-1])
+    per_trial_overhead = (wall - sum(trainings)) / len(trainings)
+    print(f"workers={args.workers} trials={args.trials} sweep wall {wall:.1f} s")
+    print(f"trial start -> first step (s): {median_spread(startups)}")
+    print(f"training, first step -> last report (s): {median_spread(trainings)}")
+    print(f"non-training time per trial (s): {per_trial_overhead:.1f}  (targets: <= 10 at 2 workers, <= 4 at 1)")
+
+
+if __name__ == "__main__":
+    main()
