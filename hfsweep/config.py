@@ -71,6 +71,7 @@ class ClusterConfig:
     resources_per_worker: Dict[str, float] = field(default_factory=lambda: {"CPU": 1})
     max_concurrent_trials: Optional[int] = None
     storage_path: Optional[str] = None
+    max_failures: int = 1
 
 
 @dataclass

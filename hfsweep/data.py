@@ -19,7 +19,7 @@ import datasets
 import pyarrow.parquet
 from datasets import DatasetDict, Features, List, Value
 
-from hfsweep.config import HubUnreachableError
+from hfsweep.config import ConfigError, HubUnreachableError
 from hfsweep.models import load_tokenizer, tokenizer_cache_key, train_tokenizer
 
 LOCAL_BUILDERS = {".txt": "text", ".raw": "text", ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
@@ -75,13 +75,13 @@ def _local_data_files(path: str) -> tuple[str, dict]:
                 files.setdefault(split, os.path.join(path, entry))
     missing = [s for s in SPLIT_NAMES if s not in files]
     if missing:
-        raise FileNotFoundError(
+        raise ConfigError(
             f"data.path: '{path}' has no {' or '.join(missing)} file; name them train.txt and "
             f"validation.txt (or .csv/.tsv/.json/.jsonl/.parquet)."
         )
     builders = {LOCAL_BUILDERS[os.path.splitext(f)[1]] for f in files.values()}
     if len(builders) > 1:
-        raise ValueError(f"data.path: '{path}' mixes file types {sorted(builders)}; use one type.")
+        raise ConfigError(f"data.path: '{path}' mixes file types {sorted(builders)}; use one type.")
     return builders.pop(), files
 
 
@@ -100,7 +100,7 @@ def load_raw(data_cfg: dict, cache_dir: str) -> DatasetDict:
     if os.path.isdir(path):
         builder, files = _local_data_files(path)
     else:
-        raise ValueError(f"data.path: '{path}' must be a folder holding train.* and validation.* files.")
+        raise ConfigError(f"data.path: '{path}' must be a folder holding train.* and validation.* files.")
     kwargs = {"delimiter": "\t"} if builder == "csv" and files["train"].endswith(".tsv") else {}
     return datasets.load_dataset(builder, data_files=files, **kwargs)
 
@@ -131,7 +131,7 @@ def prepare(cfg: dict) -> PreparedData:
     text_column = data_cfg["text_column"]
     for split in raw:
         if text_column not in raw[split].column_names:
-            raise ValueError(
+            raise ConfigError(
                 f"data.text_column: '{text_column}' is not a column of the {split} split "
                 f"(columns: {', '.join(raw[split].column_names)}); set data.text_column."
             )

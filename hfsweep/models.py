@@ -12,7 +12,7 @@ from typing import Iterable
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from hfsweep.config import HubUnreachableError
+from hfsweep.config import ConfigError, HubUnreachableError
 
 AUTO_MODEL_CLASSES = {"causal_lm": AutoModelForCausalLM}
 SPECIAL_TOKEN = "<|endoftext|>"
@@ -32,7 +32,7 @@ def train_tokenizer(tok_cfg: dict, texts: Iterable[str], out_dir: str) -> str:
     if os.path.isdir(out_dir):
         return out_dir
     if tok_cfg["kind"] != "byte_level_bpe":
-        raise ValueError(f"model.tokenizer.kind: cannot train '{tok_cfg['kind']}'; use byte_level_bpe.")
+        raise ConfigError(f"model.tokenizer.kind: cannot train '{tok_cfg['kind']}'; use byte_level_bpe.")
     from tokenizers import ByteLevelBPETokenizer
 
     bpe = ByteLevelBPETokenizer()

@@ -159,6 +159,16 @@ def why_it_ended(trial, max_steps: int) -> str:
     return "completed" if last.get("step", 0) >= max_steps else "early-stopped"
 
 
+def error_line(trial) -> str:
+    """The last line of a trial's error (e.g. 'FloatingPointError: training diverged: ...'), if any."""
+    name = trial.run_metadata.error_filename
+    path = os.path.join(trial.path, name) if name else None
+    if not path or not os.path.isfile(path):
+        return ""
+    lines = [line.strip() for line in open(path) if line.strip()]
+    return lines[-1] if lines else ""
+
+
 def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
     """One row per trial: hyperparameters, status, iterations, best and last metric, why it ended."""
     metric, mode = cfg["metric"], cfg["mode"]
@@ -176,6 +186,7 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
                 f"best_{metric}": (values.max() if mode == "max" else values.min()) if len(values) else None,
                 f"last_{metric}": values.iloc[-1] if len(values) else None,
                 "ended": why_it_ended(trial, cfg["training"]["max_steps"]),
+                "error": error_line(trial),
             }
         )
     return pd.DataFrame(rows)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
+import socket
+import tempfile
 
 import ray
 import yaml
@@ -29,6 +32,9 @@ FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"
 LOCAL_RAY_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "1", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
 
 
+MIN_FREE_MB = 200
+
+
 def init_ray(cluster: dict) -> None:
     """Connect to `cluster.address`, or start a local Ray with the declared logical CPUs."""
     if ray.is_initialized():
@@ -36,12 +42,33 @@ def init_ray(cluster: dict) -> None:
     env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
     env["TOKENIZERS_PARALLELISM"] = "false"
     if cluster["address"]:
-        ray.init(address=cluster["address"], runtime_env={"env_vars": env})
+        check_reachable(cluster["address"])
+        try:
+            ray.init(address=cluster["address"], runtime_env={"env_vars": env})
+        except (ConnectionError, TimeoutError) as err:
+            raise ConfigError(
+                f"cluster.address: cannot reach a Ray cluster at '{cluster['address']}' ({type(err).__name__}); "
+                f"check the address (ray status on the head), or drop cluster.address to start a local Ray."
+            ) from err
     else:
         env = {**LOCAL_RAY_ENV, **env}
         ray.init(num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"], runtime_env={"env_vars": env})
     ray.data.DataContext.get_current().enable_progress_bars = False
     logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+def check_reachable(address: str, timeout_s: float = 3.0) -> None:
+    """A TCP connect to the head first: ray.init waits a minute or more on a dead address."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except (OSError, ValueError) as err:
+        raise ConfigError(
+            f"cluster.address: cannot reach a Ray head at '{address}' ({type(err).__name__}); check the "
+            f"address (HOST:PORT, e.g. 10.0.0.5:6379, as `ray start --head` prints), or drop cluster.address."
+        ) from err
 
 
 def trial_resources(cluster: dict) -> dict:
@@ -125,11 +152,29 @@ def _prepare_sweep(cfg: dict) -> tuple:
     return param_space, scheduler, stopper, prepare(cfg)
 
 
+def check_storage_writable(storage: str) -> None:
+    """Fail at start, not at the first checkpoint, if the storage path cannot be written."""
+    try:
+        os.makedirs(storage, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=storage):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            f"cluster.storage_path: cannot write to '{storage}' ({type(err).__name__}: {err.strerror}); "
+            f"choose a writable directory shared by all nodes."
+        ) from err
+    free_mb = shutil.disk_usage(storage).free / 2**20
+    if free_mb < MIN_FREE_MB:
+        raise ConfigError(
+            f"cluster.storage_path: only {free_mb:.0f} MB free in '{storage}' (checkpoints need more); free space or choose another path."
+        )
+
+
 def run(cfg: dict) -> tune.ResultGrid:
     """Validate, prepare data, run the sweep; return Tune's ResultGrid."""
     param_space, scheduler, stopper, data = _prepare_sweep(cfg)
     storage = cfg["cluster"]["storage_path"]
-    os.makedirs(storage, exist_ok=True)
+    check_storage_writable(storage)
     with open(os.path.join(storage, RESOLVED_CONFIG), "w") as f:
         yaml.safe_dump(cfg, f, sort_keys=False)
     write_provenance(storage, cfg)

@@ -101,6 +101,7 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) ->
             name=train_run_name(tune.get_context().get_trial_id(), resume_from),
             storage_path=os.path.join(cluster["storage_path"], cfg["name"], "train_runs"),
             callbacks=[ForwardToTune(reports)],
+            failure_config=ray.train.FailureConfig(max_failures=cluster["max_failures"]),
             logging_config=ray.train.LoggingConfig(log_level="WARNING"),
         ),
         datasets={"train": train_dataset},

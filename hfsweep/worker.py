@@ -74,6 +74,17 @@ def quiet_logs(world_rank: int) -> None:
         datasets.logging.set_verbosity_error()
 
 
+class StopOnDivergence(TrainerCallback):
+    """A non-finite training or eval loss ends the trial as errored, with the step and the value,
+    instead of training on (and checkpointing) garbage until max_steps."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        for key in ("loss", "eval_loss"):
+            value = (logs or {}).get(key)
+            if value is not None and not math.isfinite(value):
+                raise FloatingPointError(f"training diverged: {key} is {value} at step {state.global_step}")
+
+
 class ApplyHyperparametersOnResume(TrainerCallback):
     """Make a resumed trial train with its own hyperparameters, not the checkpoint's.
 
@@ -144,7 +155,7 @@ def train_loop_per_worker(config: dict) -> None:
     validation = datasets.load_from_disk(config["validation_path"])
 
     extra_metrics: dict = {}
-    callbacks = [ReportCheckpointCallback(extra_metrics, config["trial_started_at"])]
+    callbacks = [StopOnDivergence(), ReportCheckpointCallback(extra_metrics, config["trial_started_at"])]
     callbacks += [instantiate(node) for node in cfg["callbacks"].values()]
     resume_from = resume_checkpoint(config)
     if resume_from:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datasets
 import pytest
 
+from hfsweep.config import ConfigError
 from hfsweep.data import group_texts, prepare
 from hfsweep.models import load_tokenizer
 
@@ -51,11 +52,11 @@ def test_local_csv_with_a_missing_text_column_names_the_key(tmp_path):
     folder.mkdir()
     for split in ("train", "validation"):
         (folder / f"{split}.csv").write_text("sentence,label\nhello there,1\n")
-    with pytest.raises(ValueError, match=r"data\.text_column: 'text' is not a column of the \w+ split \(columns: sentence, label\)"):
+    with pytest.raises(ConfigError, match=r"data\.text_column: 'text' is not a column of the \w+ split \(columns: sentence, label\)"):
         prepare(data_config(tmp_path / "cache", source="local", path=str(folder)))
 
 
 def test_local_folder_without_validation_file(tmp_path):
     (tmp_path / "train.txt").write_text("hello")
-    with pytest.raises(FileNotFoundError, match=r"data\.path: '.*' has no validation file"):
+    with pytest.raises(ConfigError, match=r"data\.path: '.*' has no validation file"):
         prepare(data_config(tmp_path / "cache", source="local", path=str(tmp_path)))

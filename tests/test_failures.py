@@ -1,0 +1,93 @@
+"""Bad cluster and storage settings fail fast, in one line, before any trial starts."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import signal
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from hfsweep import sweep
+from hfsweep.config import ConfigError
+from tests.conftest import resolved_config
+
+
+def test_unreachable_cluster_address_fails_within_seconds():
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"^cluster\.address: cannot reach a Ray head at '127\.0\.0\.1:1' \(ConnectionRefusedError\)"):
+        sweep.check_reachable("127.0.0.1:1")
+    assert time.perf_counter() - start < 10
+
+
+def test_malformed_cluster_address_names_the_form():
+    with pytest.raises(ConfigError, match=r"HOST:PORT"):
+        sweep.check_reachable("ray://head-without-port")
+
+
+def test_unwritable_storage_path_fails_before_ray(tmp_path, cache_dir):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    cfg = resolved_config([], blocker / "run", cache_dir)
+    with pytest.raises(ConfigError, match=r"^cluster\.storage_path: cannot write to '.*/a-file/run' \(NotADirectoryError"):
+        sweep.run(cfg)
+
+
+@pytest.mark.slow
+def test_a_diverging_trial_errors_with_its_reason_and_the_sweep_goes_on(ray_cluster, tmp_path, cache_dir):
+    overrides = [
+        "scheduler=fifo",
+        "training.max_steps=20",
+        "search_space.training.learning_rate.values=[1e-3,1e30]",
+        "cluster.num_workers=1",
+        "cluster.max_failures=0",
+    ]
+    results = sweep.run(resolved_config(overrides, tmp_path, cache_dir))
+    assert len(results.errors) == 1
+    table = pd.read_csv(tmp_path / "results.csv").set_index("training.learning_rate")
+    assert table.loc[1e-3, "ended"] == "completed"
+    assert table.loc[1e30, "ended"] == "errored"
+    assert re.search(r"FloatingPointError: training diverged: (eval_)?loss is (nan|inf) at step 10", table.loc[1e30, "error"])
+
+
+@pytest.mark.slow
+def test_a_killed_worker_restarts_from_the_latest_checkpoint(ray_cluster, tmp_path, cache_dir):
+    from ray.util.state import list_actors
+
+    overrides = [
+        "scheduler=fifo",
+        "training.max_steps=40",
+        "search_space.training.learning_rate.values=[1e-3]",
+        "cluster.num_workers=2",
+        "cluster.max_failures=1",
+    ]
+    cfg = resolved_config(overrides, tmp_path, cache_dir)
+    outcome = {}
+    thread = threading.Thread(target=lambda: outcome.update(results=sweep.run(cfg)))
+    thread.start()
+    deadline = time.time() + 300
+    while not glob.glob(str(tmp_path / "sweep" / "train_runs" / "*" / "hf_checkpoints" / "checkpoint-10")):
+        assert time.time() < deadline and thread.is_alive(), "no checkpoint was written"
+        time.sleep(0.5)
+    workers = list_actors(filters=[("class_name", "=", "RayTrainWorker"), ("state", "=", "ALIVE")])
+    os.kill(workers[0].pid, signal.SIGKILL)
+    thread.join(timeout=600)
+    results = outcome["results"]
+    assert results.errors == []
+    history = results[0].metrics_dataframe
+    assert history["step"].iloc[-1] == 40
+    restarts = history[history["resumed_from"].notna()] if "resumed_from" in history else history.iloc[0:0]
+    assert len(restarts) == 1, "the worker group did not restart"
+    restart = restarts.iloc[0]
+    resumed_step = int(restart["resumed_from"].rsplit("checkpoint-", 1)[1])
+    assert resumed_step >= 10 and restart["step"] == resumed_step + 10
+
+
+def test_a_trial_shape_the_cluster_cannot_hold_fails_at_once(ray_cluster, tmp_path, cache_dir):
+    cfg = resolved_config(["cluster.resources_per_worker.CPU=8"], tmp_path, cache_dir)
+    with pytest.raises(ConfigError, match=r"^cluster\.resources_per_worker: one trial needs 17 CPU \(1 CPU for the trial \+ 2 workers\) but the cluster has 8;"):
+        sweep.check_trial_fits(cfg["cluster"])
