@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Optional
 
+import ray.exceptions
 import ray.train
 from ray import tune
 from ray.train import UserCallback
@@ -115,7 +116,10 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) ->
         except BaseException as err:  # re-raised in the trial's main thread below
             outcome["error"] = err
         finally:
-            reports.put(None)
+            try:
+                reports.put(None)
+            except ray.exceptions.RayActorError:
+                pass  # the queue died with this trial, which Tune is stopping: nobody is left to read it
 
     thread = threading.Thread(target=fit, name="hfsweep-fit", daemon=True)
     thread.start()
