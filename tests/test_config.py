@@ -75,33 +75,27 @@ def test_validation_errors_name_the_key_and_fix(overrides, message, tmp_path):
         validate(cfg)
 
 
-def test_cli_bad_config_is_one_line_and_exit_2(tmp_path):
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "+training.learning_rat=0.1",
+            "training.learning_rat: not a transformers.TrainingArguments field (did you mean 'learning_rate'?); "
+            "remove it or fix the spelling.",
+        ),
+        (
+            "+experiment=gpt2_wikitext",
+            "data: cannot load 'wikitext' from the Hugging Face hub (ConnectionError); "
+            "run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt).",
+        ),
+        ("stopper=threshold", "stopper.threshold.threshold: has no value (???); set it, e.g. stopper.threshold.threshold=VALUE."),
+    ],
+)
+def test_cli_refuses_in_one_line_with_exit_2_and_leaves_nothing(override, message, tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "hfsweep", "+training.learning_rat=0.1", f"hydra.run.dir={run_dir}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, "-m", "hfsweep", override, f"hydra.run.dir={run_dir}"], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
-        "hfsweep: error: training.learning_rat: not a transformers.TrainingArguments field "
-        "(did you mean 'learning_rate'?); remove it or fix the spelling."
-    ]
+    assert proc.stderr.strip().splitlines() == [f"hfsweep: error: {message}"]
     assert not run_dir.exists(), "a rejected config must leave no output behind"
-
-
-def test_cli_hub_dataset_offline_names_the_local_override(tmp_path):
-    run_dir = tmp_path / "run"
-    proc = subprocess.run(
-        [sys.executable, "-m", "hfsweep", "+experiment=gpt2_wikitext", f"hydra.run.dir={run_dir}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
-        "hfsweep: error: data: cannot load 'wikitext' from the Hugging Face hub (ConnectionError); "
-        "run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt)."
-    ]
-    assert not run_dir.exists()
