@@ -10,6 +10,7 @@ import threading
 import time
 
 import pandas as pd
+import psutil
 import pytest
 
 from hfsweep import sweep
@@ -70,11 +71,15 @@ def test_a_killed_worker_restarts_from_the_latest_checkpoint(ray_cluster, tmp_pa
     thread = threading.Thread(target=lambda: outcome.update(results=sweep.run(cfg)))
     thread.start()
     deadline = time.time() + 300
-    while not glob.glob(str(tmp_path / "sweep" / "train_runs" / "*" / "hf_checkpoints" / "checkpoint-10")):
-        assert time.time() < deadline and thread.is_alive(), "no checkpoint was written"
+    # Tune has a result once Ray Train has registered the checkpoint that came with it.
+    while not any(os.path.getsize(f) for f in glob.glob(str(tmp_path / "sweep" / "run_trial_*" / "result.json"))):
+        assert time.time() < deadline and thread.is_alive(), "no checkpoint was reported"
         time.sleep(0.5)
-    workers = list_actors(filters=[("class_name", "=", "RayTrainWorker"), ("state", "=", "ALIVE")])
-    os.kill(workers[0].pid, signal.SIGKILL)
+    # This cluster's training workers (the State API may still list ones of an earlier, finished trial).
+    listed = list_actors(filters=[("class_name", "=", "RayTrainWorker"), ("state", "=", "ALIVE")])
+    live = [a.pid for a in listed if psutil.pid_exists(a.pid) and "RayTrainWorker" in " ".join(psutil.Process(a.pid).cmdline())]
+    assert live, "no live training worker to kill"
+    os.kill(live[0], signal.SIGKILL)
     thread.join(timeout=600)
     results = outcome["results"]
     assert results.errors == []

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 SWEEP = [
     "scheduler=fifo",
     "training.max_steps=10",
-    "search_space.training.learning_rate.values=[3e-3,1e-3,1e-4]",
+    "search_space.training.learning_rate.values=[3e-3,1e-3]",
     "cluster.num_workers=1",
     "cluster.max_concurrent_trials=1",
 ]
@@ -45,7 +45,7 @@ def test_ctrl_c_then_resume_finishes_the_sweep_without_rerunning(tmp_path, cache
     driver.send_signal(signal.SIGINT)  # Ctrl-C: Tune saves its state and exits
     driver.wait(timeout=120)
     interrupted = {path: open(os.path.join(path, "result.json")).read() for path in finished_trials(experiment)}
-    assert 1 <= len(interrupted) < 3
+    assert len(interrupted) == 1
 
     refused = subprocess.run(
         [sys.executable, "-m", "hfsweep.resume", str(run_dir), "training.max_steps=20"], capture_output=True, text=True, timeout=120
@@ -59,7 +59,7 @@ def test_ctrl_c_then_resume_finishes_the_sweep_without_rerunning(tmp_path, cache
     resumed = subprocess.run([sys.executable, "-m", "hfsweep.resume", str(run_dir)], capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     table = pd.read_csv(run_dir / "results.csv")
-    assert len(table) == 3 and set(table["ended"]) == {"completed"}
+    assert len(table) == 2 and set(table["ended"]) == {"completed"}
     for path, before in interrupted.items():
         assert open(os.path.join(path, "result.json")).read() == before, "a finished trial was run again"
     assert (run_dir / "best" / "config.json").is_file()
