@@ -82,7 +82,7 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) ->
         data = prepare(trial_cfg)
         train_dataset = load_train_dataset(data)
     resume_from = read_pointer(tune.get_checkpoint())
-    cluster = cfg["cluster"]
+    cluster = trial_cfg["cluster"]  # any key may be searched, cluster.* included
     reports = Queue(actor_options={"num_cpus": 0})
     trainer = TorchTrainer(
         train_loop_per_worker,
