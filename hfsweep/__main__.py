@@ -10,9 +10,12 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 from omegaconf import DictConfig
 
 from hfsweep import config as _schema  # noqa: F401  (registers hfsweep_schema in the ConfigStore)
@@ -40,6 +43,37 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
 
 
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+
+def check_group_options(argv: list[str]) -> None:
+    """Refuse `group=option` overrides naming an option that conf/GROUP/ lacks, in one line.
+
+    Hydra's own message for this spans a dozen lines; this check runs first and says the same in
+    one, with the options there are.
+    """
+    try:
+        overrides = OverridesParser.create().parse_overrides([a for a in argv if "=" in a and not a.startswith("-")])
+    except OverrideParseException:
+        return  # Hydra reports syntax errors itself
+    for override in overrides:
+        group = CONF_DIR / override.key_or_group
+        if override.is_delete() or override.key_or_group.startswith("hydra") or not group.is_dir():
+            continue
+        if override.is_sweep_override():
+            chosen = list(override.sweep_string_iterator())
+        else:
+            value = override.value()
+            chosen = value if isinstance(value, list) else [value]
+        options = sorted(p.stem for p in group.glob("*.yaml"))
+        for option in chosen:
+            if str(option) not in options:
+                raise ConfigError(
+                    f"{override.get_key_element()}={option}: no such option in conf/{override.key_or_group}/; "
+                    f"choose one of {', '.join(options)}."
+                )
+
+
 def remove_hydra_output(run_dir: str) -> None:
     """Delete what Hydra wrote for a run that never started, and the folder if that empties it."""
     shutil.rmtree(os.path.join(run_dir, ".hydra"), ignore_errors=True)
@@ -51,4 +85,9 @@ def remove_hydra_output(run_dir: str) -> None:
 
 
 if __name__ == "__main__":
+    try:
+        check_group_options(sys.argv[1:])
+    except ConfigError as err:
+        print(f"hfsweep: error: {err}", file=sys.stderr)
+        sys.exit(2)
     main()

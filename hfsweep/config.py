@@ -189,10 +189,40 @@ def _validate_cluster(cluster: dict) -> None:
         if not torch.cuda.is_available():
             raise ConfigError("cluster.use_gpu: this machine has no CUDA GPU; set cluster.use_gpu=false.")
     if cluster["address"] is None and cluster["num_cpus"] is not None:
-        per_trial = 1 + cluster["num_workers"] * cluster["resources_per_worker"].get("CPU", 1)
+        per_trial = trial_resources(cluster)["CPU"]
         if per_trial > cluster["num_cpus"]:
             raise ConfigError(
-                f"cluster.num_workers: one trial needs {per_trial:g} CPUs (1 for the trial + workers x "
-                f"resources_per_worker.CPU) but cluster.num_cpus is {cluster['num_cpus']:g}; "
-                f"raise cluster.num_cpus or lower cluster.num_workers."
+                f"cluster.num_workers: one trial needs {per_trial:g} CPUs ({trial_shape(cluster)}) "
+                f"but cluster.num_cpus is {cluster['num_cpus']:g}; raise cluster.num_cpus or lower cluster.num_workers."
             )
+
+
+def trains_in_process(cluster: dict) -> bool:
+    """A single-worker trial trains in the trial's own process (Train V2 local mode): no
+    controller, placement group or worker actors to start and stop."""
+    return cluster["num_workers"] == 1
+
+
+def trial_resources(cluster: dict) -> dict:
+    """What one trial holds: every worker's resources, plus 1 CPU for the trial process when it
+    drives a worker group (an in-process trial is its one worker)."""
+    per_worker = resource_names(cluster["resources_per_worker"])
+    per_worker.setdefault("CPU", 1)
+    if cluster["use_gpu"]:
+        per_worker.setdefault("GPU", 1)
+    total = {k: v * cluster["num_workers"] for k, v in per_worker.items()}
+    if not trains_in_process(cluster):
+        total["CPU"] += 1
+    return total
+
+
+def resource_names(resources: dict) -> dict:
+    """Ray's spelling: CPU and GPU upper-case (`cpu: 1` is accepted), custom resources as given."""
+    return {k.upper() if k.lower() in ("cpu", "gpu") else k: v for k, v in resources.items()}
+
+
+def trial_shape(cluster: dict) -> str:
+    """How a trial's resources add up, for error messages."""
+    if trains_in_process(cluster):
+        return "1 worker in the trial's process"
+    return f"1 CPU for the trial + {cluster['num_workers']} workers"

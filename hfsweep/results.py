@@ -32,7 +32,7 @@ from hydra.experimental.callback import Callback  # noqa: E402
 from ray import tune  # noqa: E402
 
 from hfsweep.search import iter_leaves  # noqa: E402
-from hfsweep.trial import read_pointer  # noqa: E402
+from hfsweep.tune_bridge import read_pointer  # noqa: E402
 
 BEST_FILE = "best.json"
 RESOLVED_CONFIG = "resolved_config.yaml"

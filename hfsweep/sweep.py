@@ -19,7 +19,7 @@ import yaml
 from omegaconf import OmegaConf
 from ray import tune
 
-from hfsweep.config import ConfigError, validate
+from hfsweep.config import ConfigError, resource_names, trial_resources, trial_shape, trains_in_process, validate
 from hfsweep.data import PreparedData, load_train_dataset, prepare
 from hfsweep.models import build_model, check_pretrained_reachable, load_tokenizer
 from hfsweep.results import RESOLVED_CONFIG, best_trial, evaluate_model, export_best, summary, write_best, write_provenance, write_report
@@ -51,10 +51,32 @@ def init_ray(cluster: dict) -> None:
                 f"check the address (ray status on the head), or drop cluster.address to start a local Ray."
             ) from err
     else:
-        env = {**LOCAL_RAY_ENV, **env}
-        ray.init(num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"], runtime_env={"env_vars": env})
+        start_local_ray(cluster, env)
     ray.data.DataContext.get_current().enable_progress_bars = False
     logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+def start_local_ray(cluster: dict, env: dict) -> None:
+    """Start a Ray for this sweep on this machine, on a GCS port chosen here.
+
+    Ray's own actors (Train's placement-group cleaner among them) find their cluster's State API
+    by RAY_ADDRESS, or else by looking for a single running Ray on the machine; with two sweeps
+    (or a sweep and a test) on one machine they would find two and never free a stopped trial's
+    resources. Passing every worker RAY_ADDRESS makes the lookup exact.
+    """
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**LOCAL_RAY_ENV, **env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
+    previous = os.environ.get("RAY_GCS_SERVER_PORT")
+    os.environ["RAY_GCS_SERVER_PORT"] = str(port)
+    try:
+        ray.init(num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"], runtime_env={"env_vars": env})
+    finally:
+        if previous is None:
+            del os.environ["RAY_GCS_SERVER_PORT"]
+        else:
+            os.environ["RAY_GCS_SERVER_PORT"] = previous
 
 
 def check_reachable(address: str, timeout_s: float = 3.0) -> None:
@@ -71,16 +93,6 @@ def check_reachable(address: str, timeout_s: float = 3.0) -> None:
         ) from err
 
 
-def trial_resources(cluster: dict) -> dict:
-    """What one trial holds: 1 CPU for the trial process plus every worker's resources."""
-    per_worker = {k.upper(): v for k, v in cluster["resources_per_worker"].items()}
-    if cluster["use_gpu"]:
-        per_worker.setdefault("GPU", 1)
-    total = {k: v * cluster["num_workers"] for k, v in per_worker.items()}
-    total["CPU"] = total.get("CPU", 0) + 1
-    return total
-
-
 def check_trial_fits(cluster: dict) -> None:
     """Refuse at once a trial shape that no cluster node can hold, instead of Ray retrying the
     worker group start forever."""
@@ -89,11 +101,11 @@ def check_trial_fits(cluster: dict) -> None:
     for key, amount in need.items():
         if total.get(key, 0) < amount:
             raise ConfigError(
-                f"cluster.resources_per_worker: one trial needs {amount:g} {key} (1 CPU for the trial + "
-                f"{cluster['num_workers']} workers) but the cluster has {total.get(key, 0):g}; lower "
+                f"cluster.resources_per_worker: one trial needs {amount:g} {key} ({trial_shape(cluster)}) "
+                f"but the cluster has {total.get(key, 0):g}; lower "
                 f"cluster.num_workers or cluster.resources_per_worker, or add nodes."
             )
-    bundle = {k.upper(): v for k, v in cluster["resources_per_worker"].items()}
+    bundle = resource_names(cluster["resources_per_worker"])
     nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
     if not any(all(node.get(k, 0) >= v for k, v in bundle.items()) for node in nodes):
         raise ConfigError(
@@ -110,16 +122,23 @@ def max_concurrent_trials(cluster: dict) -> int:
 
 
 def trainable_for(cfg: dict, data: PreparedData):
-    """The Tune trainable: `run_trial` bound to the config and the shared train set, 1 CPU each."""
+    """The Tune trainable: `run_trial` bound to the config and the shared train set. An in-process
+    trial holds its worker's resources; one that drives a worker group holds 1 CPU, and Train
+    reserves the workers'."""
     train_dataset = load_train_dataset(data)  # once, shared by every trial
+    cluster = cfg["cluster"]
     return tune.with_resources(
         tune.with_parameters(run_trial, cfg=cfg, data=data, train_dataset=train_dataset),
-        {"CPU": 1},
+        trial_resources(cluster) if trains_in_process(cluster) else {"CPU": 1},
     )
 
 
 def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, stopper) -> tune.Tuner:
-    concurrency = max_concurrent_trials(cfg["cluster"])
+    """In-process trials reuse their actors (imports paid once per actor) and are retried by Tune
+    from their latest checkpoint; a worker group is restarted by Train instead."""
+    cluster = cfg["cluster"]
+    in_process = trains_in_process(cluster)
+    concurrency = max_concurrent_trials(cluster)
     return tune.Tuner(
         trainable_for(cfg, data),
         param_space=param_space,
@@ -130,6 +149,7 @@ def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, sto
             search_alg=build_search_alg(cfg, concurrency),
             num_samples=cfg["num_samples"],
             max_concurrent_trials=concurrency,
+            reuse_actors=in_process,
         ),
         run_config=tune.RunConfig(
             name=cfg["name"],
@@ -138,6 +158,7 @@ def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, sto
                 checkpoint_score_attribute=cfg["metric"], checkpoint_score_order=cfg["mode"]
             ),
             stop=stopper,
+            failure_config=tune.FailureConfig(max_failures=cluster["max_failures"] if in_process else 0),
             verbose=1,  # Tune's status table; per-trial detail is in the experiment directory
         ),
     )

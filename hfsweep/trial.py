@@ -1,19 +1,19 @@
-"""The Tune trainable: one trial builds and fits one Ray Train `TorchTrainer`.
+"""The Tune trainable: one trial trains one model, in its own process or on a Ray Train worker group.
 
-Train V2 runs user callbacks in its controller actor while the trial function blocks in `fit()`.
-`ForwardToTune` sends every report (metrics plus the path of the checkpoint the workers wrote)
-through a Ray queue back to the trial process, whose main thread re-reports it to Tune with a tiny
-pointer checkpoint holding only that path. Tune therefore sees every checkpoint, so schedulers can
-restore trials and PBT can exploit, without a second copy of the weights.
+A single-worker trial runs Train V2's local mode (`num_workers=0`): the training function runs in
+the trial's own process and reports straight to Tune, with no controller, placement group or
+worker actors to start. A multi-worker trial fits a `TorchTrainer`; Train V2 runs user callbacks in
+its controller actor while the trial blocks in `fit()`, so `ForwardToTune` sends every report
+(metrics plus the path of the checkpoint the workers wrote) through a Ray queue back to the trial
+process, whose main thread re-reports it to Tune. Either way Tune sees every checkpoint as a
+pointer (`tune_bridge`), so schedulers can restore trials and PBT can exploit.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
-import tempfile
 import threading
 import time
 from typing import Optional
@@ -25,11 +25,11 @@ from ray.train import UserCallback
 from ray.train.torch import TorchTrainer
 from ray.util.queue import Queue
 
+from hfsweep.config import resource_names, trains_in_process
 from hfsweep.data import PreparedData, load_train_dataset, prepare
 from hfsweep.search import apply_sampled
-from hfsweep.worker import train_loop_per_worker
-
-POINTER_FILE = "hfsweep_checkpoint.json"
+from hfsweep.tune_bridge import read_pointer, report_to_tune
+from hfsweep.worker import HF_CHECKPOINTS, train_loop_per_worker
 
 
 class ForwardToTune(UserCallback):
@@ -40,25 +40,6 @@ class ForwardToTune(UserCallback):
 
     def after_report(self, run_context, metrics, checkpoint):
         self.queue.put((metrics[0], checkpoint.path if checkpoint else None))
-
-
-def read_pointer(checkpoint: Optional[tune.Checkpoint]) -> Optional[str]:
-    """The Hugging Face checkpoint directory a Tune pointer checkpoint refers to."""
-    if checkpoint is None:
-        return None
-    with checkpoint.as_directory() as d, open(os.path.join(d, POINTER_FILE)) as f:
-        return json.load(f)["path"]
-
-
-def _report_to_tune(metrics: dict, checkpoint_path: Optional[str]) -> None:
-    if checkpoint_path is None:
-        tune.report(metrics)
-        return
-    metrics = {**metrics, "checkpoint_path": checkpoint_path}
-    with tempfile.TemporaryDirectory() as d:
-        with open(os.path.join(d, POINTER_FILE), "w") as f:
-            json.dump({"path": checkpoint_path, "step": metrics.get("step")}, f)
-        tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
 
 
 def train_run_name(trial_id: str, resume_from: Optional[str]) -> str:
@@ -74,7 +55,7 @@ def data_changed(cfg: dict, trial_cfg: dict) -> bool:
 
 
 def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) -> None:
-    """Tune function trainable: fit a TorchTrainer in a thread, re-report its results to Tune."""
+    """Tune function trainable: train the sampled config, report every checkpoint to Tune."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     started_at = time.time()
     trial_cfg = apply_sampled(cfg, sampled)
@@ -83,31 +64,48 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) ->
         train_dataset = load_train_dataset(data)
     resume_from = read_pointer(tune.get_checkpoint())
     cluster = trial_cfg["cluster"]  # any key may be searched, cluster.* included
+    run_name = train_run_name(tune.get_context().get_trial_id(), resume_from)
+    train_runs = os.path.join(cluster["storage_path"], cfg["name"], "train_runs")
+    loop_config = {
+        "cfg": trial_cfg,
+        "tokenizer_path": data.tokenizer_path,
+        "validation_path": data.validation_path,
+        "output_dir": os.path.join(train_runs, run_name, HF_CHECKPOINTS),
+        "resume_from": resume_from,
+        "trial_started_at": started_at,
+        "in_process": trains_in_process(cluster),
+    }
+    if loop_config["in_process"]:
+        TorchTrainer(
+            train_loop_per_worker,
+            train_loop_config=loop_config,
+            scaling_config=ray.train.ScalingConfig(num_workers=0),  # Train V2 local mode
+            datasets={"train": train_dataset},
+        ).fit()
+        return
     reports = Queue(actor_options={"num_cpus": 0})
     trainer = TorchTrainer(
         train_loop_per_worker,
-        train_loop_config={
-            "cfg": trial_cfg,
-            "tokenizer_path": data.tokenizer_path,
-            "validation_path": data.validation_path,
-            "resume_from": resume_from,
-            "trial_started_at": started_at,
-        },
+        train_loop_config=loop_config,
         scaling_config=ray.train.ScalingConfig(
             num_workers=cluster["num_workers"],
             use_gpu=cluster["use_gpu"],
-            resources_per_worker=dict(cluster["resources_per_worker"]),
+            resources_per_worker=resource_names(cluster["resources_per_worker"]),
         ),
         run_config=ray.train.RunConfig(
-            name=train_run_name(tune.get_context().get_trial_id(), resume_from),
-            storage_path=os.path.join(cluster["storage_path"], cfg["name"], "train_runs"),
+            name=run_name,
+            storage_path=train_runs,
             callbacks=[ForwardToTune(reports)],
             failure_config=ray.train.FailureConfig(max_failures=cluster["max_failures"]),
             logging_config=ray.train.LoggingConfig(log_level="WARNING"),
         ),
         datasets={"train": train_dataset},
     )
+    _fit_and_forward(trainer, reports)
 
+
+def _fit_and_forward(trainer: TorchTrainer, reports: Queue) -> None:
+    """Fit in a thread; re-report each queued result to Tune from this (the trial's) thread."""
     outcome: dict = {}
 
     def fit() -> None:
@@ -124,7 +122,7 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) ->
     thread = threading.Thread(target=fit, name="hfsweep-fit", daemon=True)
     thread.start()
     while (item := reports.get()) is not None:
-        _report_to_tune(*item)
+        report_to_tune(*item)
     thread.join()
     if "error" in outcome:
         raise outcome["error"]

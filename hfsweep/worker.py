@@ -1,8 +1,9 @@
 """The per-worker training function: data shard, model, a prepared `transformers.Trainer`.
 
-Ray Train runs `train_loop_per_worker` in every worker. The Trainer writes its checkpoints straight
-into the Ray Train run directory, and `ReportCheckpointCallback` reports each one in place
-(`CheckpointUploadMode.NO_UPLOAD`), so a checkpoint is written once and never copied.
+`train_loop_per_worker` runs in every Ray Train worker, or in the trial's own process for a
+single-worker trial. The Trainer writes its checkpoints straight into the trial's Train run
+directory, and `ReportCheckpointCallback` reports each one where it lies, so a checkpoint is
+written once and never copied.
 """
 
 from __future__ import annotations
@@ -21,20 +22,38 @@ from ray.train.huggingface.transformers import prepare_trainer
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments, default_data_collator
 
 from hfsweep.models import build_model, load_tokenizer, weights_digest
+from hfsweep.tune_bridge import report_to_tune
 
 HF_CHECKPOINTS = "hf_checkpoints"
+
+
+def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
+    """Hand one result and the checkpoint the loop just wrote (rank 0 only) to the sweep.
+
+    In a trial's own process it goes straight to Tune. On a worker group it goes to Ray Train in
+    place (`NO_UPLOAD`): every rank reports, since Train's report is a barrier.
+    """
+    if in_process:
+        report_to_tune(metrics, checkpoint_dir)
+        return
+    ray.train.report(
+        metrics,
+        checkpoint=Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None,
+        checkpoint_dir_name=f"checkpoint-{metrics['step']}",
+        checkpoint_upload_mode=CheckpointUploadMode.NO_UPLOAD,
+    )
 
 
 class ReportCheckpointCallback(TrainerCallback):
     """After every save, report the latest metrics and the checkpoint the Trainer just wrote.
 
-    Every rank reports (Ray Train's report is a barrier); only rank 0, which wrote the files,
-    attaches the checkpoint. `extra` holds what other callbacks add to the next report.
+    `extra` holds what other callbacks add to the next report.
     """
 
-    def __init__(self, extra: dict, trial_started_at: float):
+    def __init__(self, extra: dict, trial_started_at: float, in_process: bool):
         self.extra = extra
         self.trial_started_at = trial_started_at
+        self.in_process = in_process
 
     def on_step_begin(self, args, state, control, **kwargs):
         if self.trial_started_at is not None:  # the first step of this run: the trial's fixed overhead
@@ -52,16 +71,10 @@ class ReportCheckpointCallback(TrainerCallback):
         metrics["trainer_finished"] = bool(control.should_training_stop or state.global_step >= state.max_steps)
         if "eval_loss" in metrics:
             metrics["eval_perplexity"] = math.exp(min(metrics["eval_loss"], 50.0))
-        checkpoint = None
+        checkpoint_dir = None
         if state.is_world_process_zero:
-            path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
-            checkpoint = Checkpoint.from_directory(path)
-        ray.train.report(
-            metrics,
-            checkpoint=checkpoint,
-            checkpoint_dir_name=f"checkpoint-{state.global_step}",
-            checkpoint_upload_mode=CheckpointUploadMode.NO_UPLOAD,
-        )
+            checkpoint_dir = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+        report(metrics, checkpoint_dir, self.in_process)
 
 
 def quiet_logs(world_rank: int) -> None:
@@ -85,39 +98,47 @@ class StopOnDivergence(TrainerCallback):
                 raise FloatingPointError(f"training diverged: {key} is {value} at step {state.global_step}")
 
 
+def apply_hyperparameters(optimizer, lr_scheduler, training: dict) -> None:
+    """Put the trial's learning rate and weight decay over a restored optimizer and LR scheduler.
+
+    Restoring a checkpoint restores the donor's values too; a PBT-exploited trial must continue
+    from the donor's weights with its own perturbed ones. The schedule's progress is kept.
+    """
+    learning_rate, weight_decay = training["learning_rate"], training.get("weight_decay", 0.0)
+    lr_scheduler.base_lrs = [learning_rate] * len(optimizer.param_groups)
+    factors = [fn(lr_scheduler.last_epoch) for fn in lr_scheduler.lr_lambdas]
+    for group, factor in zip(optimizer.param_groups, factors):
+        group["initial_lr"] = learning_rate
+        group["lr"] = learning_rate * factor
+        if group.get("weight_decay"):
+            group["weight_decay"] = weight_decay
+    lr_scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
+
+
 class ApplyHyperparametersOnResume(TrainerCallback):
     """Make a resumed trial train with its own hyperparameters, not the checkpoint's.
 
-    `Trainer.train(resume_from_checkpoint=...)` restores the optimizer and LR scheduler state,
-    learning rate included, after `on_train_begin`. A PBT-exploited trial must continue from the
-    donor's weights with its perturbed values, so they are applied before the first step. The
-    digest of the restored weights goes into the next report, so the copy can be checked.
+    `Trainer.train(resume_from_checkpoint=...)` restores the optimizer and LR scheduler state after
+    `on_train_begin`, so they are applied before the first step. The digest of the restored
+    weights goes into the next report, so the copy can be checked.
     """
 
     def __init__(self, training: dict, resumed_from: str, report: dict):
-        self.learning_rate = training["learning_rate"]
-        self.weight_decay = training.get("weight_decay", 0.0)
+        self.training = training
         self.resumed_from, self.report, self.applied = resumed_from, report, False
 
     def on_step_begin(self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kwargs):
         if self.applied:
             return
         self.applied = True
-        lr_scheduler.base_lrs = [self.learning_rate] * len(optimizer.param_groups)
-        factors = [fn(lr_scheduler.last_epoch) for fn in lr_scheduler.lr_lambdas]
-        for group, factor in zip(optimizer.param_groups, factors):
-            group["initial_lr"] = self.learning_rate
-            group["lr"] = self.learning_rate * factor
-            if group.get("weight_decay"):
-                group["weight_decay"] = self.weight_decay
-        lr_scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
+        apply_hyperparameters(optimizer, lr_scheduler, self.training)
         self.report.update(resumed_from=self.resumed_from, resumed_weights_digest=weights_digest(model))
 
 
 def resume_checkpoint(config: dict) -> str | None:
     """The checkpoint to continue from: this run's own latest (a restarted worker group), else the
-    one Tune handed the trial (a restored or PBT-exploited trial), else none."""
-    own = ray.train.get_checkpoint()
+    one Tune handed the trial (a restored, retried or PBT-exploited trial), else none."""
+    own = None if config["in_process"] else ray.train.get_checkpoint()
     if own is not None:
         return own.path
     return config.get("resume_from")
@@ -140,9 +161,8 @@ def training_arguments(cfg: dict, output_dir: str) -> TrainingArguments:
 def train_loop_per_worker(config: dict) -> None:
     """Build tokenizer, model, data shard and Trainer from the trial's config, then train."""
     cfg = config["cfg"]
-    context = ray.train.get_context()
-    quiet_logs(context.get_world_rank())
-    output_dir = os.path.join(context.get_storage().experiment_fs_path, HF_CHECKPOINTS)
+    in_process = config["in_process"]  # Ray Train's context and checkpoint APIs are off in a Tune trial's process
+    quiet_logs(0 if in_process else ray.train.get_context().get_world_rank())
 
     tokenizer = load_tokenizer(config["tokenizer_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
@@ -155,7 +175,7 @@ def train_loop_per_worker(config: dict) -> None:
     validation = datasets.load_from_disk(config["validation_path"])
 
     extra_metrics: dict = {}
-    callbacks = [StopOnDivergence(), ReportCheckpointCallback(extra_metrics, config["trial_started_at"])]
+    callbacks = [StopOnDivergence(), ReportCheckpointCallback(extra_metrics, config["trial_started_at"], in_process)]
     callbacks += [instantiate(node) for node in cfg["callbacks"].values()]
     resume_from = resume_checkpoint(config)
     if resume_from:
@@ -163,7 +183,7 @@ def train_loop_per_worker(config: dict) -> None:
 
     trainer = Trainer(
         model=model,
-        args=training_arguments(cfg, output_dir),
+        args=training_arguments(cfg, config["output_dir"]),
         train_dataset=train_shard,
         eval_dataset=validation,
         processing_class=tokenizer,

@@ -89,6 +89,7 @@ def test_validation_errors_name_the_key_and_fix(overrides, message, tmp_path):
             "run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt).",
         ),
         ("stopper=threshold", "stopper.threshold.threshold: has no value (???); set it, e.g. stopper.threshold.threshold=VALUE."),
+        ("scheduler=ashaa", "scheduler=ashaa: no such option in conf/scheduler/; choose one of asha, fifo, hyperband, median, pb2, pbt."),
     ],
 )
 def test_cli_refuses_in_one_line_with_exit_2_and_leaves_nothing(override, message, tmp_path):

@@ -1,4 +1,5 @@
-"""Resume: a sweep interrupted with Ctrl-C finishes with one command, finished trials untouched."""
+"""Resume: a sweep interrupted by Ctrl-C or a killed driver finishes with one command, finished
+trials untouched."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ import sys
 import time
 
 import pandas as pd
+import psutil
 import pytest
 
 pytestmark = pytest.mark.slow
 
 SWEEP = [
     "scheduler=fifo",
-    "training.max_steps=10",
-    "search_space.training.learning_rate.values=[3e-3,1e-3]",
+    "training.max_steps=20",
+    "search_space.training.learning_rate.values=[3e-3,1e-3,3e-4]",
     "cluster.num_workers=1",
     "cluster.max_concurrent_trials=1",
 ]
@@ -33,22 +35,39 @@ def finished_trials(experiment: str) -> list[str]:
     return done
 
 
-def test_ctrl_c_then_resume_finishes_the_sweep_without_rerunning(tmp_path, cache_dir):
+def interrupt(driver: subprocess.Popen, how: str) -> None:
+    """Ctrl-C lets Tune save its state and exit; SIGKILL ends the driver and the local Ray it
+    started (its child processes) with no chance to save anything."""
+    if how == "ctrl-c":
+        driver.send_signal(signal.SIGINT)
+        driver.wait(timeout=120)
+        return
+    started_by_driver = psutil.Process(driver.pid).children(recursive=True)
+    driver.kill()
+    driver.wait(timeout=30)
+    for child in started_by_driver:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigkill"])
+def test_interrupt_then_resume_finishes_the_sweep_without_rerunning(tmp_path, cache_dir, how):
     run_dir = tmp_path / "run"
     experiment = str(run_dir / "sweep")
     command = [sys.executable, "-m", "hfsweep", *SWEEP, f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
     driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     while not finished_trials(experiment) and time.time() < deadline and driver.poll() is None:
-        time.sleep(1)
+        time.sleep(0.2)
     assert driver.poll() is None, "the sweep ended before it could be interrupted"
-    driver.send_signal(signal.SIGINT)  # Ctrl-C: Tune saves its state and exits
-    driver.wait(timeout=120)
+    interrupt(driver, how)
     interrupted = {path: open(os.path.join(path, "result.json")).read() for path in finished_trials(experiment)}
-    assert len(interrupted) == 1
+    assert 1 <= len(interrupted) < 3
 
     refused = subprocess.run(
-        [sys.executable, "-m", "hfsweep.resume", str(run_dir), "training.max_steps=20"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "hfsweep.resume", str(run_dir), "training.max_steps=30"], capture_output=True, text=True, timeout=120
     )
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1] == (
@@ -59,7 +78,7 @@ def test_ctrl_c_then_resume_finishes_the_sweep_without_rerunning(tmp_path, cache
     resumed = subprocess.run([sys.executable, "-m", "hfsweep.resume", str(run_dir)], capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     table = pd.read_csv(run_dir / "results.csv")
-    assert len(table) == 2 and set(table["ended"]) == {"completed"}
+    assert len(table) == 3 and set(table["ended"]) == {"completed"}
     for path, before in interrupted.items():
         assert open(os.path.join(path, "result.json")).read() == before, "a finished trial was run again"
     assert (run_dir / "best" / "config.json").is_file()

@@ -1,0 +1,37 @@
+"""How a trial's results reach Tune: metrics plus a tiny pointer checkpoint.
+
+The Trainer writes each checkpoint once, in the trial's Train run directory. Tune receives a
+pointer checkpoint that holds only that directory's path, so schedulers can restore trials and
+PBT can exploit them without a second copy of the weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Optional
+
+from ray import tune
+
+POINTER_FILE = "hfsweep_checkpoint.json"
+
+
+def read_pointer(checkpoint: Optional[tune.Checkpoint]) -> Optional[str]:
+    """The Hugging Face checkpoint directory a Tune pointer checkpoint refers to."""
+    if checkpoint is None:
+        return None
+    with checkpoint.as_directory() as d, open(os.path.join(d, POINTER_FILE)) as f:
+        return json.load(f)["path"]
+
+
+def report_to_tune(metrics: dict, checkpoint_path: Optional[str]) -> None:
+    """`tune.report` the metrics, with a pointer to `checkpoint_path` when there is one."""
+    if checkpoint_path is None:
+        tune.report(metrics)
+        return
+    metrics = {**metrics, "checkpoint_path": checkpoint_path}
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, POINTER_FILE), "w") as f:
+            json.dump({"path": checkpoint_path, "step": metrics.get("step")}, f)
+        tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))

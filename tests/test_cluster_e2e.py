@@ -1,0 +1,119 @@
+"""Sweeps on a real multi-node Ray cluster: a `ray start --head` started here, and a node lost mid-trial."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from hfsweep import sweep
+from tests.conftest import resolved_config
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def ray_head(tmp_path):
+    """`ray start --head --block` on loopback, stopped by its PID (never `ray stop`)."""
+    port = free_port()
+    head = subprocess.Popen(
+        [
+            "ray", "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
+            "--num-cpus=4", "--include-dashboard=false", f"--ray-client-server-port={free_port()}",
+            f"--temp-dir={tmp_path / 'ray'}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its raylet and GCS form one process group, ended together below
+    )
+    deadline = time.time() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.time() < deadline and head.poll() is None, "ray start --head did not come up"
+            time.sleep(0.5)
+    yield f"127.0.0.1:{port}"
+    os.killpg(head.pid, signal.SIGTERM)
+    try:
+        head.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(head.pid, signal.SIGKILL)
+
+
+def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, tmp_path, cache_dir):
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "hfsweep", f"cluster.address={ray_head}", "cluster.num_workers=2",
+        "scheduler=fifo", "training.max_steps=10", "search_space.training.learning_rate.values=[1e-3]",
+        f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = pd.read_csv(run_dir / "results.csv")
+    assert list(table["ended"]) == ["completed"] and list(table["step"]) == [10]
+    assert (run_dir / "best" / "config.json").is_file()
+
+
+def test_a_trial_survives_losing_the_node_that_runs_its_workers(tmp_path, cache_dir):
+    """Head: 1 CPU for the trial process. Two worker nodes with 2 `train_slot`s each and no CPU,
+    so the workers (and only they) land there; the node running them is removed mid-trial."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, connect=True, head_node_args={"num_cpus": 1})
+    try:
+        nodes = [cluster.add_node(num_cpus=0, resources={"train_slot": 2}) for _ in range(2)]
+        cluster.wait_for_nodes()
+        overrides = [
+            f"cluster.address={cluster.address}",
+            "cluster.num_workers=2",
+            "+cluster.resources_per_worker.train_slot=1",
+            "cluster.resources_per_worker.CPU=0",
+            "cluster.max_failures=1",
+            "scheduler=fifo",
+            "training.max_steps=40",
+            "search_space.training.learning_rate.values=[1e-3]",
+        ]
+        cfg = resolved_config(overrides, tmp_path, cache_dir)
+        outcome = {}
+        thread = threading.Thread(target=lambda: outcome.update(results=sweep.run(cfg)))
+        thread.start()
+        result_file = None
+        deadline = time.time() + 300
+        while not (result_file and os.path.getsize(result_file)):  # a checkpoint has been registered
+            assert time.time() < deadline and thread.is_alive(), "no checkpoint was reported"
+            time.sleep(0.5)
+            found = list((tmp_path / "sweep").glob("run_trial_*/result.json"))
+            result_file = found[0] if found else None
+        busy = {a["Address"]["NodeID"] for a in ray._private.state.actors().values()
+                if a["State"] == "ALIVE" and a["ActorClassName"] == "RayTrainWorker"}
+        doomed = [node for node in nodes if node.node_id in busy]
+        assert len(doomed) == 1, "both workers should be packed on one worker node"
+        cluster.remove_node(doomed[0])
+        thread.join(timeout=600)
+        results = outcome["results"]
+        assert results.errors == []
+        history = results[0].metrics_dataframe
+        assert history["step"].iloc[-1] == 40
+        restarts = history[history["resumed_from"].notna()] if "resumed_from" in history else history.iloc[0:0]
+        assert len(restarts) == 1, "the worker group did not restart on the remaining node"
+        resumed_step = int(restarts.iloc[0]["resumed_from"].rsplit("checkpoint-", 1)[1])
+        assert resumed_step >= 10 and restarts.iloc[0]["step"] == resumed_step + 10
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
