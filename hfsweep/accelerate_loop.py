@@ -64,6 +64,9 @@ def accelerate_loop_per_worker(config: dict) -> None:
     cfg, training = config["cfg"], config["cfg"]["training"]
     in_process = config["in_process"]
     accelerator = Accelerator(cpu=not cfg["cluster"]["use_gpu"])
+    world_size = 1 if in_process else ray.train.get_context().get_world_size()
+    if accelerator.num_processes != world_size:  # each worker would train alone, silently
+        raise RuntimeError(f"Accelerate sees {accelerator.num_processes} processes, Ray Train started {world_size}")
     quiet_logs(accelerator.process_index)
     tokenizer = load_tokenizer(config["tokenizer_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights

@@ -18,6 +18,14 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 TASKS = ("causal_lm",)
+LOOPS = ("hf_trainer", "accelerate")
+# The training.* keys the Accelerate loop reads, and those it may ignore (the Trainer's cadence
+# and logging settings, which the validation below also needs).
+ACCELERATE_LOOP_KEYS = {
+    "learning_rate", "weight_decay", "lr_scheduler_type", "warmup_steps", "max_steps", "seed",
+    "per_device_train_batch_size", "per_device_eval_batch_size", "save_steps",
+    "eval_strategy", "eval_steps", "save_strategy", "logging_steps", "disable_tqdm",
+}
 DATA_SOURCES = ("pydoc", "hub", "local")
 
 
@@ -62,6 +70,11 @@ class StrategyConfig:
 
 
 @dataclass
+class LoopConfig:
+    name: str = "hf_trainer"
+
+
+@dataclass
 class ClusterConfig:
     address: Optional[str] = None
     num_cpus: Optional[float] = None
@@ -80,6 +93,7 @@ class SweepConfig:
     data: DataConfig = field(default_factory=DataConfig)
     training: Dict[str, Any] = field(default_factory=dict)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    loop: LoopConfig = field(default_factory=LoopConfig)
     search_space: Dict[str, Any] = field(default_factory=dict)
     scheduler: Dict[str, Any] = field(default_factory=dict)
     search_alg: Dict[str, Any] = field(default_factory=dict)
@@ -133,6 +147,7 @@ def validate(cfg: dict) -> None:
             )
     _validate_data(cfg["data"], cfg["model"])
     _validate_cluster(cfg["cluster"])
+    _validate_loop(cfg)
 
 
 def _validate_training(training: dict, strategy_args: dict) -> None:
@@ -178,6 +193,19 @@ def _validate_data(data: dict, model: dict) -> None:
             f"data.block_size ({data['block_size']}): larger than the model's {positions} positions; "
             f"lower it (data.block_size={positions}) or raise the model's positions."
         )
+
+
+def _validate_loop(cfg: dict) -> None:
+    loop = cfg["loop"]["name"]
+    if loop not in LOOPS:
+        raise ConfigError(f"loop.name: '{loop}' is not one of {', '.join(LOOPS)}; e.g. loop=accelerate.")
+    if loop != "accelerate":
+        return
+    if cfg["callbacks"]:
+        raise ConfigError("callbacks: TrainerCallbacks need loop=hf_trainer; use callbacks=none with loop=accelerate.")
+    for key in cfg["training"]:
+        if key not in ACCELERATE_LOOP_KEYS:
+            raise ConfigError(f"training.{key}: loop=accelerate does not use it; remove it, or use loop=hf_trainer.")
 
 
 def _validate_cluster(cluster: dict) -> None:

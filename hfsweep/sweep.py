@@ -71,7 +71,8 @@ def start_local_ray(cluster: dict, env: dict) -> None:
     previous = os.environ.get("RAY_GCS_SERVER_PORT")
     os.environ["RAY_GCS_SERVER_PORT"] = str(port)
     try:
-        ray.init(num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"], runtime_env={"env_vars": env})
+        # "local": a new Ray even when `ray start` left one that a bare ray.init() would join
+        ray.init(address="local", num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"], runtime_env={"env_vars": env})
     finally:
         if previous is None:
             del os.environ["RAY_GCS_SERVER_PORT"]

@@ -29,7 +29,10 @@ from hfsweep.config import resource_names, trains_in_process
 from hfsweep.data import PreparedData, load_train_dataset, prepare
 from hfsweep.search import apply_sampled
 from hfsweep.tune_bridge import read_pointer, report_to_tune
+from hfsweep.accelerate_loop import accelerate_loop_per_worker
 from hfsweep.worker import HF_CHECKPOINTS, train_loop_per_worker
+
+TRAIN_LOOPS = {"hf_trainer": train_loop_per_worker, "accelerate": accelerate_loop_per_worker}
 
 
 class ForwardToTune(UserCallback):
@@ -75,9 +78,10 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) ->
         "trial_started_at": started_at,
         "in_process": trains_in_process(cluster),
     }
+    train_loop = TRAIN_LOOPS[trial_cfg["loop"]["name"]]
     if loop_config["in_process"]:
         TorchTrainer(
-            train_loop_per_worker,
+            train_loop,
             train_loop_config=loop_config,
             scaling_config=ray.train.ScalingConfig(num_workers=0),  # Train V2 local mode
             datasets={"train": train_dataset},
@@ -85,7 +89,7 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) ->
         return
     reports = Queue(actor_options={"num_cpus": 0})
     trainer = TorchTrainer(
-        train_loop_per_worker,
+        train_loop,
         train_loop_config=loop_config,
         scaling_config=ray.train.ScalingConfig(
             num_workers=cluster["num_workers"],

@@ -67,6 +67,8 @@ def test_misspelt_typed_key_fails_composition(tmp_path):
         (["data.source=ftp"], r"data\.source: 'ftp' is not one of pydoc, hub, local"),
         (["cluster.num_cpus=4", "cluster.num_workers=4"], r"cluster\.num_workers: one trial needs 5 CPUs"),
         (["cluster.use_gpu=true"], r"cluster\.use_gpu: this machine has no CUDA GPU"),
+        (["loop=accelerate", "+training.gradient_accumulation_steps=2"], r"^training\.gradient_accumulation_steps: loop=accelerate does not use it; remove it, or use loop=hf_trainer\.$"),
+        (["loop=accelerate", "callbacks=early_stopping"], r"^callbacks: TrainerCallbacks need loop=hf_trainer"),
     ],
 )
 def test_validation_errors_name_the_key_and_fix(overrides, message, tmp_path):

@@ -92,6 +92,28 @@ def test_a_killed_worker_restarts_from_the_latest_checkpoint(ray_cluster, tmp_pa
     assert resumed_step >= 10 and restart["step"] == resumed_step + 10
 
 
+@pytest.mark.slow
+def test_a_crash_in_the_middle_of_a_save_resumes_from_the_last_complete_checkpoint(ray_cluster, tmp_path, cache_dir):
+    overrides = [
+        "scheduler=fifo",
+        "training.max_steps=30",
+        "search_space.training.learning_rate.values=[1e-3]",
+        "cluster.num_workers=1",  # in the trial's process: Tune retries the trial
+        "cluster.max_failures=1",
+        "+callbacks.crash._target_=tests.faults.CrashMidSave",
+        "+callbacks.crash.step=20",
+    ]
+    results = sweep.run(resolved_config(overrides, tmp_path, cache_dir))
+    assert results.errors == []
+    history = results[0].metrics_dataframe
+    assert list(history["step"]) == [10, 20, 30]
+    restarted = history[history["resumed_from"].notna()]
+    assert len(restarted) == 1 and restarted.iloc[0]["resumed_from"].endswith("/checkpoint-10")
+    weights = glob.glob(str(tmp_path / "sweep" / "train_runs" / "*" / "hf_checkpoints" / "checkpoint-20" / "model.safetensors"))
+    sizes = sorted(os.path.getsize(path) for path in weights)
+    assert len(sizes) == 2 and sizes[0] == 64 < sizes[1], "the retry wrote its own checkpoint-20; the half one was never used"
+
+
 def test_a_trial_shape_the_cluster_cannot_hold_fails_at_once(ray_cluster, tmp_path, cache_dir):
     cfg = resolved_config(["cluster.resources_per_worker.CPU=8"], tmp_path, cache_dir)
     with pytest.raises(ConfigError, match=r"^cluster\.resources_per_worker: one trial needs 17 CPU \(1 CPU for the trial \+ 2 workers\) but the cluster has 8;"):

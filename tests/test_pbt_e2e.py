@@ -1,5 +1,5 @@
 """PBT over real trials: an exploited trial continues from the donor's checkpoint, with the
-donor's weights and its own perturbed learning rate in effect."""
+donor's weights and its own perturbed learning rate in effect, in both training loops."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ pytestmark = pytest.mark.slow
 EVAL_STEPS = 10
 
 
-@pytest.fixture(scope="module")
-def pbt_sweep(ray_cluster, tmp_path_factory, cache_dir):
+@pytest.fixture(scope="module", params=["hf_trainer", "accelerate"])
+def pbt_sweep(request, ray_cluster, tmp_path_factory, cache_dir):
     overrides = [
+        f"loop={request.param}",
         "scheduler=pbt",
         "scheduler.quantile_fraction=0.5",
         "scheduler.resample_probability=0.0",  # always perturb: x0.8 or x1.2 of the donor's value
