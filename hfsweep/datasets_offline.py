@@ -6,9 +6,10 @@ property of where each sentence comes from, with the real datasets' column names
 presets' column mapping is unchanged. They are proxies: their scores say that training works,
 not how BERT does on MRPC or Yelp.
 
-- `mrpc_proxy/` (sentence1, sentence2, label): 1 when sentence2 is the sentence that follows
-  sentence1 in a documentation topic (like a paraphrase, it shares words and subject), 0 when
-  the two come from different topics; half of each.
+- `mrpc_proxy/` (sentence1, sentence2, label): is sentence2 a shortened restatement of
+  sentence1 (label 1: sentence1 with every third word dropped, so like a paraphrase it keeps
+  most words) or of another sentence of the same documentation topic (label 0: a hard negative
+  on the same subject)? Half of each.
 - `yelp_proxy/` (text, label): which of the five largest documentation topics the sentence comes
   from (0-4, imbalanced, as the topics are).
 
@@ -45,30 +46,32 @@ def sentences(text: str) -> list[str]:
 
 
 def topic_sentences() -> dict[str, dict[str, list[str]]]:
-    """split -> topic -> its sentences, in order; the last fifth of a topic validates."""
+    """split -> topic -> its sentences, in order; the last fifth of a topic validates. A sentence
+    repeated in the documentation counts once, in its first topic."""
     from pydoc_data.topics import topics
 
     splits: dict = {"train": {}, "validation": {}}
+    seen: set[str] = set()
     for name in sorted(topics):
-        found = sentences(topics[name])
+        found = [s for s in dict.fromkeys(sentences(topics[name])) if s not in seen]
+        seen.update(found)
         cut = len(found) - len(found) // 5
         splits["train"][name], splits["validation"][name] = found[:cut], found[cut:]
     return splits
 
 
-def topic_pairs(by_topic: dict[str, list[str]], count: int, rng: random.Random) -> list[dict]:
-    """`count` sentence pairs, half consecutive in one topic (label 1), half from two (label 0)."""
+def shortened(sentence: str) -> str:
+    """The sentence with every third word dropped."""
+    return " ".join(word for i, word in enumerate(sentence.split()) if i % 3 != 2)
+
+
+def restatement_pairs(by_topic: dict[str, list[str]], count: int, rng: random.Random) -> list[dict]:
+    """`count` pairs within one topic: half restate sentence1 (label 1), half another sentence (label 0)."""
     names = sorted(by_topic)
     rows = []
     for i in range(count):
-        if i % 2:
-            found = by_topic[rng.choice(names)]
-            start = rng.randrange(len(found) - 1)
-            first, second = found[start], found[start + 1]
-        else:
-            a, b = rng.sample(names, 2)
-            first, second = rng.choice(by_topic[a]), rng.choice(by_topic[b])
-        rows.append({"sentence1": first, "sentence2": second, "label": i % 2})
+        first, other = rng.sample(by_topic[rng.choice(names)], 2)
+        rows.append({"sentence1": first, "sentence2": shortened(first if i % 2 else other), "label": i % 2})
     return rows
 
 
@@ -100,7 +103,7 @@ def write(out_dir: str) -> dict[str, str]:
     pair_topics = {n for n in splits["train"] if len(splits["train"][n]) + len(splits["validation"][n]) >= MIN_TOPIC_SENTENCES}
     for split, count in PAIRS.items():
         by_topic = {n: s for n, s in splits[split].items() if n in pair_topics}
-        write_csv(os.path.join(folders["mrpc_proxy"], f"{split}.csv"), topic_pairs(by_topic, count, rng))
+        write_csv(os.path.join(folders["mrpc_proxy"], f"{split}.csv"), restatement_pairs(by_topic, count, rng))
     for split, rows in largest_topic_sentences(splits, rng).items():
         write_csv(os.path.join(folders["yelp_proxy"], f"{split}.csv"), rows)
     return folders
