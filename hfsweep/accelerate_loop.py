@@ -22,6 +22,8 @@ from accelerate import Accelerator
 from torch.utils.data import DataLoader
 from transformers import default_data_collator, get_scheduler
 
+from hfsweep.data import label_names
+from hfsweep.metrics import compute_metrics_for
 from hfsweep.models import build_model, load_tokenizer, weights_digest
 from hfsweep.worker import apply_hyperparameters, quiet_logs, report, resume_checkpoint
 
@@ -36,17 +38,25 @@ def _optimizer(model, training: dict) -> torch.optim.Optimizer:
     )
 
 
-def _evaluate(accelerator: Accelerator, model, loader) -> dict:
-    """Mean eval loss over the whole validation set, each example counted once."""
+def _evaluate(accelerator: Accelerator, model, loader, metric_names: list[str]) -> dict:
+    """Mean eval loss over the whole validation set, each example counted once, and the
+    configured `eval_metrics` on the gathered logits, as the Trainer computes them."""
     model.eval()
-    losses = []
+    losses, logits, labels = [], [], []
     with torch.no_grad():
         for batch in loader:
-            loss = model(**batch).loss
-            losses.append(accelerator.gather_for_metrics(loss.repeat(batch["input_ids"].shape[0])))
+            outputs = model(**batch)
+            losses.append(accelerator.gather_for_metrics(outputs.loss.repeat(batch["input_ids"].shape[0])))
+            if metric_names:
+                logits.append(accelerator.gather_for_metrics(outputs.logits).float().cpu())
+                labels.append(accelerator.gather_for_metrics(batch["labels"]).cpu())
     model.train()
     eval_loss = torch.cat(losses).mean().item()
-    return {"eval_loss": eval_loss, "eval_perplexity": math.exp(min(eval_loss, 50.0))}
+    metrics = {"eval_loss": eval_loss, "eval_perplexity": math.exp(min(eval_loss, 50.0))}
+    if metric_names:
+        computed = compute_metrics_for(metric_names)((torch.cat(logits).numpy(), torch.cat(labels).numpy()))
+        metrics.update({f"eval_{name}": value for name, value in computed.items()})
+    return metrics
 
 
 def _save(accelerator: Accelerator, model, tokenizer, path: str) -> None:
@@ -63,21 +73,24 @@ def accelerate_loop_per_worker(config: dict) -> None:
     """Train with Accelerate for training.max_steps; evaluate, save and report every save_steps."""
     cfg, training = config["cfg"], config["cfg"]["training"]
     in_process = config["in_process"]
-    accelerator = Accelerator(cpu=not cfg["cluster"]["use_gpu"])
+    precision = "bf16" if training.get("bf16") else "fp16" if training.get("fp16") else "no"
+    accelerator = Accelerator(cpu=not cfg["cluster"]["use_gpu"], mixed_precision=precision)
     world_size = 1 if in_process else ray.train.get_context().get_world_size()
     if accelerator.num_processes != world_size:  # each worker would train alone, silently
         raise RuntimeError(f"Accelerate sees {accelerator.num_processes} processes, Ray Train started {world_size}")
     quiet_logs(accelerator.process_index)
     tokenizer = load_tokenizer(config["tokenizer_path"])
+    validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
-    model = build_model(cfg["model"], tokenizer)
+    model = build_model(cfg["model"], tokenizer, label_names(validation))
+    if training.get("activation_checkpointing"):
+        model.gradient_checkpointing_enable()
     optimizer = _optimizer(model, training)
     lr_scheduler = get_scheduler(
         training.get("lr_scheduler_type", "linear"), optimizer,
         num_warmup_steps=training.get("warmup_steps", 0), num_training_steps=training["max_steps"],
     )
-    validation = datasets.load_from_disk(config["validation_path"]).with_format("torch")
-    eval_loader = DataLoader(validation, batch_size=training["per_device_eval_batch_size"], collate_fn=default_data_collator)
+    eval_loader = DataLoader(validation.with_format("torch"), batch_size=training["per_device_eval_batch_size"], collate_fn=default_data_collator)
     model, optimizer, eval_loader, lr_scheduler = accelerator.prepare(model, optimizer, eval_loader, lr_scheduler)
 
     step, extra = 0, {}
@@ -105,7 +118,7 @@ def accelerate_loop_per_worker(config: dict) -> None:
             if step % training["save_steps"] == 0 or step == training["max_steps"]:
                 if not math.isfinite(loss.item()):
                     raise FloatingPointError(f"training diverged: loss is {loss.item()} at step {step}")
-                metrics = {**extra, **_evaluate(accelerator, model, eval_loader), "loss": loss.item(),
+                metrics = {**extra, **_evaluate(accelerator, model, eval_loader, cfg["eval_metrics"]), "loss": loss.item(),
                            "learning_rate": lr_scheduler.get_last_lr()[0], "step": step,
                            "trainer_finished": step >= training["max_steps"]}
                 extra = {}

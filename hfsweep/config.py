@@ -11,22 +11,25 @@ import dataclasses
 import difflib
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
-TASKS = ("causal_lm",)
+TASKS = ("causal_lm", "sequence_classification")
 LOOPS = ("hf_trainer", "accelerate")
 # The training.* keys the Accelerate loop reads, and those it may ignore (the Trainer's cadence
 # and logging settings, which the validation below also needs).
 ACCELERATE_LOOP_KEYS = {
     "learning_rate", "weight_decay", "lr_scheduler_type", "warmup_steps", "max_steps", "seed",
     "per_device_train_batch_size", "per_device_eval_batch_size", "save_steps",
-    "eval_strategy", "eval_steps", "save_strategy", "logging_steps", "disable_tqdm",
+    "bf16", "fp16", "activation_checkpointing",
+    "eval_strategy", "eval_steps", "save_strategy", "logging_steps", "disable_tqdm", "average_tokens_across_devices",
 }
 DATA_SOURCES = ("pydoc", "hub", "local")
+TOKENIZER_KINDS = ("byte_level_bpe", "wordpiece")
+GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fsdp (plain DDP) and DeepSpeed needs CUDA
 
 
 class ConfigError(ValueError):
@@ -58,9 +61,15 @@ class DataConfig:
     name: Optional[str] = None
     config_name: Optional[str] = None
     path: Optional[str] = None
+    validation_split: str = "validation"
     text_column: str = "text"
+    pair_column: Optional[str] = None
+    label_column: str = "label"
+    num_labels: Optional[int] = None
     block_size: int = 128
+    max_length: int = 128
     max_train_samples: Optional[int] = None
+    max_eval_samples: Optional[int] = None
 
 
 @dataclass
@@ -101,6 +110,8 @@ class SweepConfig:
     logger: Dict[str, Any] = field(default_factory=dict)
     stopper: Dict[str, Any] = field(default_factory=dict)
     callbacks: Dict[str, Any] = field(default_factory=dict)
+    trainer: Dict[str, Any] = field(default_factory=dict)
+    eval_metrics: List[str] = field(default_factory=list)
     name: str = "sweep"
     seed: int = 42
     metric: str = "eval_loss"
@@ -138,7 +149,13 @@ def validate(cfg: dict) -> None:
         raise ConfigError(f"mode: must be 'min' or 'max', not '{cfg['mode']}'.")
     if cfg["model"]["task"] not in TASKS:
         raise ConfigError(f"model.task: '{cfg['model']['task']}' is not one of {', '.join(TASKS)}.")
+    if cfg["model"]["tokenizer"]["kind"] not in TOKENIZER_KINDS:
+        raise ConfigError(
+            f"model.tokenizer.kind: cannot train '{cfg['model']['tokenizer']['kind']}'; use one of {', '.join(TOKENIZER_KINDS)}."
+        )
     _validate_training(cfg["training"], cfg["strategy"]["training_args"])
+    _validate_strategy(cfg["strategy"], cfg["cluster"])
+    _validate_metrics(cfg)
     if cfg["training"].get("load_best_model_at_end"):
         if cfg["training"].get("greater_is_better", cfg["mode"] == "max") != (cfg["mode"] == "max"):
             raise ConfigError(
@@ -177,6 +194,39 @@ def _validate_training(training: dict, strategy_args: dict) -> None:
         )
 
 
+def _validate_strategy(strategy: dict, cluster: dict) -> None:
+    """Refuse a strategy the hardware cannot run: on CPU transformers silently trains FSDP as
+    plain DDP, and DeepSpeed needs its package and CUDA."""
+    import importlib.util
+
+    args = strategy["training_args"]
+    if args.get("deepspeed") and importlib.util.find_spec("deepspeed") is None:
+        raise ConfigError(
+            f"strategy={strategy['name']}: DeepSpeed is not installed; pip install 'hfsweep[deepspeed]' "
+            f"(on a machine with CUDA GPUs), or use strategy=ddp."
+        )
+    if any(args.get(key) for key in GPU_ONLY_TRAINING_ARGS) and not cluster["use_gpu"]:
+        raise ConfigError(
+            f"strategy={strategy['name']}: needs GPUs; set cluster.use_gpu=true on a GPU machine, or use strategy=ddp on CPUs."
+        )
+
+
+def _validate_metrics(cfg: dict) -> None:
+    """Every eval metric has a local implementation, fits the task, and the sweep metric is computed."""
+    from hfsweep.metrics import CLASSIFICATION_METRICS
+
+    for name in cfg["eval_metrics"]:
+        if name not in CLASSIFICATION_METRICS:
+            raise ConfigError(f"eval_metrics: '{name}' is not one of {', '.join(CLASSIFICATION_METRICS)}.")
+    if cfg["eval_metrics"] and cfg["model"]["task"] != "sequence_classification":
+        raise ConfigError("eval_metrics: classification metrics need model.task=sequence_classification; set eval_metrics=[].")
+    metric = cfg["metric"].removeprefix("eval_")
+    if metric in CLASSIFICATION_METRICS and metric not in cfg["eval_metrics"]:
+        raise ConfigError(
+            f"metric: {cfg['metric']} is never computed; add it, e.g. eval_metrics=[{','.join([*cfg['eval_metrics'], metric])}]."
+        )
+
+
 def _validate_data(data: dict, model: dict) -> None:
     if data["source"] not in DATA_SOURCES:
         raise ConfigError(f"data.source: '{data['source']}' is not one of {', '.join(DATA_SOURCES)}.")
@@ -188,10 +238,11 @@ def _validate_data(data: dict, model: dict) -> None:
         if not os.path.exists(data["path"]):
             raise ConfigError(f"data.path: '{data['path']}' does not exist; point it at a folder of train.*/validation.* files.")
     positions = model["config"].get("n_positions") or model["config"].get("max_position_embeddings")
-    if positions and data["block_size"] > positions:
+    length_key = "block_size" if model["task"] == "causal_lm" else "max_length"
+    if positions and data[length_key] > positions:
         raise ConfigError(
-            f"data.block_size ({data['block_size']}): larger than the model's {positions} positions; "
-            f"lower it (data.block_size={positions}) or raise the model's positions."
+            f"data.{length_key} ({data[length_key]}): larger than the model's {positions} positions; "
+            f"lower it (data.{length_key}={positions}) or raise the model's positions."
         )
 
 

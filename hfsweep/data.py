@@ -1,4 +1,4 @@
-"""Load (pydoc prose, hub name, or local files) → tokenizer → tokenize → group_texts → disk.
+"""Load (pydoc prose, hub name, or local files) → tokenizer → tokenize (and pack, for causal LM) → disk.
 
 Runs once per sweep on the driver and is cached by content: trials only read the result. The
 train split goes to the workers through Ray Data (sharded); validation is read whole by every
@@ -14,10 +14,11 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from itertools import chain
+from typing import Optional
 
 import datasets
 import pyarrow.parquet
-from datasets import DatasetDict, Features, List, Value
+from datasets import ClassLabel, Dataset, DatasetDict, Features, List, Value
 
 from hfsweep.config import ConfigError, HubUnreachableError
 from hfsweep.models import load_tokenizer, tokenizer_cache_key, train_tokenizer
@@ -33,8 +34,9 @@ class PreparedData:
     tokenizer_path: str
     train_path: str
     validation_path: str
-    num_train_blocks: int
+    num_train_blocks: int  # training examples (packed blocks for causal LM)
     num_validation_blocks: int
+    label_names: Optional[list] = None  # classification: the classes, in label order
 
 
 def _atomic_dir(final: str, write) -> str:
@@ -95,7 +97,12 @@ def load_raw(data_cfg: dict, cache_dir: str) -> DatasetDict:
                 f"data: cannot load '{data_cfg['name']}' from the Hugging Face hub ({type(err).__name__}); "
                 f"run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt)."
             ) from err
-        return DatasetDict(train=raw["train"], validation=raw["validation"])
+        if data_cfg["validation_split"] not in raw:
+            raise ConfigError(
+                f"data.validation_split: '{data_cfg['validation_split']}' is not a split of '{data_cfg['name']}' "
+                f"(splits: {', '.join(raw)}); set data.validation_split."
+            )
+        return DatasetDict(train=raw["train"], validation=raw[data_cfg["validation_split"]])
     path = _pydoc_files(cache_dir) if data_cfg["source"] == "pydoc" else data_cfg["path"]
     if os.path.isdir(path):
         builder, files = _local_data_files(path)
@@ -105,13 +112,13 @@ def load_raw(data_cfg: dict, cache_dir: str) -> DatasetDict:
     return datasets.load_dataset(builder, data_files=files, **kwargs)
 
 
-def _tokenizer_for(model_cfg: dict, raw: DatasetDict, text_column: str, cache_dir: str) -> str:
+def _tokenizer_for(model_cfg: dict, raw: DatasetDict, text_columns: list[str], cache_dir: str) -> str:
     """A pretrained tokenizer's name, or the path of one trained on the training split (cached)."""
     tok_cfg = model_cfg["tokenizer"]
     if tok_cfg["pretrained"]:
         return tok_cfg["pretrained"]
     key = tokenizer_cache_key(tok_cfg, raw["train"]._fingerprint)
-    texts = (row[text_column] for row in raw["train"])
+    texts = (row[column] for row in raw["train"] for column in text_columns)
     return train_tokenizer(tok_cfg, texts, os.path.join(cache_dir, "tokenizers", key))
 
 
@@ -124,42 +131,105 @@ def group_texts(examples: dict, block_size: int) -> dict:
     return result
 
 
+def _token_features(names, length: int) -> dict:
+    """Fixed-length token columns: Ray Data turns them into tensors without ragged arrays."""
+    return {name: List(Value("int64"), length=length) for name in names}
+
+
+def pack_for_causal_lm(ds: Dataset, tokenizer, data_cfg: dict, split: str) -> Dataset:
+    """Tokenize, then pack into blocks of data.block_size whose labels are their inputs."""
+    block = data_cfg["block_size"]
+    features = Features(_token_features(("input_ids", "attention_mask", "labels"), block))
+    tokenized = ds.map(
+        lambda b: tokenizer(b[data_cfg["text_column"]]), batched=True, remove_columns=ds.column_names, desc=f"tokenize {split}"
+    )
+    return tokenized.map(group_texts, batched=True, fn_kwargs={"block_size": block}, features=features, desc=f"group {split}")
+
+
+def encode_for_classification(ds: Dataset, tokenizer, data_cfg: dict, split: str) -> Dataset:
+    """Tokenize the text (and the pair) padded and truncated to data.max_length, as Ray's BERT
+    examples do; `labels` keeps its ClassLabel, so the prepared data names its classes."""
+    text, pair, length = data_cfg["text_column"], data_cfg["pair_column"], data_cfg["max_length"]
+
+    def encode(batch: dict) -> dict:
+        encoded = tokenizer(batch[text], batch[pair] if pair else None, padding="max_length", truncation=True, max_length=length)
+        return {**encoded, "labels": batch[data_cfg["label_column"]]}
+
+    features = Features({**_token_features(tokenizer.model_input_names, length), "labels": ds.features[data_cfg["label_column"]]})
+    return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
+
+
+# model.task -> (the data.* keys naming the columns it reads, how a split becomes model inputs)
+PREPROCESSORS = {
+    "causal_lm": (("text_column",), pack_for_causal_lm),
+    "sequence_classification": (("text_column", "pair_column", "label_column"), encode_for_classification),
+}
+
+
+def _check_columns(raw: DatasetDict, data_cfg: dict, keys) -> None:
+    for key in keys:
+        column = data_cfg[key]
+        for split in raw:
+            if column is not None and column not in raw[split].column_names:
+                raise ConfigError(
+                    f"data.{key}: '{column}' is not a column of the {split} split "
+                    f"(columns: {', '.join(raw[split].column_names)}); set data.{key}."
+                )
+
+
+def encode_labels(raw: DatasetDict, column: str, num_labels: int | None) -> DatasetDict:
+    """Make the label column a ClassLabel taken from the train split (integer labels count
+    0..N-1, string labels are named classes), so both splits and the model share the classes."""
+    feature = raw["train"].features[column]
+    if not isinstance(feature, ClassLabel):
+        values = sorted(set(raw["train"][column]))
+        if values and isinstance(values[0], str):
+            feature = ClassLabel(names=values)
+        else:
+            feature = ClassLabel(num_classes=num_labels or int(max(values)) + 1)
+        try:
+            raw = raw.cast_column(column, feature)
+        except ValueError as err:
+            raise ConfigError(f"data.label_column: '{column}' has labels outside the {feature.num_classes} classes of the train split ({err}); check the data or data.num_labels.") from err
+    if num_labels and feature.num_classes != num_labels:
+        raise ConfigError(f"data.num_labels: {num_labels}, but '{column}' holds {feature.num_classes} classes; set data.num_labels={feature.num_classes} or null.")
+    return raw
+
+
+def label_names(dataset: Dataset) -> list[str] | None:
+    """The class names a prepared classification split carries in its `labels` column."""
+    feature = dataset.features.get("labels")
+    return feature.names if isinstance(feature, ClassLabel) else None
+
+
 def prepare(cfg: dict) -> PreparedData:
-    """Tokenize and pack the configured data once; return where trials find it."""
-    data_cfg, cache_dir = cfg["data"], os.path.expanduser(cfg["cache_dir"])
+    """Tokenize the configured data once, as `model.task` needs it; return where trials find it."""
+    data_cfg, cache_dir, task = cfg["data"], os.path.expanduser(cfg["cache_dir"]), cfg["model"]["task"]
+    column_keys, preprocess = PREPROCESSORS[task]
     raw = load_raw(data_cfg, cache_dir)
-    text_column = data_cfg["text_column"]
-    for split in raw:
-        if text_column not in raw[split].column_names:
-            raise ConfigError(
-                f"data.text_column: '{text_column}' is not a column of the {split} split "
-                f"(columns: {', '.join(raw[split].column_names)}); set data.text_column."
-            )
-    if data_cfg["max_train_samples"]:
-        raw["train"] = raw["train"].select(range(min(data_cfg["max_train_samples"], len(raw["train"]))))
-    tokenizer_path = _tokenizer_for(cfg["model"], raw, text_column, cache_dir)
+    _check_columns(raw, data_cfg, column_keys)
+    for split, limit in (("train", data_cfg["max_train_samples"]), ("validation", data_cfg["max_eval_samples"])):
+        if limit:
+            raw[split] = raw[split].select(range(min(limit, len(raw[split]))))
+    if "label_column" in column_keys:
+        raw = encode_labels(raw, data_cfg["label_column"], data_cfg["num_labels"])
+    text_columns = [data_cfg[k] for k in ("text_column", "pair_column") if k in column_keys and data_cfg[k]]
+    tokenizer_path = _tokenizer_for(cfg["model"], raw, text_columns, cache_dir)
     key = hashlib.sha256(
         json.dumps(
-            [raw["train"]._fingerprint, raw["validation"]._fingerprint, tokenizer_path, data_cfg], sort_keys=True
+            [raw["train"]._fingerprint, raw["validation"]._fingerprint, tokenizer_path, data_cfg, task], sort_keys=True
         ).encode()
     ).hexdigest()[:16]
     out = os.path.join(cache_dir, "tokenized", key)
 
     def write(tmp: str) -> None:
         tokenizer = load_tokenizer(tokenizer_path)
-        block = data_cfg["block_size"]
-        features = Features({k: List(Value("int64"), length=block) for k in ("input_ids", "attention_mask", "labels")})
         for split, ds in raw.items():
-            tokenized = ds.map(
-                lambda b: tokenizer(b[text_column]), batched=True, remove_columns=ds.column_names, desc=f"tokenize {split}"
-            )
-            packed = tokenized.map(
-                group_texts, batched=True, fn_kwargs={"block_size": block}, features=features, desc=f"group {split}"
-            )
+            processed = preprocess(ds, tokenizer, data_cfg, split)
             if split == "train":
-                packed.to_parquet(os.path.join(tmp, "train", "data.parquet"))
+                processed.to_parquet(os.path.join(tmp, "train", "data.parquet"))
             else:
-                packed.save_to_disk(os.path.join(tmp, "validation"))
+                processed.save_to_disk(os.path.join(tmp, "validation"))
 
     _atomic_dir(out, write)
     validation = datasets.load_from_disk(os.path.join(out, "validation"))
@@ -170,6 +240,7 @@ def prepare(cfg: dict) -> PreparedData:
         validation_path=os.path.join(out, "validation"),
         num_train_blocks=num_train,
         num_validation_blocks=validation.num_rows,
+        label_names=label_names(validation),
     )
 
 

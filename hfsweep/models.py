@@ -10,12 +10,21 @@ import tempfile
 from typing import Iterable
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedTokenizerFast,
+)
 
-from hfsweep.config import ConfigError, HubUnreachableError
+from hfsweep.config import HubUnreachableError
 
-AUTO_MODEL_CLASSES = {"causal_lm": AutoModelForCausalLM}
+# model.task -> the Auto class that builds and loads its models; a new task is one entry here
+# (and its preprocessing in data.PREPROCESSORS).
+AUTO_MODEL_CLASSES = {"causal_lm": AutoModelForCausalLM, "sequence_classification": AutoModelForSequenceClassification}
 SPECIAL_TOKEN = "<|endoftext|>"
+BERT_SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
 
 
 def auto_model_class(task: str):
@@ -27,23 +36,47 @@ def tokenizer_cache_key(tok_cfg: dict, corpus_fingerprint: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def train_tokenizer(tok_cfg: dict, texts: Iterable[str], out_dir: str) -> str:
-    """Train a GPT-2-like byte-level BPE tokenizer on `texts` and save it (atomically) to out_dir."""
-    if os.path.isdir(out_dir):
-        return out_dir
-    if tok_cfg["kind"] != "byte_level_bpe":
-        raise ConfigError(f"model.tokenizer.kind: cannot train '{tok_cfg['kind']}'; use byte_level_bpe.")
+def _byte_level_bpe(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """GPT-2-like: byte-level BPE with one special token for start, end and padding."""
     from tokenizers import ByteLevelBPETokenizer
 
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(texts, vocab_size=tok_cfg["vocab_size"], min_frequency=2, special_tokens=[SPECIAL_TOKEN])
-    tokenizer = PreTrainedTokenizerFast(
+    bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2, special_tokens=[SPECIAL_TOKEN])
+    return PreTrainedTokenizerFast(
         tokenizer_object=bpe._tokenizer,
         bos_token=SPECIAL_TOKEN,
         eos_token=SPECIAL_TOKEN,
         unk_token=SPECIAL_TOKEN,
         pad_token=SPECIAL_TOKEN,
     )
+
+
+def _wordpiece(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """BERT-like (cased): WordPiece with [CLS] text [SEP] pair [SEP] and token type ids for pairs."""
+    from tokenizers import processors
+    from tokenizers.implementations import BertWordPieceTokenizer
+
+    wordpiece = BertWordPieceTokenizer(lowercase=False)
+    wordpiece.train_from_iterator(texts, vocab_size=vocab_size, special_tokens=list(BERT_SPECIAL_TOKENS.values()))
+    # Trained from scratch, it has no post-processor yet: the ids of [CLS] and [SEP] were unknown.
+    wordpiece.post_processor = processors.BertProcessing(
+        ("[SEP]", wordpiece.token_to_id("[SEP]")), ("[CLS]", wordpiece.token_to_id("[CLS]"))
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=wordpiece._tokenizer,
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+        **BERT_SPECIAL_TOKENS,
+    )
+
+
+TOKENIZER_TRAINERS = {"byte_level_bpe": _byte_level_bpe, "wordpiece": _wordpiece}
+
+
+def train_tokenizer(tok_cfg: dict, texts: Iterable[str], out_dir: str) -> str:
+    """Train a tokenizer of `model.tokenizer.kind` on `texts` and save it (atomically) to out_dir."""
+    if os.path.isdir(out_dir):
+        return out_dir
+    tokenizer = TOKENIZER_TRAINERS[tok_cfg["kind"]](texts, tok_cfg["vocab_size"])
     os.makedirs(os.path.dirname(out_dir), exist_ok=True)
     tmp = tempfile.mkdtemp(dir=os.path.dirname(out_dir))
     tokenizer.save_pretrained(tmp)
@@ -77,11 +110,15 @@ def check_pretrained_reachable(model_cfg: dict) -> None:
         ) from err
 
 
-def build_model(model_cfg: dict, tokenizer):
-    """A pretrained model, or one built from `model.config` with the tokenizer's vocabulary."""
+def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None):
+    """A pretrained model, or one built from `model.config` with the tokenizer's vocabulary; a
+    classifier gets one output per class of the prepared data, named after it."""
     auto_class = auto_model_class(model_cfg["task"])
+    labels = {}
+    if label_names:
+        labels = {"id2label": dict(enumerate(label_names)), "label2id": {name: i for i, name in enumerate(label_names)}}
     if model_cfg["pretrained"]:
-        return auto_class.from_pretrained(model_cfg["pretrained"])
+        return auto_class.from_pretrained(model_cfg["pretrained"], **labels)
     arch = dict(model_cfg["config"])
     config = AutoConfig.for_model(
         arch.pop("model_type"),
@@ -90,6 +127,7 @@ def build_model(model_cfg: dict, tokenizer):
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         **arch,
+        **labels,
     )
     return auto_class.from_config(config)
 

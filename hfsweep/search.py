@@ -8,6 +8,7 @@ searches `training.learning_rate`. Tune samples a nested dict of the same shape,
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any, Callable, Dict, Iterator, Tuple
 
 from hydra.utils import get_class, instantiate
@@ -114,7 +115,12 @@ def _instantiate(key: str, node: dict, **objects):
     try:
         return instantiate(node, _partial_=True)(**objects)
     except (AssertionError, ValueError, TypeError) as err:
-        raise ConfigError(f"{key}: {node['_target_'].rsplit('.', 1)[-1]} rejects these settings: {err}") from err
+        name = node["_target_"].rsplit(".", 1)[-1]
+        unexpected = re.search(r"unexpected keyword argument '(\w+)'", str(err))
+        if unexpected:  # e.g. a preset's ASHA grace_period left over after scheduler=fifo
+            arg = unexpected.group(1)
+            raise ConfigError(f"{key}.{arg}: {name} takes no '{arg}'; drop it with ~{key}.{arg}") from err
+        raise ConfigError(f"{key}: {name} rejects these settings: {err}") from err
 
 
 def _target_class(node: dict):

@@ -261,4 +261,4 @@ def untrained_eval_loss(cfg: dict, data: PreparedData) -> float:
 
     tokenizer = load_tokenizer(data.tokenizer_path)
     set_seed(cfg["seed"])
-    return evaluate_model(build_model(cfg["model"], tokenizer), tokenizer, data.validation_path)
+    return evaluate_model(build_model(cfg["model"], tokenizer, data.label_names), tokenizer, data.validation_path)

@@ -21,6 +21,8 @@ from ray.train import Checkpoint, CheckpointUploadMode
 from ray.train.huggingface.transformers import prepare_trainer
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments, default_data_collator
 
+from hfsweep.data import label_names
+from hfsweep.metrics import compute_metrics_for
 from hfsweep.models import build_model, load_tokenizer, weights_digest
 from hfsweep.tune_bridge import report_to_tune
 
@@ -158,6 +160,22 @@ def training_arguments(cfg: dict, output_dir: str) -> TrainingArguments:
     )
 
 
+def build_trainer(cfg: dict, *, model, tokenizer, args: TrainingArguments, train_dataset, eval_dataset, callbacks) -> Trainer:
+    """The configured Trainer class (`trainer._target_`: transformers.Trainer or a subclass, with
+    its own arguments from config), computing the configured `eval_metrics` at each evaluation."""
+    trainer_class = instantiate(cfg["trainer"], _partial_=True)
+    return trainer_class(
+        model=model,
+        args=args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        processing_class=tokenizer,
+        data_collator=default_data_collator,
+        callbacks=callbacks,
+        compute_metrics=compute_metrics_for(cfg["eval_metrics"]),
+    )
+
+
 def train_loop_per_worker(config: dict) -> None:
     """Build tokenizer, model, data shard and Trainer from the trial's config, then train."""
     cfg = config["cfg"]
@@ -165,14 +183,14 @@ def train_loop_per_worker(config: dict) -> None:
     quiet_logs(0 if in_process else ray.train.get_context().get_world_rank())
 
     tokenizer = load_tokenizer(config["tokenizer_path"])
+    validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
-    model = build_model(cfg["model"], tokenizer)
+    model = build_model(cfg["model"], tokenizer, label_names(validation))
 
     batch_size = cfg["training"]["per_device_train_batch_size"]
     train_shard = ray.train.get_dataset_shard("train").iter_torch_batches(
         batch_size=batch_size, local_shuffle_buffer_size=4 * batch_size, local_shuffle_seed=cfg["seed"]
     )
-    validation = datasets.load_from_disk(config["validation_path"])
 
     extra_metrics: dict = {}
     callbacks = [StopOnDivergence(), ReportCheckpointCallback(extra_metrics, config["trial_started_at"], in_process)]
@@ -181,13 +199,13 @@ def train_loop_per_worker(config: dict) -> None:
     if resume_from:
         callbacks.append(ApplyHyperparametersOnResume(cfg["training"], resume_from, extra_metrics))
 
-    trainer = Trainer(
+    trainer = build_trainer(
+        cfg,
         model=model,
+        tokenizer=tokenizer,
         args=training_arguments(cfg, config["output_dir"]),
         train_dataset=train_shard,
         eval_dataset=validation,
-        processing_class=tokenizer,
-        data_collator=default_data_collator,
         callbacks=callbacks,
     )
     trainer.remove_callback(PrinterCallback)  # Tune's table reports progress

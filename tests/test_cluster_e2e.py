@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -26,14 +28,16 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def ray_head(tmp_path):
-    """`ray start --head --block` on loopback, stopped by its PID (never `ray stop`)."""
+def ray_head():
+    """`ray start --head --block` on loopback, stopped by its PID (never `ray stop`). Its own
+    short temp dir: Ray's socket paths must fit in 107 bytes, and other Rays here keep theirs."""
+    temp_dir = tempfile.mkdtemp(prefix="ray-head-", dir="/tmp")
     port = free_port()
     head = subprocess.Popen(
         [
             "ray", "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
             "--num-cpus=4", "--include-dashboard=false", f"--ray-client-server-port={free_port()}",
-            f"--temp-dir={tmp_path / 'ray'}",
+            f"--temp-dir={temp_dir}",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -53,6 +57,7 @@ def ray_head(tmp_path):
         head.wait(timeout=30)
     except subprocess.TimeoutExpired:
         os.killpg(head.pid, signal.SIGKILL)
+    shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, tmp_path, cache_dir):

@@ -1,22 +1,41 @@
-"""Data loading from local files and pydoc prose, tokenizer training, packing, caching."""
+"""Data loading from local files and pydoc prose, tokenizer training, packing and encoding,
+caching, and the offline proxy classification data."""
 
 from __future__ import annotations
 
+import csv
+import dataclasses
+
 import datasets
+import pyarrow.parquet
 import pytest
 
-from hfsweep.config import ConfigError
+from hfsweep import datasets_offline
+from hfsweep.config import ConfigError, DataConfig
 from hfsweep.data import group_texts, prepare
 from hfsweep.models import load_tokenizer
 
 
-def data_config(cache, **data):
-    base = dict(source="pydoc", name=None, config_name=None, path=None, text_column="text", block_size=32, max_train_samples=None)
+def data_config(cache, task="causal_lm", tokenizer="byte_level_bpe", **data):
     return {
-        "data": {**base, **data},
-        "model": {"tokenizer": {"pretrained": None, "kind": "byte_level_bpe", "vocab_size": 300}},
+        "data": {**dataclasses.asdict(DataConfig()), "block_size": 32, **data},
+        "model": {"task": task, "tokenizer": {"pretrained": None, "kind": tokenizer, "vocab_size": 300}},
         "cache_dir": str(cache),
     }
+
+
+def classification_config(cache, path, **data):
+    return data_config(cache, "sequence_classification", "wordpiece", source="local", path=str(path), max_length=48, **data)
+
+
+@pytest.fixture(scope="module")
+def proxy_data(tmp_path_factory):
+    return datasets_offline.write(str(tmp_path_factory.mktemp("offline")))
+
+
+def read_csv(path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
 
 
 def test_group_texts_packs_full_blocks_with_labels():
@@ -60,3 +79,57 @@ def test_local_folder_without_validation_file(tmp_path):
     (tmp_path / "train.txt").write_text("hello")
     with pytest.raises(ConfigError, match=r"data\.path: '.*' has no validation file"):
         prepare(data_config(tmp_path / "cache", source="local", path=str(tmp_path)))
+
+
+def test_proxy_data_has_the_real_columns_balanced_pairs_and_disjoint_splits(proxy_data):
+    pairs = {split: read_csv(f"{proxy_data['mrpc_proxy']}/{split}.csv") for split in ("train", "validation")}
+    assert list(pairs["train"][0]) == ["sentence1", "sentence2", "label"]
+    assert [r["label"] for r in pairs["validation"]].count("1") == len(pairs["validation"]) // 2
+    sentences = {split: {r["sentence1"] for r in rows} for split, rows in pairs.items()}
+    assert not sentences["train"] & sentences["validation"]
+    single = read_csv(f"{proxy_data['yelp_proxy']}/train.csv")
+    assert list(single[0]) == ["text", "label"] and {r["label"] for r in single} == {"0", "1", "2", "3", "4"}
+    datasets_offline.write(str(proxy_data["mrpc_proxy"]) + "_again")  # the same files every time
+    assert read_csv(f"{proxy_data['mrpc_proxy']}_again/mrpc_proxy/train.csv") == pairs["train"]
+
+
+def test_sentence_pairs_are_encoded_for_bert_with_their_classes(proxy_data, tmp_path):
+    prepared = prepare(classification_config(tmp_path, proxy_data["mrpc_proxy"], text_column="sentence1", pair_column="sentence2"))
+    assert prepared.label_names == ["0", "1"]
+    validation = datasets.load_from_disk(prepared.validation_path)
+    assert validation.column_names == ["input_ids", "token_type_ids", "attention_mask", "labels"]
+    assert validation.features["labels"].names == ["0", "1"]
+    assert all(len(ids) == 48 for ids in validation["input_ids"])
+    tokenizer = load_tokenizer(prepared.tokenizer_path)
+    tokens = tokenizer.convert_ids_to_tokens(validation[0]["input_ids"])
+    assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2
+    assert 1 in validation[0]["token_type_ids"]  # the second sentence is segment 1
+    train = pyarrow.parquet.read_table(prepared.train_path)
+    assert train.num_rows == prepared.num_train_blocks == 4000
+
+
+def test_string_labels_become_named_classes_and_subsets_apply(tmp_path):
+    folder = tmp_path / "reviews"
+    folder.mkdir()
+    rows = ["text,stars", *[f"review number {i} was {'great' if i % 2 else 'bad'},{'good' if i % 2 else 'poor'}" for i in range(30)]]
+    for split in ("train", "validation"):
+        (folder / f"{split}.csv").write_text("\n".join(rows))
+    cfg = classification_config(tmp_path / "cache", folder, label_column="stars", max_train_samples=10, max_eval_samples=5)
+    prepared = prepare(cfg)
+    assert prepared.label_names == ["good", "poor"]
+    assert (prepared.num_train_blocks, prepared.num_validation_blocks) == (10, 5)
+    with pytest.raises(ConfigError, match=r"data\.num_labels: 3, but 'stars' holds 2 classes"):
+        prepare({**cfg, "data": {**cfg["data"], "num_labels": 3}})
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"label_column": "score"}, r"data\.label_column: 'score' is not a column of the \w+ split \(columns: text, label\); set data\.label_column"),
+        ({"pair_column": "sentence2"}, r"data\.pair_column: 'sentence2' is not a column"),
+        ({"text_column": "review"}, r"data\.text_column: 'review' is not a column"),
+    ],
+)
+def test_a_missing_classification_column_names_the_key(proxy_data, tmp_path, data, message):
+    with pytest.raises(ConfigError, match=message):
+        prepare(classification_config(tmp_path, proxy_data["yelp_proxy"], **data))

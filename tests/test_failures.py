@@ -57,6 +57,7 @@ def test_a_diverging_trial_errors_with_its_reason_and_the_sweep_goes_on(ray_clus
 
 @pytest.mark.slow
 def test_a_killed_worker_restarts_from_the_latest_checkpoint(ray_cluster, tmp_path, cache_dir):
+    import ray
     from ray.util.state import list_actors
 
     overrides = [
@@ -76,7 +77,10 @@ def test_a_killed_worker_restarts_from_the_latest_checkpoint(ray_cluster, tmp_pa
         assert time.time() < deadline and thread.is_alive(), "no checkpoint was reported"
         time.sleep(0.5)
     # This cluster's training workers (the State API may still list ones of an earlier, finished trial).
-    listed = list_actors(filters=[("class_name", "=", "RayTrainWorker"), ("state", "=", "ALIVE")])
+    listed = list_actors(
+        address=ray.get_runtime_context().gcs_address,  # this test's Ray: others may run on the machine
+        filters=[("class_name", "=", "RayTrainWorker"), ("state", "=", "ALIVE")],
+    )
     live = [a.pid for a in listed if psutil.pid_exists(a.pid) and "RayTrainWorker" in " ".join(psutil.Process(a.pid).cmdline())]
     assert live, "no live training worker to kill"
     os.kill(live[0], signal.SIGKILL)

@@ -1,0 +1,81 @@
+"""The Trainer a worker builds: its class and arguments from config, advanced TrainingArguments
+passed through untouched, and the classification metrics computed locally."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+from transformers import Trainer
+
+from hfsweep.metrics import compute_metrics_for
+from hfsweep.models import build_model
+from hfsweep.trainers import ClassWeightedTrainer
+from hfsweep.worker import build_trainer, training_arguments
+from tests.conftest import resolved_config
+
+ADVANCED = [
+    "+training.optim=adafactor",
+    "+training.gradient_accumulation_steps=4",
+    "training.lr_scheduler_type=cosine",
+    "+training.neftune_noise_alpha=5.0",
+    "+training.log_level=warning",
+]
+
+
+class OneToken:
+    """The only tokenizer facts build_model needs: vocabulary size and special token ids."""
+
+    bos_token_id = eos_token_id = None
+    pad_token_id = 0
+
+    def __len__(self):
+        return 50
+
+
+def trainer_from(overrides: list[str], tmp_path) -> Trainer:
+    cfg = resolved_config(["model=bert_tiny", "eval_metrics=[accuracy,f1]", *overrides], tmp_path, tmp_path)
+    model = build_model(cfg["model"], OneToken(), ["negative", "positive"])
+    args = training_arguments(cfg, str(tmp_path / "out"))
+    validation = [{"input_ids": torch.arange(1, 13), "labels": torch.tensor(1)}]
+    return build_trainer(cfg, model=model, tokenizer=None, args=args, train_dataset=None, eval_dataset=validation, callbacks=[])
+
+
+def test_advanced_training_arguments_reach_the_trainer_untouched(tmp_path):
+    trainer = trainer_from(ADVANCED, tmp_path)
+    assert type(trainer) is Trainer
+    assert trainer.args.optim == "adafactor"
+    assert trainer.args.gradient_accumulation_steps == 4
+    assert trainer.args.lr_scheduler_type == "cosine"
+    assert trainer.args.neftune_noise_alpha == 5.0
+    assert trainer.args.log_level == "warning"
+    assert trainer.model.config.id2label == {0: "negative", 1: "positive"}
+
+
+def test_a_custom_trainer_class_from_config_weights_the_loss(tmp_path):
+    trainer = trainer_from(["trainer=class_weighted", "trainer.class_weights=[1.0,4.0]"], tmp_path)
+    assert isinstance(trainer, ClassWeightedTrainer)
+    torch.manual_seed(0)
+    inputs = {"input_ids": torch.randint(1, 50, (6, 12)), "labels": torch.tensor([0, 1, 1, 0, 0, 1])}
+    trainer.model.eval()
+    loss, outputs = trainer.compute_loss(trainer.model, dict(inputs), return_outputs=True)
+    weighted = F.cross_entropy(outputs.logits, inputs["labels"], weight=torch.tensor([1.0, 4.0]))
+    assert loss.item() == pytest.approx(weighted.item())
+    assert loss.item() != pytest.approx(F.cross_entropy(outputs.logits, inputs["labels"]).item())
+
+
+def test_class_weighted_trainer_needs_its_weights(tmp_path):
+    from hfsweep.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"trainer\.class_weights: has no value \(\?\?\?\)"):
+        trainer_from(["trainer=class_weighted"], tmp_path)
+
+
+def test_accuracy_and_binary_f1_are_computed_locally():
+    logits = np.array([[2.0, 0.0], [0.0, 1.0], [0.0, 3.0], [1.0, 0.0]])
+    labels = np.array([0, 1, 0, 1])
+    assert compute_metrics_for(["accuracy", "f1"])((logits, labels)) == {"accuracy": 0.5, "f1": 0.5}
+    three = np.eye(3)[[0, 1, 2, 2]]
+    assert compute_metrics_for(["f1"])((three, np.array([0, 1, 2, 0])))["f1"] == pytest.approx((2 / 3 + 1 + 2 / 3) / 3)
+    assert compute_metrics_for([]) is None
