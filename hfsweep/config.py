@@ -75,6 +75,11 @@ class ClusterConfig:
 
 
 @dataclass
+class CheckpointsConfig:
+    keep_per_trial: Optional[int] = None
+
+
+@dataclass
 class SweepConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -87,6 +92,7 @@ class SweepConfig:
     logger: Dict[str, Any] = field(default_factory=dict)
     stopper: Dict[str, Any] = field(default_factory=dict)
     callbacks: Dict[str, Any] = field(default_factory=dict)
+    checkpoints: CheckpointsConfig = field(default_factory=CheckpointsConfig)
     name: str = "sweep"
     seed: int = 42
     metric: str = "eval_loss"
@@ -133,6 +139,12 @@ def validate(cfg: dict) -> None:
             )
     _validate_data(cfg["data"], cfg["model"])
     _validate_cluster(cfg["cluster"])
+    keep = cfg["checkpoints"]["keep_per_trial"]
+    if keep is not None and keep < 1:
+        raise ConfigError(
+            f"checkpoints.keep_per_trial: must be at least 1 (the best checkpoint), not {keep}; "
+            f"or null to keep every checkpoint."
+        )
 
 
 def _validate_training(training: dict, strategy_args: dict) -> None:
