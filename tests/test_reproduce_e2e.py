@@ -170,3 +170,4 @@ def test_same_seed_and_config_give_the_same_trials_and_metrics(ray_cluster, tmp_
     assert len(first) == 2 and sorted(first) == sorted(second)
     for learning_rate, losses in first.items():
         assert second[learning_rate] == pytest.approx(losses, rel=1e-4)
+    assert not glob.glob(str(tmp_path / "first" / "sweep" / "*" / "events.out.tfevents.*")), "logger=none wrote TensorBoard files"
