@@ -23,11 +23,11 @@ from hfsweep.config import ConfigError, to_plain_dict
 
 
 def resolve(cfg: DictConfig, run_dir: str) -> dict:
-    """The composed config as a plain dict, with the storage path made absolute."""
-    resolved = to_plain_dict(cfg)
-    storage = resolved["cluster"]["storage_path"] or run_dir
-    resolved["cluster"]["storage_path"] = os.path.abspath(os.path.expanduser(storage))
-    return resolved
+    """The composed config as a plain dict, with the storage path made absolute first, so that
+    `${cluster.storage_path}` (a logger's store, its group) resolves to this run's directory."""
+    storage = cfg.cluster.storage_path or run_dir
+    cfg.cluster.storage_path = os.path.abspath(os.path.expanduser(storage))
+    return to_plain_dict(cfg)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")

@@ -97,6 +97,11 @@ class ClusterConfig:
 
 
 @dataclass
+class CheckpointsConfig:
+    keep_per_trial: Optional[int] = None
+
+
+@dataclass
 class SweepConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -112,6 +117,7 @@ class SweepConfig:
     callbacks: Dict[str, Any] = field(default_factory=dict)
     trainer: Dict[str, Any] = field(default_factory=dict)
     eval_metrics: List[str] = field(default_factory=list)
+    checkpoints: CheckpointsConfig = field(default_factory=CheckpointsConfig)
     name: str = "sweep"
     seed: int = 42
     metric: str = "eval_loss"
@@ -164,6 +170,12 @@ def validate(cfg: dict) -> None:
             )
     _validate_data(cfg["data"], cfg["model"])
     _validate_cluster(cfg["cluster"])
+    keep = cfg["checkpoints"]["keep_per_trial"]
+    if keep is not None and keep < 1:
+        raise ConfigError(
+            f"checkpoints.keep_per_trial: must be at least 1 (the best checkpoint), not {keep}; "
+            f"or null to keep every checkpoint."
+        )
     _validate_loop(cfg)
 
 

@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Iterator, Tuple
 
 from hydra.utils import get_class, instantiate
 from ray import tune
+from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from ray.tune.schedulers import PopulationBasedTraining
 from ray.tune.schedulers.pb2 import PB2
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
@@ -73,9 +74,21 @@ def _has_path(cfg: dict, path: str) -> bool:
     return True
 
 
+def nested(dotted: dict) -> dict:
+    """{"training.learning_rate": v} as {"training": {"learning_rate": v}}: the shape of the config."""
+    tree: dict = {}
+    for path, value in dotted.items():
+        *parents, leaf = path.split(".")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return tree
+
+
 def compile_search_space(space: dict, cfg: dict) -> dict:
     """Turn the `search_space` config into Tune's nested param space, checking every leaf."""
-    param_space: dict = {}
+    samplers = {}
     for path, spec in iter_leaves(space):
         if not _has_path(cfg, path):
             raise ConfigError(
@@ -86,12 +99,8 @@ def compile_search_space(space: dict, cfg: dict) -> dict:
             raise ConfigError(
                 f"search_space.{path}: unknown sampler '{spec['sampler']}'; use one of {', '.join(SAMPLERS)}."
             )
-        *parents, leaf = path.split(".")
-        node = param_space
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = SAMPLERS[spec["sampler"]](path, spec)
-    return param_space
+        samplers[path] = SAMPLERS[spec["sampler"]](path, spec)
+    return nested(samplers)
 
 
 def apply_sampled(cfg: dict, sampled: dict) -> dict:
@@ -142,19 +151,15 @@ def pbt_mutations(param_space: dict) -> dict:
 
 def pb2_bounds(space: dict) -> dict:
     """PB2's GP models continuous hyperparameters: every leaf needs low and high."""
-    bounds: dict = {}
+    bounds = {}
     for path, spec in iter_leaves(space):
         if "low" not in spec or "high" not in spec:
             raise ConfigError(
                 f"search_space.{path}: scheduler=pb2 needs a sampler with low and high "
                 f"(uniform, loguniform, randint...), not '{spec['sampler']}'."
             )
-        *parents, leaf = path.split(".")
-        node = bounds
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = [spec["low"], spec["high"]]
-    return bounds
+        bounds[path] = [spec["low"], spec["high"]]
+    return nested(bounds)
 
 
 def build_scheduler(cfg: dict, param_space: dict):
@@ -216,3 +221,23 @@ def build_stopper(cfg: dict):
     """
     budget = ThresholdStopper("step", cfg["training"]["max_steps"], mode="max")
     return CombinedStopper(budget, *(_instantiate(f"stopper.{k}", node) for k, node in cfg["stopper"].items()))
+
+
+def build_loggers(cfg: dict) -> list:
+    """Tune's CSV and JSON loggers (the report and resume read them) plus every `logger/` option.
+
+    Each logger is a Tune callback on the driver, one run per trial; the workers' Trainer keeps
+    `report_to="none"`, so nothing is logged twice.
+    """
+    loggers = [CSVLoggerCallback(), JsonLoggerCallback()]
+    for key, node in cfg["logger"].items():
+        try:
+            loggers.append(_instantiate(f"logger.{key}", node))
+        except (ImportError, RuntimeError) as err:  # Ray's W&B callback raises RuntimeError without wandb
+            raise ConfigError(f"logger.{key}: {node['_target_']} cannot start ({err}); pip install 'hfsweep[loggers]'.") from err
+    return loggers
+
+
+def scheduler_may_exploit(cfg: dict) -> bool:
+    """PBT and PB2 restore trials from other trials' checkpoints, any of which may be chosen."""
+    return issubclass(_target_class(cfg["scheduler"]), PopulationBasedTraining)

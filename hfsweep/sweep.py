@@ -19,11 +19,12 @@ import yaml
 from omegaconf import OmegaConf
 from ray import tune
 
+from hfsweep.checkpoints import build_checkpoint_budget, checkpoint_disk_use
 from hfsweep.config import ConfigError, resource_names, trial_resources, trial_shape, trains_in_process, validate
 from hfsweep.data import PreparedData, load_train_dataset, prepare
 from hfsweep.models import build_model, check_pretrained_reachable, load_tokenizer
 from hfsweep.results import RESOLVED_CONFIG, best_trial, evaluate_model, export_best, summary, write_best, write_provenance, write_report
-from hfsweep.search import build_scheduler, build_search_alg, build_stopper, compile_search_space
+from hfsweep.search import build_loggers, build_scheduler, build_search_alg, build_stopper, compile_search_space
 from hfsweep.trial import run_trial
 
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE", "HF_HOME", "HFSWEEP_CACHE")
@@ -134,7 +135,7 @@ def trainable_for(cfg: dict, data: PreparedData):
     )
 
 
-def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, stopper) -> tune.Tuner:
+def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, stopper, callbacks: list) -> tune.Tuner:
     """In-process trials reuse their actors (imports paid once per actor) and are retried by Tune
     from their latest checkpoint; a worker group is restarted by Train instead."""
     cluster = cfg["cluster"]
@@ -156,10 +157,13 @@ def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, sto
             name=cfg["name"],
             storage_path=cfg["cluster"]["storage_path"],
             checkpoint_config=tune.CheckpointConfig(
-                checkpoint_score_attribute=cfg["metric"], checkpoint_score_order=cfg["mode"]
+                num_to_keep=cfg["checkpoints"]["keep_per_trial"],
+                checkpoint_score_attribute=cfg["metric"],
+                checkpoint_score_order=cfg["mode"],
             ),
             stop=stopper,
             failure_config=tune.FailureConfig(max_failures=cluster["max_failures"] if in_process else 0),
+            callbacks=callbacks,
             verbose=1,  # Tune's status table; per-trial detail is in the experiment directory
         ),
     )
@@ -170,8 +174,9 @@ def _prepare_sweep(cfg: dict) -> tuple:
     validate(cfg)
     param_space = compile_search_space(cfg["search_space"], cfg)
     scheduler, stopper = build_scheduler(cfg, param_space), build_stopper(cfg)
+    callbacks = [*build_loggers(cfg), *filter(None, [build_checkpoint_budget(cfg)])]
     check_pretrained_reachable(cfg["model"])
-    return param_space, scheduler, stopper, prepare(cfg)
+    return param_space, scheduler, stopper, callbacks, prepare(cfg)
 
 
 def check_storage_writable(storage: str) -> None:
@@ -194,7 +199,7 @@ def check_storage_writable(storage: str) -> None:
 
 def run(cfg: dict) -> tune.ResultGrid:
     """Validate, prepare data, run the sweep; return Tune's ResultGrid."""
-    param_space, scheduler, stopper, data = _prepare_sweep(cfg)
+    param_space, scheduler, stopper, callbacks, data = _prepare_sweep(cfg)
     storage = cfg["cluster"]["storage_path"]
     check_storage_writable(storage)
     with open(os.path.join(storage, RESOLVED_CONFIG), "w") as f:
@@ -202,7 +207,7 @@ def run(cfg: dict) -> tune.ResultGrid:
     write_provenance(storage, cfg)
     init_ray(cfg["cluster"])
     check_trial_fits(cfg["cluster"])
-    return finish(build_tuner(cfg, param_space, data, scheduler, stopper).fit(), cfg, data)
+    return fit(build_tuner(cfg, param_space, data, scheduler, stopper, callbacks), cfg, data)
 
 
 def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune.ResultGrid:
@@ -224,11 +229,12 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
     experiment = os.path.join(run_dir, cfg["name"])
     if not tune.Tuner.can_restore(experiment):
         raise ConfigError(f"resume: '{experiment}' holds no Tune experiment state; nothing to resume.")
-    param_space, _, _, data = _prepare_sweep(cfg)
+    param_space, _, _, _, data = _prepare_sweep(cfg)
     init_ray(cfg["cluster"])
     check_trial_fits(cfg["cluster"])
+    # The loggers and the checkpoint budget come back with the Tuner, their state included.
     tuner = tune.Tuner.restore(experiment, trainable_for(cfg, data), resume_errored=True, param_space=param_space)
-    return finish(tuner.fit(), cfg, data)
+    return fit(tuner, cfg, data)
 
 
 def _changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -242,6 +248,13 @@ def _changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
     return keys
 
 
+def fit(tuner: tune.Tuner, cfg: dict, data: PreparedData) -> tune.ResultGrid:
+    """Run the sweep with exactly the loggers the config names: Tune would otherwise add its
+    TensorBoard logger to every sweep, `logger=none` included."""
+    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
+    return finish(tuner.fit(), cfg, data)
+
+
 def finish(results: tune.ResultGrid, cfg: dict, data: PreparedData) -> tune.ResultGrid:
     """Best trial, exported model, tables and plots, and the one-screen summary."""
     if results.num_terminated == 0:
@@ -252,6 +265,10 @@ def finish(results: tune.ResultGrid, cfg: dict, data: PreparedData) -> tune.Resu
     export_best(best, cfg, os.path.join(storage, "best"))
     write_report(storage)
     print(summary(best, storage, untrained_eval_loss(cfg, data)))
+    count, size = checkpoint_disk_use(results)
+    keep = cfg["checkpoints"]["keep_per_trial"]
+    budget = f"the best {keep} per trial" if keep else "all kept; set checkpoints.keep_per_trial=K to keep fewer"
+    print(f"  checkpoints:     {count} on disk, {size / 2**20:.1f} MiB ({budget})")
     return results
 
 

@@ -23,12 +23,10 @@ def compose_config(overrides: list[str] = ()):
 
 
 def resolved_config(overrides: list[str], storage: Path, cache: Path) -> dict:
-    from hfsweep.config import to_plain_dict
+    from hfsweep.__main__ import resolve
 
-    cfg = to_plain_dict(compose_config(overrides))
-    cfg["cluster"]["storage_path"] = str(storage)
-    cfg["cache_dir"] = str(cache)
-    return cfg
+    cfg = compose_config([*overrides, f"cache_dir={cache}"])
+    return resolve(cfg, str(storage))
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,118 @@
+"""The checkpoint budget: keep each trial's best K checkpoints, free what no trial can still need.
+
+Workers write Hugging Face checkpoints once, in place, and every report carries its path
+(`checkpoint_path`) next to the sweep metric. `CheckpointBudget` is a Tune callback on the driver
+that follows those reports and deletes checkpoint directories, while Tune's own
+`CheckpointConfig(num_to_keep=K)` prunes the pointer checkpoints that refer to them the same way.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+from typing import Optional
+
+from ray import tune
+
+from hfsweep.search import scheduler_may_exploit
+
+CHECKPOINT_DIR = re.compile(r"checkpoint-\d+$")  # the Trainer's name for a saved step
+
+
+class CheckpointBudget(tune.Callback):
+    """Delete checkpoints nothing needs, by these rules:
+
+    - a trial keeps its `keep_per_trial` best checkpoints by the sweep metric (ties: the earlier);
+    - a trial that has not ended (running, paused, errored) also keeps its latest, to resume from;
+    - a trial stopped by the scheduler or a stopper keeps nothing;
+    - the sweep's best checkpoint is never deleted (`best/` is exported from it at the end).
+
+    Under PBT and PB2 any trial's checkpoint may be copied into another trial until the end, so
+    with `defer` nothing is deleted before the experiment ends.
+    """
+
+    def __init__(self, metric: str, mode: str, keep_per_trial: int, defer: bool):
+        self.metric, self.sign, self.keep, self.defer = metric, 1.0 if mode == "max" else -1.0, keep_per_trial, defer
+        self.checkpoints: dict[str, dict[str, float]] = {}  # trial id -> {path: score}, in report order
+        self.folders: dict[str, set[str]] = {}  # trial id -> folders its checkpoints were written in
+        self.ended: dict[str, str] = {}  # trial id -> "completed" or "stopped"
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        path = result.get("checkpoint_path")
+        if path and self.metric in result:
+            self.checkpoints.setdefault(trial.trial_id, {})[path] = self._score(result[self.metric])
+            self.folders.setdefault(trial.trial_id, set()).add(os.path.dirname(path))
+            self._prune()
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.ended[trial.trial_id] = "completed" if trial.last_result.get("trainer_finished") else "stopped"
+        self._prune()
+
+    def on_experiment_end(self, trials, **info):
+        """Nothing can be exploited any more; also remove checkpoints an ended trial wrote but
+        never reported (the save that was under way when the scheduler stopped it)."""
+        self.defer = False
+        self._prune()
+        for trial_id in self.ended:
+            kept = set(self.checkpoints.get(trial_id, ()))
+            for folder in self.folders.get(trial_id, ()):
+                for name in os.listdir(folder) if os.path.isdir(folder) else ():
+                    path = os.path.join(folder, name)
+                    if CHECKPOINT_DIR.match(name) and path not in kept:
+                        shutil.rmtree(path, ignore_errors=True)
+
+    def get_state(self) -> dict:
+        return {"checkpoints": self.checkpoints, "folders": self.folders, "ended": self.ended}
+
+    def set_state(self, state: dict) -> None:
+        self.checkpoints, self.folders, self.ended = state["checkpoints"], state["folders"], state["ended"]
+
+    def _score(self, value: float) -> float:
+        return self.sign * value if math.isfinite(value) else -math.inf
+
+    def _needed(self, trial_id: str, checkpoints: dict[str, float]) -> set[str]:
+        ended = self.ended.get(trial_id)
+        if ended == "stopped":
+            return set()
+        needed = sorted(checkpoints, key=checkpoints.get, reverse=True)[: self.keep]  # stable: earlier wins ties
+        if ended is None:
+            needed.append(next(reversed(checkpoints)))
+        return set(needed)
+
+    def _prune(self) -> None:
+        if self.defer:
+            return
+        scored = [(score, path) for checkpoints in self.checkpoints.values() for path, score in checkpoints.items()]
+        best = max(scored, key=lambda sp: sp[0])[1] if scored else None
+        for trial_id, checkpoints in self.checkpoints.items():
+            needed = self._needed(trial_id, checkpoints) | {best}
+            for path in [p for p in checkpoints if p not in needed]:
+                shutil.rmtree(path, ignore_errors=True)
+                del checkpoints[path]
+
+
+def build_checkpoint_budget(cfg: dict) -> Optional[CheckpointBudget]:
+    """The budget callback for `checkpoints.keep_per_trial`; None keeps every checkpoint."""
+    keep = cfg["checkpoints"]["keep_per_trial"]
+    if keep is None:
+        return None
+    return CheckpointBudget(cfg["metric"], cfg["mode"], keep, defer=scheduler_may_exploit(cfg))
+
+
+def checkpoint_disk_use(results: tune.ResultGrid) -> tuple[int, int]:
+    """(checkpoints, bytes) on disk in the folders the sweep's trials wrote checkpoints in."""
+    folders = set()
+    for result in results:
+        history = result.metrics_dataframe
+        if history is not None and "checkpoint_path" in history:
+            folders |= {os.path.dirname(p) for p in history["checkpoint_path"].dropna()}
+    count = size = 0
+    for folder in folders:
+        for name in os.listdir(folder) if os.path.isdir(folder) else ():
+            if CHECKPOINT_DIR.match(name):
+                count += 1
+                for root, _, files in os.walk(os.path.join(folder, name)):
+                    size += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    return count, size

@@ -1,0 +1,142 @@
+"""Loggers, the checkpoint budget and replay, without Ray: what each builds and what it deletes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from ray.air.integrations.mlflow import MLflowLoggerCallback
+from ray.air.integrations.wandb import WandbLoggerCallback
+from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
+
+from hfsweep import replay
+from hfsweep.checkpoints import CheckpointBudget, build_checkpoint_budget
+from hfsweep.config import ConfigError, validate
+from hfsweep.search import build_loggers
+from tests.conftest import CONF_DIR, resolved_config
+
+LOGGERS = {"tensorboard": TBXLoggerCallback, "wandb": WandbLoggerCallback, "mlflow": MLflowLoggerCallback}
+
+
+def test_every_logger_option_is_tested():
+    assert {p.stem for p in (Path(CONF_DIR) / "logger").glob("*.yaml")} == {"none", *LOGGERS}
+
+
+def test_csv_and_json_always_and_loggers_combine(tmp_path):
+    assert [type(c) for c in build_loggers(resolved_config([], tmp_path, tmp_path))] == [CSVLoggerCallback, JsonLoggerCallback]
+    loggers = build_loggers(resolved_config(["logger=[tensorboard,wandb,mlflow]"], tmp_path, tmp_path))
+    assert [type(c) for c in loggers] == [CSVLoggerCallback, JsonLoggerCallback, *LOGGERS.values()]
+    wandb, mlflow = loggers[3:]
+    assert wandb.group == str(tmp_path) and wandb.kwargs["dir"] == str(tmp_path)
+    assert mlflow.tracking_uri == f"sqlite:///{tmp_path}/mlflow.db" and mlflow.experiment_name == str(tmp_path)
+
+
+def test_a_logger_without_its_package_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setattr("ray.air.integrations.wandb.wandb", None)
+    with pytest.raises(ConfigError, match=r"^logger\.wandb: .*WandbLoggerCallback cannot start .*pip install 'hfsweep\[loggers\]'\.$"):
+        build_loggers(resolved_config(["logger=wandb"], tmp_path, tmp_path))
+
+
+def test_keep_per_trial_must_keep_the_best(tmp_path):
+    with pytest.raises(ConfigError, match=r"^checkpoints\.keep_per_trial: must be at least 1 .*, not 0; or null"):
+        validate(resolved_config(["checkpoints.keep_per_trial=0"], tmp_path, tmp_path))
+    assert build_checkpoint_budget(resolved_config([], tmp_path, tmp_path)) is None
+    assert build_checkpoint_budget(resolved_config(["checkpoints.keep_per_trial=2", "scheduler=pbt"], tmp_path, tmp_path)).defer
+
+
+class Sweep:
+    """Drives a CheckpointBudget as Tune would, with real checkpoint folders under tmp_path."""
+
+    def __init__(self, tmp_path: Path, keep: int = 1, defer: bool = False):
+        self.root, self.budget = tmp_path, CheckpointBudget("eval_loss", "min", keep, defer)
+
+    def report(self, trial_id: str, step: int, loss: float) -> str:
+        path = self.root / trial_id / f"checkpoint-{step}"
+        path.mkdir(parents=True)
+        result = {"checkpoint_path": str(path), "eval_loss": loss, "step": step}
+        self.budget.on_trial_result(0, [], SimpleNamespace(trial_id=trial_id), result)
+        return str(path)
+
+    def end(self, trial_id: str, finished: bool) -> None:
+        self.budget.on_trial_complete(0, [], SimpleNamespace(trial_id=trial_id, last_result={"trainer_finished": finished}))
+
+    def on_disk(self) -> set[str]:
+        return {str(p) for p in self.root.glob("*/checkpoint-*")}
+
+
+def test_a_running_trial_keeps_its_best_and_its_latest(tmp_path):
+    sweep = Sweep(tmp_path, keep=1)
+    best = sweep.report("a", 5, 3.0)
+    sweep.report("a", 10, 4.0)
+    latest = sweep.report("a", 15, 3.5)
+    assert sweep.on_disk() == {best, latest}
+    sweep.end("a", finished=True)
+    assert sweep.on_disk() == {best}
+
+
+def test_a_stopped_trial_is_freed_unless_it_holds_the_sweeps_best(tmp_path):
+    sweep = Sweep(tmp_path, keep=2)
+    sweep_best = sweep.report("a", 5, 2.0)
+    sweep.end("a", finished=False)  # stopped, but the best of the sweep so far
+    assert sweep.on_disk() == {sweep_best}
+    loser = sweep.report("b", 5, 3.0)
+    sweep.end("b", finished=False)
+    assert loser not in sweep.on_disk()
+    better = sweep.report("c", 5, 1.0)
+    assert sweep.on_disk() == {better}  # a's checkpoint was only kept as the best
+
+
+def test_under_pbt_nothing_is_deleted_before_the_end(tmp_path):
+    sweep = Sweep(tmp_path, keep=1, defer=True)
+    paths = [sweep.report("a", step, loss) for step, loss in ((5, 3.0), (10, 2.0), (15, 2.5))]
+    sweep.end("a", finished=True)
+    assert sweep.on_disk() == set(paths)
+    straggler = tmp_path / "a" / "checkpoint-20"  # written after the last report, never reported
+    straggler.mkdir()
+    sweep.budget.on_experiment_end([])
+    assert sweep.on_disk() == {paths[1]}
+
+
+def test_the_budget_survives_a_resume(tmp_path):
+    sweep = Sweep(tmp_path, keep=1)
+    best = sweep.report("a", 5, 2.0)
+    restored = Sweep(tmp_path, keep=1)
+    restored.budget.set_state(sweep.budget.get_state())
+    latest = restored.report("a", 10, 3.0)
+    assert restored.on_disk() == {best, latest}
+
+
+def finished_sweep_dir(tmp_path: Path) -> Path:
+    cfg = resolved_config(["stopper=plateau", "callbacks=early_stopping", "search_alg=random"], tmp_path, tmp_path)
+    (tmp_path / "resolved_config.yaml").write_text(yaml.safe_dump(cfg))
+    hyperparameters = {"training.learning_rate": 0.001}
+    (tmp_path / "best.json").write_text(json.dumps({"hyperparameters": hyperparameters}))
+    return tmp_path
+
+
+def test_replay_config_runs_the_best_hyperparameters_over_seeds_to_the_end(tmp_path):
+    run_dir = finished_sweep_dir(tmp_path)
+    cfg = replay.replay_config(str(run_dir), [1, 2, 3])
+    validate(cfg)
+    assert cfg["training"]["learning_rate"] == 0.001 and cfg["training"]["max_steps"] == 60
+    assert cfg["search_space"] == {"seed": {"sampler": "grid", "values": [1, 2, 3]}}
+    assert cfg["scheduler"]["_target_"].endswith("FIFOScheduler")
+    assert (cfg["stopper"], cfg["callbacks"], cfg["num_samples"]) == ({}, {}, 1)
+    assert cfg["cluster"]["storage_path"] == str(run_dir / "replay")
+
+
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        (lambda d: d / "missing", "replay: '{d}/missing' holds no resolved_config.yaml; pass the run directory of a finished sweep."),
+        (lambda d: (finished_sweep_dir(d) / "best.json").unlink() or d, "replay: '{d}' holds no best.json; pass the run directory of a finished sweep."),
+        (lambda d: (finished_sweep_dir(d) / "replay").mkdir() or d, "replay: '{d}/replay' already exists; move or delete it to replay again."),
+    ],
+)
+def test_replay_refuses_in_one_line_with_exit_2(setup, message, tmp_path, capsys):
+    run_dir = setup(tmp_path)
+    assert replay.main([str(run_dir), "--seeds", "1", "2"]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"hfsweep: error: {message.format(d=tmp_path)}"]
