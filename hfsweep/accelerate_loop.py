@@ -74,7 +74,9 @@ def accelerate_loop_per_worker(config: dict) -> None:
     cfg, training = config["cfg"], config["cfg"]["training"]
     in_process = config["in_process"]
     precision = "bf16" if training.get("bf16") else "fp16" if training.get("fp16") else "no"
-    accelerator = Accelerator(cpu=not cfg["cluster"]["use_gpu"], mixed_precision=precision)
+    # One scheduler step per optimizer step: by default Accelerate steps it once per process, for a
+    # schedule written for one process, and the LR would decay num_workers times too fast.
+    accelerator = Accelerator(cpu=not cfg["cluster"]["use_gpu"], mixed_precision=precision, step_scheduler_with_optimizer=False)
     world_size = 1 if in_process else ray.train.get_context().get_world_size()
     if accelerator.num_processes != world_size:  # each worker would train alone, silently
         raise RuntimeError(f"Accelerate sees {accelerator.num_processes} processes, Ray Train started {world_size}")
@@ -98,7 +100,7 @@ def accelerate_loop_per_worker(config: dict) -> None:
     if resume_from:
         accelerator.load_state(resume_from)
         step = int(os.path.basename(resume_from).rsplit("-", 1)[1])
-        apply_hyperparameters(optimizer, lr_scheduler, training)
+        apply_hyperparameters(optimizer.optimizer, lr_scheduler.scheduler, training)  # Accelerate's wrappers hold them
         extra.update(resumed_from=resume_from, resumed_weights_digest=weights_digest(accelerator.unwrap_model(model)))
 
     batch_size = training["per_device_train_batch_size"]

@@ -9,16 +9,16 @@ from types import SimpleNamespace
 import pytest
 import yaml
 from ray.air.integrations.mlflow import MLflowLoggerCallback
-from ray.air.integrations.wandb import WandbLoggerCallback
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
 
 from hfsweep import replay
 from hfsweep.checkpoints import CheckpointBudget, build_checkpoint_budget
 from hfsweep.config import ConfigError, validate
+from hfsweep.loggers import FlushingWandbLoggerCallback
 from hfsweep.search import build_loggers
 from tests.conftest import CONF_DIR, resolved_config
 
-LOGGERS = {"tensorboard": TBXLoggerCallback, "wandb": WandbLoggerCallback, "mlflow": MLflowLoggerCallback}
+LOGGERS = {"tensorboard": TBXLoggerCallback, "wandb": FlushingWandbLoggerCallback, "mlflow": MLflowLoggerCallback}
 
 
 def test_every_logger_option_is_tested():
