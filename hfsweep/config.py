@@ -29,6 +29,7 @@ ACCELERATE_LOOP_KEYS = {
 }
 DATA_SOURCES = ("pydoc", "hub", "local")
 TOKENIZER_KINDS = ("byte_level_bpe", "wordpiece")
+REPORTED_METRICS = ("eval_loss", "eval_perplexity", "loss")  # every trial's reports, plus eval_<eval_metrics>
 GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fsdp (plain DDP) and DeepSpeed needs CUDA
 
 
@@ -237,6 +238,9 @@ def _validate_metrics(cfg: dict) -> None:
         raise ConfigError(
             f"metric: {cfg['metric']} is never computed; add it, e.g. eval_metrics=[{','.join([*cfg['eval_metrics'], metric])}]."
         )
+    reported = [*REPORTED_METRICS, *(f"eval_{name}" for name in cfg["eval_metrics"])]
+    if cfg["metric"] not in reported:
+        raise ConfigError(f"metric: no trial reports '{cfg['metric']}'; choose one of {', '.join(reported)}.")
 
 
 def _validate_data(data: dict, model: dict) -> None:

@@ -117,6 +117,7 @@ def test_misspelt_typed_key_fails_composition(tmp_path):
         (["training.max_steps=0"], r"training\.max_steps: must be a positive integer"),
         (["+training.output_dir=/x"], r"training\.output_dir: hfsweep sets this itself"),
         (["mode=maximum"], r"mode: must be 'min' or 'max', not 'maximum'"),
+        (["metric=eval_acuracy"], r"^metric: no trial reports 'eval_acuracy'; choose one of eval_loss, eval_perplexity, loss\.$"),
         (["data.block_size=512"], r"data\.block_size \(512\): larger than the model's 128 positions"),
         (["data.source=local", "data.path=/no/such/dir"], r"data\.path: '/no/such/dir' does not exist"),
         (["data.source=hub"], r"data\.name: data\.source=hub needs a dataset name"),
