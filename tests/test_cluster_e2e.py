@@ -98,13 +98,12 @@ def test_a_trial_survives_losing_the_node_that_runs_its_workers(tmp_path, cache_
         outcome = {}
         thread = threading.Thread(target=lambda: outcome.update(results=sweep.run(cfg)))
         thread.start()
-        result_file = None
         deadline = time.time() + 300
-        while not (result_file and os.path.getsize(result_file)):  # a checkpoint has been registered
-            assert time.time() < deadline and thread.is_alive(), "no checkpoint was reported"
-            time.sleep(0.5)
-            found = list((tmp_path / "sweep").glob("run_trial_*/result.json"))
-            result_file = found[0] if found else None
+        # The first checkpoint is on disk; the worker reports it right after writing it.
+        while not list((tmp_path / "sweep" / "train_runs").glob("*/hf_checkpoints/checkpoint-10/trainer_state.json")):
+            assert time.time() < deadline and thread.is_alive(), "no checkpoint was written"
+            time.sleep(0.1)
+        time.sleep(1)
         busy = {a["Address"]["NodeID"] for a in ray._private.state.actors().values()
                 if a["State"] == "ALIVE" and a["ActorClassName"] == "RayTrainWorker"}
         doomed = [node for node in nodes if node.node_id in busy]

@@ -55,11 +55,15 @@ def test_a_diverging_trial_errors_with_its_reason_and_the_sweep_goes_on(ray_clus
     assert re.search(r"FloatingPointError: training diverged: (eval_)?loss is (nan|inf) at step 10", table.loc[1e30, "error"])
 
 
+def process_title(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:  # it ended meanwhile
+        return ""
+
+
 @pytest.mark.slow
 def test_a_killed_worker_restarts_from_the_latest_checkpoint(ray_cluster, tmp_path, cache_dir):
-    import ray
-    from ray.util.state import list_actors
-
     overrides = [
         "scheduler=fifo",
         "training.max_steps=40",
@@ -72,17 +76,17 @@ def test_a_killed_worker_restarts_from_the_latest_checkpoint(ray_cluster, tmp_pa
     thread = threading.Thread(target=lambda: outcome.update(results=sweep.run(cfg)))
     thread.start()
     deadline = time.time() + 300
-    # Tune has a result once Ray Train has registered the checkpoint that came with it.
-    while not any(os.path.getsize(f) for f in glob.glob(str(tmp_path / "sweep" / "run_trial_*" / "result.json"))):
-        assert time.time() < deadline and thread.is_alive(), "no checkpoint was reported"
-        time.sleep(0.5)
-    # This cluster's training workers (the State API may still list ones of an earlier, finished trial).
-    listed = list_actors(
-        address=ray.get_runtime_context().gcs_address,  # this test's Ray: others may run on the machine
-        filters=[("class_name", "=", "RayTrainWorker"), ("state", "=", "ALIVE")],
-    )
-    live = [a.pid for a in listed if psutil.pid_exists(a.pid) and "RayTrainWorker" in " ".join(psutil.Process(a.pid).cmdline())]
-    assert live, "no live training worker to kill"
+    # The first checkpoint is on disk; the worker reports it right after writing it.
+    while not glob.glob(str(tmp_path / "sweep" / "train_runs" / "*" / "hf_checkpoints" / "checkpoint-10" / "trainer_state.json")):
+        assert time.time() < deadline and thread.is_alive(), "no checkpoint was written"
+        time.sleep(0.1)
+    time.sleep(1)
+    # This test's training workers: processes of the Ray this test process started (its children).
+    live = []
+    while not live:
+        assert time.time() < deadline and thread.is_alive(), "no live training worker to kill"
+        live = [p.pid for p in psutil.Process().children(recursive=True) if "RayTrainWorker" in process_title(p)]
+        time.sleep(0.2)
     os.kill(live[0], signal.SIGKILL)
     thread.join(timeout=600)
     results = outcome["results"]
