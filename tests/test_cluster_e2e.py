@@ -54,7 +54,7 @@ def ray_head():
     yield f"127.0.0.1:{port}"
     os.killpg(head.pid, signal.SIGTERM)
     try:
-        head.wait(timeout=30)
+        head.wait(timeout=5)
     except subprocess.TimeoutExpired:
         os.killpg(head.pid, signal.SIGKILL)
     shutil.rmtree(temp_dir, ignore_errors=True)
