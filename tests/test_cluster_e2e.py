@@ -9,14 +9,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import pandas as pd
 import pytest
 
-from hfsweep import sweep
 from tests.conftest import resolved_config
+from tests.faults import SweepInBackground, assert_one_restart_from_a_checkpoint
 
 pytestmark = pytest.mark.slow
 
@@ -94,30 +93,14 @@ def test_a_trial_survives_losing_the_node_that_runs_its_workers(tmp_path, cache_
             "training.max_steps=40",
             "search_space.training.learning_rate.values=[1e-3]",
         ]
-        cfg = resolved_config(overrides, tmp_path, cache_dir)
-        outcome = {}
-        thread = threading.Thread(target=lambda: outcome.update(results=sweep.run(cfg)))
-        thread.start()
-        deadline = time.time() + 300
-        # The first checkpoint is on disk; the worker reports it right after writing it.
-        while not list((tmp_path / "sweep" / "train_runs").glob("*/hf_checkpoints/checkpoint-10/trainer_state.json")):
-            assert time.time() < deadline and thread.is_alive(), "no checkpoint was written"
-            time.sleep(0.1)
-        time.sleep(1)
+        background = SweepInBackground(resolved_config(overrides, tmp_path, cache_dir))
+        background.wait_for_first_checkpoint()
         busy = {a["Address"]["NodeID"] for a in ray._private.state.actors().values()
                 if a["State"] == "ALIVE" and a["ActorClassName"] == "RayTrainWorker"}
         doomed = [node for node in nodes if node.node_id in busy]
         assert len(doomed) == 1, "both workers should be packed on one worker node"
         cluster.remove_node(doomed[0])
-        thread.join(timeout=600)
-        results = outcome["results"]
-        assert results.errors == []
-        history = results[0].metrics_dataframe
-        assert history["step"].iloc[-1] == 40
-        restarts = history[history["resumed_from"].notna()] if "resumed_from" in history else history.iloc[0:0]
-        assert len(restarts) == 1, "the worker group did not restart on the remaining node"
-        resumed_step = int(restarts.iloc[0]["resumed_from"].rsplit("checkpoint-", 1)[1])
-        assert resumed_step >= 10 and restarts.iloc[0]["step"] == resumed_step + 10
+        assert_one_restart_from_a_checkpoint(background.results(), max_steps=40)
     finally:
         ray.shutdown()
         cluster.shutdown()

@@ -6,7 +6,6 @@ import glob
 import os
 import re
 import signal
-import threading
 import time
 
 import pandas as pd
@@ -16,6 +15,7 @@ import pytest
 from hfsweep import sweep
 from hfsweep.config import ConfigError
 from tests.conftest import resolved_config
+from tests.faults import SweepInBackground, assert_one_restart_from_a_checkpoint
 
 
 def test_unreachable_cluster_address_fails_within_seconds():
@@ -71,33 +71,16 @@ def test_a_killed_worker_restarts_from_the_latest_checkpoint(ray_cluster, tmp_pa
         "cluster.num_workers=2",
         "cluster.max_failures=1",
     ]
-    cfg = resolved_config(overrides, tmp_path, cache_dir)
-    outcome = {}
-    thread = threading.Thread(target=lambda: outcome.update(results=sweep.run(cfg)))
-    thread.start()
-    deadline = time.time() + 300
-    # The first checkpoint is on disk; the worker reports it right after writing it.
-    while not glob.glob(str(tmp_path / "sweep" / "train_runs" / "*" / "hf_checkpoints" / "checkpoint-10" / "trainer_state.json")):
-        assert time.time() < deadline and thread.is_alive(), "no checkpoint was written"
-        time.sleep(0.1)
-    time.sleep(1)
+    background = SweepInBackground(resolved_config(overrides, tmp_path, cache_dir))
+    background.wait_for_first_checkpoint()
     # This test's training workers: processes of the Ray this test process started (its children).
     live = []
     while not live:
-        assert time.time() < deadline and thread.is_alive(), "no live training worker to kill"
+        assert time.time() < background.deadline and background.thread.is_alive(), "no live training worker to kill"
         live = [p.pid for p in psutil.Process().children(recursive=True) if "RayTrainWorker" in process_title(p)]
         time.sleep(0.2)
     os.kill(live[0], signal.SIGKILL)
-    thread.join(timeout=600)
-    results = outcome["results"]
-    assert results.errors == []
-    history = results[0].metrics_dataframe
-    assert history["step"].iloc[-1] == 40
-    restarts = history[history["resumed_from"].notna()] if "resumed_from" in history else history.iloc[0:0]
-    assert len(restarts) == 1, "the worker group did not restart"
-    restart = restarts.iloc[0]
-    resumed_step = int(restart["resumed_from"].rsplit("checkpoint-", 1)[1])
-    assert resumed_step >= 10 and restart["step"] == resumed_step + 10
+    assert_one_restart_from_a_checkpoint(background.results(), max_steps=40)
 
 
 @pytest.mark.slow
