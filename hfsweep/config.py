@@ -162,6 +162,7 @@ def validate(cfg: dict) -> None:
         )
     _validate_training(cfg["training"], cfg["strategy"]["training_args"])
     _validate_strategy(cfg["strategy"], cfg["cluster"])
+    _validate_precision(cfg["training"], cfg["cluster"])
     _validate_metrics(cfg)
     if cfg["training"].get("load_best_model_at_end"):
         if cfg["training"].get("greater_is_better", cfg["mode"] == "max") != (cfg["mode"] == "max"):
@@ -205,6 +206,18 @@ def _validate_training(training: dict, strategy_args: dict) -> None:
             f"training.save_steps ({save_steps}): must be a multiple of training.eval_steps "
             f"({eval_steps}), or schedulers act on stale metrics; e.g. training.save_steps={eval_steps}."
         )
+
+
+def _validate_precision(training: dict, cluster: dict) -> None:
+    """bf16 on a local GPU without it (before Ampere) would fail in the first trial; CPUs run
+    bf16 and fp16 through autocast."""
+    if training.get("bf16") and cluster["use_gpu"] and cluster["address"] is None:
+        import torch
+
+        if torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+            raise ConfigError(
+                f"training.bf16: this GPU ({torch.cuda.get_device_name(0)}) has no bf16; use training.fp16=true instead."
+            )
 
 
 def _validate_strategy(strategy: dict, cluster: dict) -> None:

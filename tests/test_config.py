@@ -164,3 +164,15 @@ def test_cli_refuses_in_one_line_with_exit_2_and_leaves_nothing(override, messag
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"hfsweep: error: {message}"]
     assert not run_dir.exists(), "a rejected config must leave no output behind"
+
+
+def test_bf16_on_a_gpu_without_it_is_refused(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args: "Tesla V100-SXM2-16GB")
+    cfg = resolved_config(["cluster.use_gpu=true", "training.bf16=true"], tmp_path, tmp_path)
+    with pytest.raises(ConfigError, match=r"^training\.bf16: this GPU \(Tesla V100-SXM2-16GB\) has no bf16; use training\.fp16=true instead\.$"):
+        validate(cfg)
+    validate(resolved_config(["cluster.use_gpu=true", "training.fp16=true"], tmp_path, tmp_path))
