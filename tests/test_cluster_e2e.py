@@ -90,7 +90,7 @@ def test_a_trial_survives_losing_the_node_that_runs_its_workers(tmp_path, cache_
             "cluster.resources_per_worker.CPU=0",
             "cluster.max_failures=1",
             "scheduler=fifo",
-            "training.max_steps=40",
+            "training.max_steps=80",  # training goes on well past the node removal
             "search_space.training.learning_rate.values=[1e-3]",
         ]
         background = SweepInBackground(resolved_config(overrides, tmp_path, cache_dir))
@@ -100,7 +100,7 @@ def test_a_trial_survives_losing_the_node_that_runs_its_workers(tmp_path, cache_
         doomed = [node for node in nodes if node.node_id in busy]
         assert len(doomed) == 1, "both workers should be packed on one worker node"
         cluster.remove_node(doomed[0])
-        assert_one_restart_from_a_checkpoint(background.results(), max_steps=40)
+        assert_one_restart_from_a_checkpoint(background.results(), max_steps=80)
     finally:
         ray.shutdown()
         cluster.shutdown()
