@@ -13,13 +13,13 @@ from typing import Any, Callable, Dict, Iterator, Tuple
 
 from hydra.utils import get_class, instantiate
 from ray import tune
-from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 from ray.tune.schedulers import PopulationBasedTraining
 from ray.tune.schedulers.pb2 import PB2
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 from ray.tune.stopper import CombinedStopper
 
 from hfsweep.config import ConfigError
+from hfsweep.loggers import HistoryCSVLoggerCallback, HistoryJsonLoggerCallback
 
 
 def _bounds(path: str, spec: dict, positive: bool = False) -> tuple:
@@ -229,7 +229,7 @@ def build_loggers(cfg: dict) -> list:
     Each logger is a Tune callback on the driver, one run per trial; the workers' Trainer keeps
     `report_to="none"`, so nothing is logged twice.
     """
-    loggers = [CSVLoggerCallback(), JsonLoggerCallback()]
+    loggers = [HistoryCSVLoggerCallback(), HistoryJsonLoggerCallback()]
     for key, node in cfg["logger"].items():
         try:
             loggers.append(_instantiate(f"logger.{key}", node))

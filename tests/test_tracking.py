@@ -9,12 +9,13 @@ from types import SimpleNamespace
 import pytest
 import yaml
 from ray.air.integrations.mlflow import MLflowLoggerCallback
-from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
+import pyarrow.fs
+from ray.tune.logger import TBXLoggerCallback
 
 from hfsweep import replay
 from hfsweep.checkpoints import CheckpointBudget, build_checkpoint_budget
 from hfsweep.config import ConfigError, validate
-from hfsweep.loggers import FlushingWandbLoggerCallback
+from hfsweep.loggers import FlushingWandbLoggerCallback, HistoryCSVLoggerCallback, HistoryJsonLoggerCallback
 from hfsweep.search import build_loggers
 from tests.conftest import CONF_DIR, resolved_config
 
@@ -26,12 +27,46 @@ def test_every_logger_option_is_tested():
 
 
 def test_csv_and_json_always_and_loggers_combine(tmp_path):
-    assert [type(c) for c in build_loggers(resolved_config([], tmp_path, tmp_path))] == [CSVLoggerCallback, JsonLoggerCallback]
+    assert [type(c) for c in build_loggers(resolved_config([], tmp_path, tmp_path))] == [HistoryCSVLoggerCallback, HistoryJsonLoggerCallback]
     loggers = build_loggers(resolved_config(["logger=[tensorboard,wandb,mlflow]"], tmp_path, tmp_path))
-    assert [type(c) for c in loggers] == [CSVLoggerCallback, JsonLoggerCallback, *LOGGERS.values()]
+    assert [type(c) for c in loggers] == [HistoryCSVLoggerCallback, HistoryJsonLoggerCallback, *LOGGERS.values()]
     wandb, mlflow = loggers[3:]
     assert wandb.group == str(tmp_path) and wandb.kwargs["dir"] == str(tmp_path)
     assert mlflow.tracking_uri == f"sqlite:///{tmp_path}/mlflow.db" and mlflow.experiment_name == str(tmp_path)
+
+
+def restarted_trial(tmp_path, local_rows: int, storage_rows: int):
+    """A trial restarting from a checkpoint, whose driver-side result file holds `local_rows`
+    results and whose storage copy (last synced earlier) holds `storage_rows`."""
+    local_dir, storage_dir = tmp_path / "local", tmp_path / "storage"
+    for folder, rows in ((local_dir, local_rows), (storage_dir, storage_rows)):
+        folder.mkdir()
+        if rows:
+            (folder / "result.json").write_text("".join(json.dumps({"step": 10 * (i + 1)}) + "\n" for i in range(rows)))
+    class Trial:  # the parts of a Tune Trial the loggers read; hashable, as they key files by trial
+        checkpoint, config, local_path, trial_id = object(), {}, str(local_dir), "t"
+        storage = SimpleNamespace(trial_fs_path=str(storage_dir), storage_filesystem=pyarrow.fs.LocalFileSystem())
+
+        def init_local_path(self):
+            pass
+
+    return Trial()
+
+
+def steps_after_one_more_result(trial) -> list:
+    logger = HistoryJsonLoggerCallback()
+    logger.log_trial_start(trial)  # what Tune calls when the trial restarts
+    logger.log_trial_result(0, trial, {"step": 99})
+    logger.log_trial_end(trial)
+    return [json.loads(line)["step"] for line in Path(trial.local_path, "result.json").read_text().splitlines()]
+
+
+def test_a_restarted_trial_keeps_the_results_reported_since_the_last_sync(tmp_path):
+    assert steps_after_one_more_result(restarted_trial(tmp_path, local_rows=2, storage_rows=1)) == [10, 20, 99]
+
+
+def test_a_resumed_driver_restores_the_history_from_storage(tmp_path):
+    assert steps_after_one_more_result(restarted_trial(tmp_path, local_rows=0, storage_rows=1)) == [10, 99]
 
 
 def test_a_logger_without_its_package_names_the_extra(tmp_path, monkeypatch):
