@@ -9,6 +9,8 @@ import time
 
 from transformers import TrainerCallback
 
+from hfsweep.tune_bridge import POINTER_FILE
+
 
 class CrashMidSave(TrainerCallback):
     """At `step`, leave half of checkpoint-STEP on disk, as a crash inside the save would, and end
@@ -29,25 +31,52 @@ class CrashMidSave(TrainerCallback):
         os._exit(1)
 
 
+class HoldAfterStep(TrainerCallback):
+    """After `step` is saved and reported, hold training until the test has injected its fault, so
+    the fault always lands mid-trial however slow the machine. The hold is signalled by a `holding`
+    file in the sweep's train_runs folder; the test releases it with a `released` file (restarted
+    workers then go straight on). Hold at most `timeout_s`."""
+
+    def __init__(self, step: int, timeout_s: float = 120):
+        self.step, self.timeout_s = step, timeout_s
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        train_runs = os.path.dirname(os.path.dirname(args.output_dir))
+        released = os.path.join(train_runs, "released")
+        if state.global_step != self.step or os.path.exists(released):
+            return
+        open(os.path.join(train_runs, "holding"), "w").close()
+        deadline = time.time() + self.timeout_s
+        while not os.path.exists(released) and time.time() < deadline:
+            time.sleep(0.1)
+
+
+HOLD_AFTER_STEP_10 = ["+callbacks.hold._target_=tests.faults.HoldAfterStep", "+callbacks.hold.step=10"]
+
+
 class SweepInBackground:
     """`sweep.run(cfg)` in a thread, so a test can inject a fault into the running sweep."""
 
     def __init__(self, cfg: dict):
         from hfsweep import sweep
 
-        self.storage, self.outcome = cfg["cluster"]["storage_path"], {}
+        self.sweep_dir = os.path.join(cfg["cluster"]["storage_path"], cfg["name"])
+        self.train_runs, self.outcome = os.path.join(self.sweep_dir, "train_runs"), {}
         self.thread = threading.Thread(target=lambda: self.outcome.update(results=sweep.run(cfg)))
         self.thread.start()
         self.deadline = time.time() + 300
 
-    def wait_for_first_checkpoint(self) -> None:
-        """Until checkpoint-10 is on disk, and a second more: the worker reports it right after
-        writing it (Tune's own result files reach the storage path later, in syncs)."""
-        pattern = os.path.join(self.storage, "sweep", "train_runs", "*", "hf_checkpoints", "checkpoint-10", "trainer_state.json")
-        while not glob.glob(pattern):
-            assert time.time() < self.deadline and self.thread.is_alive(), "no checkpoint was written"
+    def wait_until_held(self) -> None:
+        """Until the workers hold after checkpoint-10 (`HoldAfterStep`) and its report reached
+        Tune: the trial has persisted its first pointer checkpoint. (Train's controller collects
+        the workers' reports by polling; a fault before that would lose the report itself.)"""
+        reported = os.path.join(self.sweep_dir, "*", "checkpoint_000000", POINTER_FILE)
+        while not (os.path.exists(os.path.join(self.train_runs, "holding")) and glob.glob(reported)):
+            assert time.time() < self.deadline and self.thread.is_alive(), "training never reached the hold"
             time.sleep(0.1)
-        time.sleep(1)
+
+    def release(self) -> None:
+        open(os.path.join(self.train_runs, "released"), "w").close()
 
     def results(self):
         self.thread.join(timeout=600)

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import resolved_config
-from tests.faults import SweepInBackground, assert_one_restart_from_a_checkpoint
+from tests.faults import HOLD_AFTER_STEP_10, SweepInBackground, assert_one_restart_from_a_checkpoint
 
 pytestmark = pytest.mark.slow
 
@@ -90,17 +90,19 @@ def test_a_trial_survives_losing_the_node_that_runs_its_workers(tmp_path, cache_
             "cluster.resources_per_worker.CPU=0",
             "cluster.max_failures=1",
             "scheduler=fifo",
-            "training.max_steps=80",  # training goes on well past the node removal
+            "training.max_steps=20",
             "search_space.training.learning_rate.values=[1e-3]",
+            *HOLD_AFTER_STEP_10,
         ]
         background = SweepInBackground(resolved_config(overrides, tmp_path, cache_dir))
-        background.wait_for_first_checkpoint()
+        background.wait_until_held()
         busy = {a["Address"]["NodeID"] for a in ray._private.state.actors().values()
                 if a["State"] == "ALIVE" and a["ActorClassName"] == "RayTrainWorker"}
         doomed = [node for node in nodes if node.node_id in busy]
         assert len(doomed) == 1, "both workers should be packed on one worker node"
         cluster.remove_node(doomed[0])
-        assert_one_restart_from_a_checkpoint(background.results(), max_steps=80)
+        background.release()
+        assert_one_restart_from_a_checkpoint(background.results(), max_steps=20)
     finally:
         ray.shutdown()
         cluster.shutdown()

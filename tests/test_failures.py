@@ -15,7 +15,7 @@ import pytest
 from hfsweep import sweep
 from hfsweep.config import ConfigError
 from tests.conftest import resolved_config
-from tests.faults import SweepInBackground, assert_one_restart_from_a_checkpoint
+from tests.faults import HOLD_AFTER_STEP_10, SweepInBackground, assert_one_restart_from_a_checkpoint
 
 
 def test_unreachable_cluster_address_fails_within_seconds():
@@ -66,13 +66,14 @@ def process_title(process: psutil.Process) -> str:
 def test_a_killed_worker_restarts_from_the_latest_checkpoint(ray_cluster, tmp_path, cache_dir):
     overrides = [
         "scheduler=fifo",
-        "training.max_steps=40",
+        "training.max_steps=20",
         "search_space.training.learning_rate.values=[1e-3]",
         "cluster.num_workers=2",
         "cluster.max_failures=1",
+        *HOLD_AFTER_STEP_10,
     ]
     background = SweepInBackground(resolved_config(overrides, tmp_path, cache_dir))
-    background.wait_for_first_checkpoint()
+    background.wait_until_held()
     # This test's training workers: processes of the Ray this test process started (its children).
     live = []
     while not live:
@@ -80,7 +81,8 @@ def test_a_killed_worker_restarts_from_the_latest_checkpoint(ray_cluster, tmp_pa
         live = [p.pid for p in psutil.Process().children(recursive=True) if "RayTrainWorker" in process_title(p)]
         time.sleep(0.2)
     os.kill(live[0], signal.SIGKILL)
-    assert_one_restart_from_a_checkpoint(background.results(), max_steps=40)
+    background.release()
+    assert_one_restart_from_a_checkpoint(background.results(), max_steps=20)
 
 
 @pytest.mark.slow
