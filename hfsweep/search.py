@@ -14,7 +14,6 @@ from typing import Any, Callable, Dict, Iterator, Tuple
 from hydra.utils import get_class, instantiate
 from ray import tune
 from ray.tune.schedulers import PopulationBasedTraining
-from ray.tune.schedulers.pb2 import PB2
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 from ray.tune.stopper import CombinedStopper
 
@@ -167,6 +166,8 @@ def build_scheduler(cfg: dict, param_space: dict):
 
     Metric and mode come from the TuneConfig, so every scheduler optimises the same thing.
     """
+    from ray.tune.schedulers.pb2 import PB2  # its GP stack costs every trial process a second to import
+
     node = cfg["scheduler"]
     cls = _target_class(node)
     if issubclass(cls, PB2):

@@ -21,7 +21,6 @@ from typing import Optional
 import ray.exceptions
 import ray.train
 from ray import tune
-from ray.train import UserCallback
 from ray.train.torch import TorchTrainer
 from ray.util.queue import Queue
 
@@ -29,20 +28,9 @@ from hfsweep.config import resource_names, trains_in_process
 from hfsweep.data import PreparedData, load_train_dataset, prepare
 from hfsweep.search import apply_sampled
 from hfsweep.tune_bridge import read_pointer, report_to_tune
-from hfsweep.accelerate_loop import accelerate_loop_per_worker
-from hfsweep.worker import HF_CHECKPOINTS, train_loop_per_worker
+from hfsweep.train_fn import ForwardToTune, train_loop
 
-TRAIN_LOOPS = {"hf_trainer": train_loop_per_worker, "accelerate": accelerate_loop_per_worker}
-
-
-class ForwardToTune(UserCallback):
-    """Runs in the Train controller: queue rank 0's metrics and the checkpoint path for the trial."""
-
-    def __init__(self, queue: Queue):
-        self.queue = queue
-
-    def after_report(self, run_context, metrics, checkpoint):
-        self.queue.put((metrics[0], checkpoint.path if checkpoint else None))
+HF_CHECKPOINTS = "hf_checkpoints"  # in a trial's Train run directory: where the Trainer writes its checkpoints
 
 
 def train_run_name(trial_id: str, resume_from: Optional[str]) -> str:
@@ -78,7 +66,6 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) ->
         "trial_started_at": started_at,
         "in_process": trains_in_process(cluster),
     }
-    train_loop = TRAIN_LOOPS[trial_cfg["loop"]["name"]]
     if loop_config["in_process"]:
         TorchTrainer(
             train_loop,

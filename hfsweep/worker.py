@@ -26,8 +26,6 @@ from hfsweep.metrics import compute_metrics_for
 from hfsweep.models import build_model, load_tokenizer, weights_digest
 from hfsweep.tune_bridge import report_to_tune
 
-HF_CHECKPOINTS = "hf_checkpoints"
-
 
 def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
     """Hand one result and the checkpoint the loop just wrote (rank 0 only) to the sweep.

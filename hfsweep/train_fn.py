@@ -1,0 +1,36 @@
+"""What a multi-worker trial ships to Ray Train: the training function and the report forwarder.
+
+Train's controller actor unpickles both, and a pickled function imports its module there. This
+module imports nothing heavy, so the controller never loads torch, transformers or datasets (seconds
+of CPU per trial on a small machine); the chosen loop is imported on the workers, which need it.
+"""
+
+from __future__ import annotations
+
+import ray.train
+from ray.train import UserCallback
+from ray.util.queue import Queue
+
+
+def train_loop(config: dict) -> None:
+    """Run the trial's training loop (`loop.name`) on this worker.
+
+    The data shard is requested first: that starts Ray Data's split coordinator (an actor to
+    spawn) while this worker imports torch and transformers for the loop.
+    """
+    ray.train.get_dataset_shard("train")
+    if config["cfg"]["loop"]["name"] == "accelerate":
+        from hfsweep.accelerate_loop import accelerate_loop_per_worker as loop
+    else:
+        from hfsweep.worker import train_loop_per_worker as loop
+    loop(config)
+
+
+class ForwardToTune(UserCallback):
+    """Runs in the Train controller: queue rank 0's metrics and the checkpoint path for the trial."""
+
+    def __init__(self, queue: Queue):
+        self.queue = queue
+
+    def after_report(self, run_context, metrics, checkpoint):
+        self.queue.put((metrics[0], checkpoint.path if checkpoint else None))
