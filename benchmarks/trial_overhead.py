@@ -4,16 +4,37 @@ For each trial: `startup_s`, the time from the trial function's first line to th
 step (reported by the worker); and the whole trial's share of the sweep's wall time minus its
 training time (first step to last report). Tiny GPT-2, 40 steps, eval and checkpoint every 10.
 
+The baseline, in the same invocation and on the same Ray: Ray Train's own floor, a plain
+`TorchTrainer` with the same number of workers whose training function is empty (controller,
+placement group, worker actors and process group, and nothing else).
+
     python benchmarks/trial_overhead.py --workers 2 --trials 3
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import tempfile
+import time
 
 from _common import config, median_spread, run_sweep
 
 from hfsweep.sweep import init_ray
+
+
+def empty_fit_seconds(workers: int) -> float:
+    """Wall time of a plain Train V2 `fit()` whose training function does nothing."""
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    start = time.perf_counter()
+    TorchTrainer(
+        lambda: None,
+        scaling_config=ray.train.ScalingConfig(num_workers=workers if workers > 1 else 0),  # 0: local mode, as hfsweep
+        run_config=ray.train.RunConfig(storage_path=tempfile.mkdtemp(prefix="train-floor-")),
+    ).fit()
+    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -42,6 +63,9 @@ def main() -> None:
     print(f"trial start -> first step (s): {median_spread(startups)}")
     print(f"training, first step -> last report (s): {median_spread(trainings)}")
     print(f"non-training time per trial (s): {per_trial_overhead:.1f}  (targets: <= 10 at 2 workers, <= 4 at 1)")
+    floors = [empty_fit_seconds(args.workers) for _ in range(args.trials)]
+    print(f"baseline: plain TorchTrainer.fit() of an empty function (s): {median_spread(floors)}")
+    print(f"non-training time per trial / empty fit: {per_trial_overhead / statistics.median(floors):.2f}")
 
 
 if __name__ == "__main__":

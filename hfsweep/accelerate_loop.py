@@ -25,7 +25,7 @@ from transformers import default_data_collator, get_scheduler
 from hfsweep.data import label_names
 from hfsweep.metrics import compute_metrics_for
 from hfsweep.models import build_model, load_tokenizer, weights_digest
-from hfsweep.worker import apply_hyperparameters, quiet_logs, report, resume_checkpoint
+from hfsweep.worker import apply_hyperparameters, quiet_logs, report, resume_checkpoint, validation_shard
 
 
 def _optimizer(model, training: dict) -> torch.optim.Optimizer:
@@ -39,8 +39,9 @@ def _optimizer(model, training: dict) -> torch.optim.Optimizer:
 
 
 def _evaluate(accelerator: Accelerator, model, loader, metric_names: list[str]) -> dict:
-    """Mean eval loss over the whole validation set, each example counted once, and the
-    configured `eval_metrics` on the gathered logits, as the Trainer computes them."""
+    """Mean eval loss over the whole validation set (or every worker's shard of it), each example
+    counted once, their number, and the configured `eval_metrics` on the gathered logits, as the
+    Trainer computes them."""
     model.eval()
     losses, logits, labels = [], [], []
     with torch.no_grad():
@@ -51,8 +52,9 @@ def _evaluate(accelerator: Accelerator, model, loader, metric_names: list[str]) 
                 logits.append(accelerator.gather_for_metrics(outputs.logits).float().cpu())
                 labels.append(accelerator.gather_for_metrics(batch["labels"]).cpu())
     model.train()
-    eval_loss = torch.cat(losses).mean().item()
-    metrics = {"eval_loss": eval_loss, "eval_perplexity": math.exp(min(eval_loss, 50.0))}
+    losses = torch.cat(losses)
+    eval_loss = losses.mean().item()
+    metrics = {"eval_loss": eval_loss, "eval_perplexity": math.exp(min(eval_loss, 50.0)), "eval_samples": len(losses)}
     if metric_names:
         computed = compute_metrics_for(metric_names)((torch.cat(logits).numpy(), torch.cat(labels).numpy()))
         metrics.update({f"eval_{name}": value for name, value in computed.items()})
@@ -92,8 +94,12 @@ def accelerate_loop_per_worker(config: dict) -> None:
         training.get("lr_scheduler_type", "linear"), optimizer,
         num_warmup_steps=training.get("warmup_steps", 0), num_training_steps=training["max_steps"],
     )
-    eval_loader = DataLoader(validation.with_format("torch"), batch_size=training["per_device_eval_batch_size"], collate_fn=default_data_collator)
-    model, optimizer, eval_loader, lr_scheduler = accelerator.prepare(model, optimizer, eval_loader, lr_scheduler)
+    model, optimizer, lr_scheduler = accelerator.prepare(model, optimizer, lr_scheduler)
+    eval_loader = validation_shard(cfg, accelerator.device)
+    if eval_loader is None:  # the whole split on every worker: Accelerate's prepared loader splits it
+        eval_loader = accelerator.prepare(
+            DataLoader(validation.with_format("torch"), batch_size=training["per_device_eval_batch_size"], collate_fn=default_data_collator)
+        )
 
     step, extra = 0, {}
     resume_from = resume_checkpoint(config)

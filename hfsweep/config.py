@@ -71,6 +71,7 @@ class DataConfig:
     max_length: int = 128
     max_train_samples: Optional[int] = None
     max_eval_samples: Optional[int] = None
+    datasets_to_split: List[str] = field(default_factory=lambda: ["train"])
 
 
 @dataclass
@@ -257,6 +258,11 @@ def _validate_metrics(cfg: dict) -> None:
 
 
 def _validate_data(data: dict, model: dict) -> None:
+    if sorted(data["datasets_to_split"]) not in (["train"], ["train", "validation"]):
+        raise ConfigError(
+            f"data.datasets_to_split: {list(data['datasets_to_split'])} is neither [train] (every worker evaluates the "
+            "whole validation split) nor [train,validation] (each evaluates its Ray Data shard); use one of them."
+        )
     if data["source"] not in DATA_SOURCES:
         raise ConfigError(f"data.source: '{data['source']}' is not one of {', '.join(DATA_SOURCES)}.")
     if data["source"] == "hub" and not data["name"]:

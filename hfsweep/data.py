@@ -215,9 +215,10 @@ def prepare(cfg: dict) -> PreparedData:
         raw = encode_labels(raw, data_cfg["label_column"], data_cfg["num_labels"])
     text_columns = [data_cfg[k] for k in ("text_column", "pair_column") if k in column_keys and data_cfg[k]]
     tokenizer_path = _tokenizer_for(cfg["model"], raw, text_columns, cache_dir)
+    tokenized_by = {k: v for k, v in data_cfg.items() if k != "datasets_to_split"}  # how workers get it is not the data
     key = hashlib.sha256(
         json.dumps(
-            [raw["train"]._fingerprint, raw["validation"]._fingerprint, tokenizer_path, data_cfg, task], sort_keys=True
+            [raw["train"]._fingerprint, raw["validation"]._fingerprint, tokenizer_path, tokenized_by, task], sort_keys=True
         ).encode()
     ).hexdigest()[:16]
     out = os.path.join(cache_dir, "tokenized", key)
@@ -244,9 +245,13 @@ def prepare(cfg: dict) -> PreparedData:
     )
 
 
-def load_train_dataset(data: PreparedData):
-    """The packed train split as a Ray Dataset, read into the object store by this process (no
-    read tasks to schedule), so trials share it and Ray Train shards it across workers."""
+def load_ray_datasets(data: PreparedData, datasets_to_split: list) -> dict:
+    """What Ray Train hands the workers, read into the object store by this process (no read
+    tasks to schedule) so trials share it: the packed train split, and the validation split
+    when it is sharded too (`data.datasets_to_split`); otherwise workers read it from disk."""
     import ray.data
 
-    return ray.data.from_arrow(pyarrow.parquet.read_table(data.train_path))
+    ray_datasets = {"train": ray.data.from_arrow(pyarrow.parquet.read_table(data.train_path))}
+    if "validation" in datasets_to_split:
+        ray_datasets["validation"] = ray.data.from_arrow(datasets.load_from_disk(data.validation_path).data.table)
+    return ray_datasets

@@ -21,7 +21,7 @@ from ray import tune
 
 from hfsweep.checkpoints import build_checkpoint_budget, checkpoint_disk_use
 from hfsweep.config import ConfigError, resource_names, trial_resources, trial_shape, trains_in_process, validate
-from hfsweep.data import PreparedData, load_train_dataset, prepare
+from hfsweep.data import PreparedData, load_ray_datasets, prepare
 from hfsweep.models import build_model, check_pretrained_reachable, load_tokenizer
 from hfsweep.results import RESOLVED_CONFIG, best_trial, evaluate_model, export_best, summary, write_best, write_provenance, write_report
 from hfsweep.search import build_loggers, build_scheduler, build_search_alg, build_stopper, compile_search_space
@@ -116,21 +116,30 @@ def check_trial_fits(cluster: dict) -> None:
 
 
 def max_concurrent_trials(cluster: dict) -> int:
-    """As many trials as the cluster's resources hold at once, unless configured."""
+    """As many trials as the cluster's resources hold at once, unless configured.
+
+    On a Ray started here, single-process trials are also capped at this machine's cores: its
+    logical CPUs are declared so that a worker group's processes fit, and more single-process
+    trainings than cores only share them, so every trial runs slower and a scheduler's early
+    stops free nothing until late.
+    """
     if cluster["max_concurrent_trials"]:
         return cluster["max_concurrent_trials"]
     available = ray.cluster_resources()
-    return max(1, min(math.floor(available.get(k, 0) / v) for k, v in trial_resources(cluster).items() if v))
+    fits = max(1, min(math.floor(available.get(k, 0) / v) for k, v in trial_resources(cluster).items() if v))
+    if not cluster["address"] and trains_in_process(cluster):
+        return min(fits, os.cpu_count() or 1)
+    return fits
 
 
 def trainable_for(cfg: dict, data: PreparedData):
-    """The Tune trainable: `run_trial` bound to the config and the shared train set. An in-process
-    trial holds its worker's resources; one that drives a worker group holds 1 CPU, and Train
-    reserves the workers'."""
-    train_dataset = load_train_dataset(data)  # once, shared by every trial
+    """The Tune trainable: `run_trial` bound to the config and the shared Ray Datasets. An
+    in-process trial holds its worker's resources; one that drives a worker group holds 1 CPU,
+    and Train reserves the workers'."""
+    ray_datasets = load_ray_datasets(data, cfg["data"]["datasets_to_split"])  # once, shared by every trial
     cluster = cfg["cluster"]
     return tune.with_resources(
-        tune.with_parameters(run_trial, cfg=cfg, data=data, train_dataset=train_dataset),
+        tune.with_parameters(run_trial, cfg=cfg, data=data, ray_datasets=ray_datasets),
         trial_resources(cluster) if trains_in_process(cluster) else {"CPU": 1},
     )
 

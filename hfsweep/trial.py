@@ -25,7 +25,7 @@ from ray.train.torch import TorchTrainer
 from ray.util.queue import Queue
 
 from hfsweep.config import resource_names, trains_in_process
-from hfsweep.data import PreparedData, load_train_dataset, prepare
+from hfsweep.data import PreparedData, load_ray_datasets, prepare
 from hfsweep.search import apply_sampled
 from hfsweep.tune_bridge import read_pointer, report_to_tune
 from hfsweep.train_fn import ForwardToTune, train_loop
@@ -45,14 +45,14 @@ def data_changed(cfg: dict, trial_cfg: dict) -> bool:
     return trial_cfg["data"] != cfg["data"] or trial_cfg["model"]["tokenizer"] != cfg["model"]["tokenizer"]
 
 
-def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) -> None:
+def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, ray_datasets: dict) -> None:
     """Tune function trainable: train the sampled config, report every checkpoint to Tune."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     started_at = time.time()
     trial_cfg = apply_sampled(cfg, sampled)
     if data_changed(cfg, trial_cfg):  # a searched data or tokenizer key: prepare (cached) for this trial
         data = prepare(trial_cfg)
-        train_dataset = load_train_dataset(data)
+        ray_datasets = load_ray_datasets(data, trial_cfg["data"]["datasets_to_split"])
     resume_from = read_pointer(tune.get_checkpoint())
     cluster = trial_cfg["cluster"]  # any key may be searched, cluster.* included
     run_name = train_run_name(tune.get_context().get_trial_id(), resume_from)
@@ -66,12 +66,14 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) ->
         "trial_started_at": started_at,
         "in_process": trains_in_process(cluster),
     }
+    data_config = ray.train.DataConfig(datasets_to_split=trial_cfg["data"]["datasets_to_split"])
     if loop_config["in_process"]:
         TorchTrainer(
             train_loop,
             train_loop_config=loop_config,
             scaling_config=ray.train.ScalingConfig(num_workers=0),  # Train V2 local mode
-            datasets={"train": train_dataset},
+            datasets=ray_datasets,
+            dataset_config=data_config,
         ).fit()
         return
     reports = Queue(actor_options={"num_cpus": 0})
@@ -90,7 +92,8 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, train_dataset) ->
             failure_config=ray.train.FailureConfig(max_failures=cluster["max_failures"]),
             logging_config=ray.train.LoggingConfig(log_level="WARNING"),
         ),
-        datasets={"train": train_dataset},
+        datasets=ray_datasets,
+        dataset_config=data_config,
     )
     _fit_and_forward(trainer, reports)
 

@@ -44,6 +44,17 @@ def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
     )
 
 
+def validation_shard(cfg: dict, device="auto"):
+    """This worker's Ray Data shard of the validation split, as torch batches, when
+    `data.datasets_to_split` holds it; None when every worker evaluates the whole split (from
+    disk). Ray splits it into equal shards, so up to num_workers - 1 examples go unevaluated."""
+    if "validation" not in cfg["data"]["datasets_to_split"]:
+        return None
+    return ray.train.get_dataset_shard("validation").iter_torch_batches(
+        batch_size=cfg["training"]["per_device_eval_batch_size"], device=device
+    )
+
+
 class ReportCheckpointCallback(TrainerCallback):
     """After every save, report the latest metrics and the checkpoint the Trainer just wrote.
 
@@ -203,7 +214,7 @@ def train_loop_per_worker(config: dict) -> None:
         tokenizer=tokenizer,
         args=training_arguments(cfg, config["output_dir"]),
         train_dataset=train_shard,
-        eval_dataset=validation,
+        eval_dataset=validation if (shard := validation_shard(cfg)) is None else shard,
         callbacks=callbacks,
     )
     trainer.remove_callback(PrinterCallback)  # Tune's table reports progress

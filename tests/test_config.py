@@ -122,6 +122,7 @@ def test_misspelt_typed_key_fails_composition(tmp_path):
         (["data.source=local", "data.path=/no/such/dir"], r"data\.path: '/no/such/dir' does not exist"),
         (["data.source=hub"], r"data\.name: data\.source=hub needs a dataset name"),
         (["data.source=ftp"], r"data\.source: 'ftp' is not one of pydoc, hub, local"),
+        (["data.datasets_to_split=[validation]"], r"^data\.datasets_to_split: \['validation'\] is neither \[train\] .* nor \[train,validation\] .*; use one of them\.$"),
         (["cluster.num_cpus=4", "cluster.num_workers=4"], r"cluster\.num_workers: one trial needs 5 CPUs"),
         (["cluster.use_gpu=true"], r"cluster\.use_gpu: this machine has no CUDA GPU"),
         (["loop=accelerate", "+training.gradient_accumulation_steps=2"], r"^training\.gradient_accumulation_steps: loop=accelerate does not use it; remove it, or use loop=hf_trainer\.$"),

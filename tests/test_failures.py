@@ -111,3 +111,11 @@ def test_a_trial_shape_the_cluster_cannot_hold_fails_at_once(ray_cluster, tmp_pa
     cfg = resolved_config(["cluster.resources_per_worker.CPU=8"], tmp_path, cache_dir)
     with pytest.raises(ConfigError, match=r"^cluster\.resources_per_worker: one trial needs 17 CPU \(1 CPU for the trial \+ 2 workers\) but the cluster has 8;"):
         sweep.check_trial_fits(cfg["cluster"])
+
+
+def test_a_local_ray_runs_single_process_trials_at_most_one_per_core(ray_cluster, tmp_path, cache_dir):
+    """8 logical CPUs: two 2-worker trials fit (3 CPUs each), single-process ones one per core."""
+    in_process = resolved_config(["cluster.num_workers=1"], tmp_path, cache_dir)["cluster"]
+    assert sweep.max_concurrent_trials(in_process) == min(8, os.cpu_count())
+    assert sweep.max_concurrent_trials({**in_process, "max_concurrent_trials": 5}) == 5
+    assert sweep.max_concurrent_trials(resolved_config([], tmp_path, cache_dir)["cluster"]) == 2

@@ -22,7 +22,7 @@ from tests.conftest import resolved_config
 pytestmark = pytest.mark.slow
 
 MAX_STEPS = 20
-LEARNING_RATES = [3e-3, 2e-3, 1e-3, 5e-4, 2e-4, 1e-4, 1e-5, 1e-6]
+LEARNING_RATES = [3e-3, 1e-3, 1e-5, 1e-6]
 BUDGET_SWEEP = [
     f"training.max_steps={MAX_STEPS}",
     "training.eval_steps=5",
@@ -48,9 +48,9 @@ def checkpoints_on_disk(cfg: dict) -> list[str]:
 
 def test_budget_keeps_one_checkpoint_per_completed_trial_and_the_best(budget_sweep):
     cfg, results = budget_sweep
-    assert len(results) == 8 and results.errors == []
+    assert len(results) == len(LEARNING_RATES) and results.errors == []
     completed = [r for r in results if r.metrics["trainer_finished"]]
-    assert completed and len(completed) < 8, "ASHA should stop some trials and complete others"
+    assert completed and len(completed) < len(LEARNING_RATES), "ASHA should stop some trials and complete others"
     best = best_trial(results, cfg)
     kept = sorted(checkpoints_on_disk(cfg))
     assert best.checkpoint_path in kept

@@ -1,0 +1,39 @@
+"""The Accelerate loop on 2 workers with `data.datasets_to_split=[train,validation]`, as Ray's
+Accelerate example runs: each worker evaluates its own Ray Data shard of the validation split, and
+the reported eval loss is the whole split's. (The Trainer loop's case is the ASHA sweep of
+test_sweep_e2e.)"""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from hfsweep import sweep
+from hfsweep.data import prepare
+from hfsweep.results import evaluate_model
+from tests.conftest import resolved_config
+
+pytestmark = pytest.mark.slow
+
+
+def test_accelerate_on_two_workers_evaluates_each_validation_example_once(ray_cluster, tmp_path, cache_dir):
+    overrides = [
+        "loop=accelerate",
+        "data.datasets_to_split=[train,validation]",
+        "cluster.num_workers=2",
+        "scheduler=fifo",
+        "training.max_steps=10",
+        "search_space.training.learning_rate.values=[1e-3]",
+    ]
+    cfg = resolved_config(overrides, tmp_path, cache_dir)
+    results = sweep.run(cfg)
+    assert results.errors == []
+    final = results[0].metrics
+    assert final["step"] == 10
+
+    data = prepare(cfg)
+    blocks = data.num_validation_blocks
+    assert final["eval_samples"] == blocks - blocks % 2, "every example once, in two equal shards (not twice, not once per worker)"
+    checkpoint = final["checkpoint_path"]
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(checkpoint), AutoTokenizer.from_pretrained(checkpoint)
+    assert final["eval_loss"] == pytest.approx(evaluate_model(model, tokenizer, data.validation_path), rel=0.01)
