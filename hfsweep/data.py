@@ -53,18 +53,22 @@ def _atomic_dir(final: str, write) -> str:
     return final
 
 
-def _pydoc_files(cache_dir: str) -> str:
-    """Write CPython's pydoc topics as train.txt / validation.txt (every tenth topic validates)."""
+def write_pydoc_topics(folder: str, file_names: tuple = ("train.txt", "validation.txt")) -> None:
+    """Write CPython's pydoc topics into `folder` as a train and a validation file (every tenth
+    topic validates, so the split is fixed)."""
     from pydoc_data.topics import topics
 
-    def write(tmp: str) -> None:
-        names = sorted(topics)
-        for split, keep in (("train", lambda i: i % 10 != 5), ("validation", lambda i: i % 10 == 5)):
-            with open(os.path.join(tmp, f"{split}.txt"), "w", encoding="utf-8") as f:
-                f.write("\n".join(topics[n] for i, n in enumerate(names) if keep(i)))
+    names = sorted(topics)
+    for file_name, validates in zip(file_names, (False, True)):
+        with open(os.path.join(folder, file_name), "w", encoding="utf-8") as f:
+            f.write("\n".join(topics[n] for i, n in enumerate(names) if (i % 10 == 5) == validates))
+
+
+def _pydoc_files(cache_dir: str) -> str:
+    from pydoc_data.topics import topics
 
     key = hashlib.sha256("".join(topics[n] for n in sorted(topics)).encode()).hexdigest()[:16]
-    return _atomic_dir(os.path.join(cache_dir, "pydoc_topics", key), write)
+    return _atomic_dir(os.path.join(cache_dir, "pydoc_topics", key), write_pydoc_topics)
 
 
 def _local_data_files(path: str) -> tuple[str, dict]:

@@ -1,6 +1,6 @@
-"""PROXY classification data for the offline BERT presets, made from CPython's own documentation.
+"""PROXY data for the offline presets, made from CPython's own documentation.
 
-Without the hub there is no MRPC or Yelp data. These files stand in for them: real English
+Without the hub there is no MRPC, Yelp or wikitext data. These files stand in for them: real English
 sentences from `pydoc_data.topics` (which every Python install carries), labelled by a real
 property of where each sentence comes from, with the real datasets' column names so the
 presets' column mapping is unchanged. They are proxies: their scores say that training works,
@@ -12,11 +12,15 @@ not how BERT does on MRPC or Yelp.
   on the same subject)? Half of each.
 - `yelp_proxy/` (text, label): which of the five largest documentation topics the sentence comes
   from (0-4, imbalanced, as the topics are).
+- `wikitext_proxy/` (`wiki.train.raw`, `wiki.valid.raw`, wikitext-2-raw's file names): the
+  documentation topics as running text, split as the embedded default splits them (every tenth
+  topic validates), for the gpt2_wikitext preset's local-files path.
 
-Each topic's first four fifths of sentences train, the rest validate, so no sentence is in both.
+For the classification proxies, each topic's first four fifths of sentences train, the rest
+validate, so no sentence is in both.
 The output is the same on every machine with the same Python version.
 
-    python -m hfsweep.datasets_offline DIR    # DIR/mrpc_proxy/ and DIR/yelp_proxy/, train.csv + validation.csv
+    python -m hfsweep.datasets_offline DIR    # DIR/mrpc_proxy/, DIR/yelp_proxy/ (train.csv, validation.csv), DIR/wikitext_proxy/
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import csv
 import os
 import random
 import re
+
+from hfsweep.data import write_pydoc_topics
 
 SEED = 0
 MIN_TOPIC_SENTENCES = 10  # topics with fewer take no part in the pairs (validation then has 2 or more)
@@ -96,22 +102,24 @@ def write_csv(path: str, rows: list[dict]) -> None:
 
 
 def write(out_dir: str) -> dict[str, str]:
-    """Write both proxy datasets under out_dir; return their folders by name."""
+    """Write the proxy datasets under out_dir; return their folders by name."""
     rng = random.Random(SEED)
     splits = topic_sentences()
-    folders = {name: os.path.join(out_dir, name) for name in ("mrpc_proxy", "yelp_proxy")}
+    folders = {name: os.path.join(out_dir, name) for name in ("mrpc_proxy", "yelp_proxy", "wikitext_proxy")}
     pair_topics = {n for n in splits["train"] if len(splits["train"][n]) + len(splits["validation"][n]) >= MIN_TOPIC_SENTENCES}
     for split, count in PAIRS.items():
         by_topic = {n: s for n, s in splits[split].items() if n in pair_topics}
         write_csv(os.path.join(folders["mrpc_proxy"], f"{split}.csv"), restatement_pairs(by_topic, count, rng))
     for split, rows in largest_topic_sentences(splits, rng).items():
         write_csv(os.path.join(folders["yelp_proxy"], f"{split}.csv"), rows)
+    os.makedirs(folders["wikitext_proxy"], exist_ok=True)
+    write_pydoc_topics(folders["wikitext_proxy"], ("wiki.train.raw", "wiki.valid.raw"))
     return folders
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out_dir", help="folder to write mrpc_proxy/ and yelp_proxy/ into")
+    parser.add_argument("out_dir", help="folder to write mrpc_proxy/, yelp_proxy/ and wikitext_proxy/ into")
     for name, folder in write(parser.parse_args().out_dir).items():
         print(f"{name}: {folder}")
 

@@ -18,7 +18,7 @@ import pandas as pd
 import yaml
 
 from hfsweep.config import ConfigError
-from hfsweep.results import BEST_FILE, RESOLVED_CONFIG
+from hfsweep.results import BEST_FILE, RESOLVED_CONFIG, markdown
 from hfsweep.search import apply_sampled, nested
 
 REPLAY_DIR = "replay"
@@ -61,7 +61,7 @@ def replay_table(out: str, metric: str) -> pd.DataFrame:
     table.to_csv(os.path.join(out, "replay.csv"), index=False)
     shown = per_seed.assign(**{c: per_seed[c].map("{:.4f}".format) for c in columns})
     shown.loc[len(shown)] = {"seed": "mean ± std", "status": "", "step": "", **{c: f"{mean[c]:.4f} ± {std[c]:.4f}" for c in columns}}
-    Path(out, "replay.md").write_text(shown.to_markdown(index=False) + "\n")
+    Path(out, "replay.md").write_text(markdown(shown))
     return table
 
 

@@ -28,6 +28,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
+from tabulate import tabulate  # noqa: E402
 from hydra.experimental.callback import Callback  # noqa: E402
 from ray import tune  # noqa: E402
 
@@ -227,6 +228,14 @@ def plot_hyperparameters(table: pd.DataFrame, cfg: dict, path: str) -> None:
     plt.close(fig)
 
 
+def markdown(table: pd.DataFrame) -> str:
+    """The table in Markdown, text columns kept as text: tabulate reads a trial id made of digits
+    ('12345_00000': Python's float() takes underscores) as a number. (pandas' `to_markdown` shifts
+    `disable_numparse`'s column indices by one, hence tabulate itself.)"""
+    text_columns = [i for i, column in enumerate(table.columns) if not pd.api.types.is_numeric_dtype(table[column])]
+    return tabulate(table, headers="keys", tablefmt="pipe", showindex=False, disable_numparse=text_columns) + "\n"
+
+
 def write_report(run_dir: str) -> pd.DataFrame:
     """Write results.csv, results.md, curves.png and hyperparameters.png into the run directory."""
     with open(os.path.join(run_dir, RESOLVED_CONFIG)) as f:
@@ -236,7 +245,7 @@ def write_report(run_dir: str) -> pd.DataFrame:
     )
     table = trial_table(analysis, cfg)
     table.to_csv(os.path.join(run_dir, "results.csv"), index=False)
-    Path(run_dir, "results.md").write_text(table.to_markdown(index=False) + "\n")
+    Path(run_dir, "results.md").write_text(markdown(table))
     plot_curves(analysis, cfg, os.path.join(run_dir, "curves.png"))
     plot_hyperparameters(table, cfg, os.path.join(run_dir, "hyperparameters.png"))
     return table
@@ -266,7 +275,7 @@ class MultirunSummary(Callback):
             return
         table = pd.DataFrame(rows)
         table.to_csv(sweep_dir / "multirun_summary.csv", index=False)
-        (sweep_dir / "multirun_summary.md").write_text(table.to_markdown(index=False) + "\n")
+        (sweep_dir / "multirun_summary.md").write_text(markdown(table))
         print(f"Multirun summary ({len(rows)} jobs): {sweep_dir / 'multirun_summary.md'}")
         print(table.to_string(index=False))
 

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from ray import tune
 
 from hfsweep.checkpoints import build_checkpoint_budget, checkpoint_disk_use
-from hfsweep.config import ConfigError, resource_names, trial_resources, trial_shape, trains_in_process, validate
+from hfsweep.config import ConfigError, SweepConfig, resource_names, trial_resources, trial_shape, trains_in_process, validate
 from hfsweep.data import PreparedData, load_ray_datasets, prepare
 from hfsweep.models import build_model, check_pretrained_reachable, load_tokenizer
 from hfsweep.results import RESOLVED_CONFIG, best_trial, evaluate_model, export_best, summary, write_best, write_provenance, write_report
@@ -227,7 +227,8 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
     if not os.path.isfile(saved_path):
         raise ConfigError(f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass a sweep's run directory.")
     with open(saved_path) as f:
-        saved = yaml.safe_load(f)
+        # Over the schema's defaults: a run saved before hfsweep gained a key resumes with its default.
+        saved = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepConfig), yaml.safe_load(f)), resolve=True)
     cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
     changed = sorted(_changed_keys(saved, cfg))
     if changed and not force:

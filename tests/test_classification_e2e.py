@@ -26,6 +26,7 @@ def test_bert_mrpc_offline_sweep_reports_accuracy_and_f1_and_asha_acts_on_them(r
         "data.max_eval_samples=100",
         "metric=eval_f1",  # the preset's accuracy drives ASHA the same way; F1 spreads more in 20 steps
         "cluster.num_workers=1",
+        "cluster.max_concurrent_trials=4",  # all at once: two at a time, ASHA once kept all four on eval_f1
         f"training.max_steps={MAX_STEPS}",
         "training.eval_steps=5",
         "training.save_steps=5",

@@ -31,7 +31,7 @@ def test_every_experiment_composes_resolves_and_validates(experiment, tmp_path):
     validate(cfg)
 
 
-@pytest.mark.parametrize("experiment", ["bert_yelp_offline", "bert_mrpc_offline"])
+@pytest.mark.parametrize("experiment", [e for e in EXPERIMENTS if e.endswith("_offline")])
 def test_offline_presets_name_the_missing_data_folder(experiment, tmp_path):
     cfg = resolved_config([f"+experiment={experiment}"], tmp_path, tmp_path)
     with pytest.raises(ConfigError, match=r"data\.path: data\.source=local needs a folder"):

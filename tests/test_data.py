@@ -66,6 +66,13 @@ def test_local_text_files_with_wikitext_names(tmp_path):
     assert prepared.num_train_blocks > prepared.num_validation_blocks > 0
 
 
+def test_the_wikitext_proxy_is_the_default_prose_in_wikitext_file_names(proxy_data, tmp_path):
+    proxy = prepare(data_config(tmp_path / "cache", source="local", path=str(proxy_data["wikitext_proxy"])))
+    pydoc = prepare(data_config(tmp_path / "cache"))
+    assert (proxy.num_train_blocks, proxy.num_validation_blocks) == (pydoc.num_train_blocks, pydoc.num_validation_blocks)
+    assert datasets.load_from_disk(proxy.validation_path)["input_ids"] == datasets.load_from_disk(pydoc.validation_path)["input_ids"]
+
+
 def test_local_csv_with_a_missing_text_column_names_the_key(tmp_path):
     folder = tmp_path / "csv"
     folder.mkdir()

@@ -14,6 +14,7 @@ import time
 import pandas as pd
 import psutil
 import pytest
+import yaml
 
 pytestmark = pytest.mark.slow
 
@@ -68,6 +69,9 @@ def test_interrupt_then_resume_finishes_the_sweep_without_rerunning(tmp_path, ca
     interrupt(driver, how)
     interrupted = {path: open(os.path.join(path, "result.json")).read() for path in finished_trials(experiment)}
     assert 1 <= len(interrupted) < 3
+    saved = yaml.safe_load((run_dir / "resolved_config.yaml").read_text())
+    del saved["data"]["datasets_to_split"]  # as a run saved before hfsweep had the key: it resumes with the default
+    (run_dir / "resolved_config.yaml").write_text(yaml.safe_dump(saved))
 
     refused = subprocess.run(
         [sys.executable, "-m", "hfsweep.resume", str(run_dir), "training.max_steps=50"], capture_output=True, text=True, timeout=120
