@@ -19,6 +19,7 @@ import transformers
 from hydra.utils import instantiate  # only to build `_target_` callbacks; Hydra's app stays on the driver
 from ray.train import Checkpoint, CheckpointUploadMode
 from ray.train.huggingface.transformers import prepare_trainer
+from ray.train.v2._internal.execution import context as train_context  # only to quiet its per-report log line
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments, default_data_collator
 
 from hfsweep.data import label_names
@@ -92,6 +93,8 @@ def quiet_logs(world_rank: int) -> None:
     """Leave progress to Tune's table: no per-report Ray lines, no save progress bars, and only
     errors from replicas other than rank 0."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)
+    # Train V2 logs every report ("Reporting training result ...") under its module's file path.
+    logging.getLogger(train_context.__file__).setLevel(logging.WARNING)
     transformers.utils.logging.disable_progress_bar()
     if world_rank != 0:
         transformers.logging.set_verbosity_error()
