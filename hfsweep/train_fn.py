@@ -1,4 +1,4 @@
-"""What a multi-worker trial ships to Ray Train: the training function and the report forwarder.
+"""What a trial ships to Ray Train: the training function, and for a worker group the report forwarder.
 
 Train's controller actor unpickles both, and a pickled function imports its module there. This
 module imports nothing heavy, so the controller never loads torch, transformers or datasets (seconds
