@@ -14,6 +14,7 @@ from tests.conftest import resolved_config
 
 pytestmark = pytest.mark.slow
 
+
 def test_early_stopping_callback_ends_a_trial_as_completed(ray_cluster, tmp_path, cache_dir):
     overrides = [
         "scheduler=fifo",
