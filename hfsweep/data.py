@@ -249,13 +249,19 @@ def prepare(cfg: dict) -> PreparedData:
     )
 
 
-def load_ray_datasets(data: PreparedData, datasets_to_split: list) -> dict:
+def load_ray_datasets(data: PreparedData, datasets_to_split: list, seed: int) -> dict:
     """What Ray Train hands the workers, read into the object store by this process (no read
     tasks to schedule) so trials share it: the packed train split, and the validation split
-    when it is sharded too (`data.datasets_to_split`); otherwise workers read it from disk."""
+    when it is sharded too (`data.datasets_to_split`); otherwise workers read it from disk.
+
+    The train split is shuffled here once, seeded, as the Trainer's sampler shuffles: packed
+    blocks are in document order, and a worker's local shuffle buffer alone would fill each batch
+    from one or two documents."""
+    import numpy as np
     import ray.data
 
-    ray_datasets = {"train": ray.data.from_arrow(pyarrow.parquet.read_table(data.train_path))}
+    train = pyarrow.parquet.read_table(data.train_path)
+    ray_datasets = {"train": ray.data.from_arrow(train.take(np.random.default_rng(seed).permutation(train.num_rows)))}
     if "validation" in datasets_to_split:
         ray_datasets["validation"] = ray.data.from_arrow(datasets.load_from_disk(data.validation_path).data.table)
     return ray_datasets

@@ -136,7 +136,7 @@ def trainable_for(cfg: dict, data: PreparedData):
     """The Tune trainable: `run_trial` bound to the config and the shared Ray Datasets. An
     in-process trial holds its worker's resources; one that drives a worker group holds 1 CPU,
     and Train reserves the workers'."""
-    ray_datasets = load_ray_datasets(data, cfg["data"]["datasets_to_split"])  # once, shared by every trial
+    ray_datasets = load_ray_datasets(data, cfg["data"]["datasets_to_split"], cfg["seed"])  # once, shared by every trial
     cluster = cfg["cluster"]
     return tune.with_resources(
         tune.with_parameters(run_trial, cfg=cfg, data=data, ray_datasets=ray_datasets),
