@@ -28,9 +28,9 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
-from tabulate import tabulate  # noqa: E402
 from hydra.experimental.callback import Callback  # noqa: E402
 from ray import tune  # noqa: E402
+from tabulate import tabulate  # noqa: E402
 
 from hfsweep.search import iter_leaves  # noqa: E402
 from hfsweep.tune_bridge import read_pointer  # noqa: E402
