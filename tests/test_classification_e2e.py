@@ -1,39 +1,63 @@
 """End to end: the bert_mrpc offline variant (sentence pairs, a small BERT, a WordPiece tokenizer
-trained on the proxy data) as a real sweep whose eval metrics come from compute_metrics."""
+trained on the training split) as a real sweep whose eval metrics come from compute_metrics."""
 
 from __future__ import annotations
 
+import csv
 import os
+import random
 
 import pytest
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from hfsweep import datasets_offline, sweep
+from hfsweep import sweep
 from hfsweep.results import best_trial
 from tests.conftest import resolved_config
 
 pytestmark = pytest.mark.slow
 
-MAX_STEPS = 20
+MAX_STEPS = 40
+WORDS = "apple river stone cloud maple candle harbor meadow violin pepper lantern orchard copper ribbon falcon velvet"
+NUMBERS = "seven thirty ninety eleven forty sixty twelve eighty zero million dozen hundred twenty fifty nine three"
+
+
+def write_learnable_pairs(folder: str, seed: int = 0) -> str:
+    """MRPC-shaped pairs that a BERT trained from scratch learns in about 20 steps, so F1 separates
+    learning rates at ASHA's first rung (the preset's proxy pairs stay at chance for ~250 steps, and
+    every model at chance predicts one class: F1 ties at 0 or 0.667, and ASHA stops no tie).
+    Label 1: sentence2 is sentence1 with every third word dropped; label 0: unrelated number words."""
+    rng = random.Random(seed)
+    for split, count in (("train", 800), ("validation", 100)):
+        rows = []
+        for i in range(count):
+            first = rng.choices(WORDS.split(), k=9)
+            second = [w for j, w in enumerate(first) if j % 3 != 2] if i % 2 else rng.choices(NUMBERS.split(), k=6)
+            rows.append({"sentence1": " ".join(first), "sentence2": " ".join(second), "label": i % 2})
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"{split}.csv"), "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return folder
 
 
 def test_bert_mrpc_offline_sweep_reports_accuracy_and_f1_and_asha_acts_on_them(ray_cluster, tmp_path, cache_dir):
-    data = datasets_offline.write(str(tmp_path / "data"))
     overrides = [
         "+experiment=bert_mrpc_offline",
-        f"data.path={data['mrpc_proxy']}",
-        "data.max_length=64",
-        "data.max_eval_samples=100",
-        "metric=eval_f1",  # the preset's accuracy drives ASHA the same way; F1 spreads more in 20 steps
+        f"data.path={write_learnable_pairs(str(tmp_path / 'pairs'))}",
+        "data.max_length=32",
+        "metric=eval_f1",  # the preset's eval_accuracy drives ASHA through the same path
         "cluster.num_workers=1",
-        "cluster.max_concurrent_trials=4",  # all at once: two at a time, ASHA once kept all four on eval_f1
+        # One at a time, in grid order: the learning trials reach the rung first. Side by side, two
+        # trials still at chance (F1 0.0) could arrive first, and ASHA stops nothing below a tie.
+        "cluster.max_concurrent_trials=1",
         f"training.max_steps={MAX_STEPS}",
-        "training.eval_steps=5",
-        "training.save_steps=5",
-        "training.logging_steps=5",
+        "training.eval_steps=10",
+        "training.save_steps=10",
+        "training.logging_steps=10",
         "training.warmup_steps=0",
-        "scheduler.grace_period=5",
-        "search_space.training.learning_rate.values=[3e-3,1e-3,1e-5,1e-6]",
+        "scheduler.grace_period=20",  # the one rung: 1e-2 and 3e-3 have learnt the pairs (F1 1.0), 1e-5 has not
+        "search_space.training.learning_rate.values=[1e-2,3e-3,1e-3,1e-5]",
     ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
     results = sweep.run(cfg)
@@ -42,8 +66,8 @@ def test_bert_mrpc_offline_sweep_reports_accuracy_and_f1_and_asha_acts_on_them(r
     for result in results:
         history = result.metrics_dataframe
         assert history["eval_accuracy"].between(0, 1).all() and history["eval_f1"].between(0, 1).all()
-    steps = sorted(result.metrics["step"] for result in results)
-    assert steps[0] < MAX_STEPS <= steps[-1], f"ASHA stopped no trial on eval_f1: final steps {steps}"
+    final_step = {result.config["training"]["learning_rate"]: result.metrics["step"] for result in results}
+    assert final_step[1e-2] == MAX_STEPS and final_step[1e-5] == 20, f"ASHA on eval_f1, final steps: {final_step}"
 
     best = best_trial(results, cfg)
     every_f1 = [f1 for result in results for f1 in result.metrics_dataframe["eval_f1"]]
