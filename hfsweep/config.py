@@ -30,6 +30,7 @@ ACCELERATE_LOOP_KEYS = {
 DATA_SOURCES = ("pydoc", "hub", "local")
 TOKENIZER_KINDS = ("byte_level_bpe", "wordpiece")
 REPORTED_METRICS = ("eval_loss", "eval_perplexity", "loss")  # every trial's reports, plus eval_<eval_metrics>
+PLATEAU = "reduce_lr_on_plateau"  # the one LR schedule that is not a function of the step
 GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fsdp (plain DDP) and DeepSpeed needs CUDA
 
 
@@ -292,6 +293,17 @@ def _validate_loop(cfg: dict) -> None:
     for key in cfg["training"]:
         if key not in ACCELERATE_LOOP_KEYS:
             raise ConfigError(f"training.{key}: loop=accelerate does not use it; remove it, or use loop=hf_trainer.")
+    if PLATEAU in lr_scheduler_types(cfg):
+        raise ConfigError(
+            f"training.lr_scheduler_type: loop=accelerate steps its schedule every optimizer step, and {PLATEAU} "
+            f"needs the eval metric; use another type, or loop=hf_trainer."
+        )
+
+
+def lr_scheduler_types(cfg: dict) -> set[str]:
+    """Every LR schedule the sweep's trials may use: the configured one and any searched ones."""
+    searched = cfg["search_space"].get("training", {}).get("lr_scheduler_type", {})
+    return {cfg["training"].get("lr_scheduler_type", "linear"), *searched.get("values", ())}
 
 
 def _validate_cluster(cluster: dict) -> None:

@@ -17,7 +17,7 @@ from ray.tune.schedulers import PopulationBasedTraining
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 from ray.tune.stopper import CombinedStopper
 
-from hfsweep.config import ConfigError
+from hfsweep.config import PLATEAU, ConfigError, lr_scheduler_types
 from hfsweep.loggers import HistoryCSVLoggerCallback, HistoryJsonLoggerCallback
 
 
@@ -170,6 +170,11 @@ def build_scheduler(cfg: dict, param_space: dict):
 
     node = cfg["scheduler"]
     cls = _target_class(node)
+    if issubclass(cls, PopulationBasedTraining) and PLATEAU in lr_scheduler_types(cfg):
+        raise ConfigError(
+            f"training.lr_scheduler_type: {PLATEAU} cannot carry an exploited trial's own learning rate "
+            f"over the donor's reductions; use another type with scheduler={cls.__name__}."
+        )
     if issubclass(cls, PB2):
         return _instantiate("scheduler", node, hyperparam_bounds=pb2_bounds(cfg["search_space"]))
     if issubclass(cls, PopulationBasedTraining):

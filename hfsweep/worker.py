@@ -118,6 +118,10 @@ def apply_hyperparameters(optimizer, lr_scheduler, training: dict) -> None:
     Restoring a checkpoint restores the donor's values too; a PBT-exploited trial must continue
     from the donor's weights with its own perturbed ones. The schedule's progress is kept.
     """
+    if not hasattr(lr_scheduler, "lr_lambdas"):
+        # reduce_lr_on_plateau: PBT is refused with it, so only the trial's own checkpoint, saved with
+        # these very hyperparameters, resumes it, and its restored reductions are kept as they are.
+        return
     learning_rate, weight_decay = training["learning_rate"], training.get("weight_decay", 0.0)
     lr_scheduler.base_lrs = [learning_rate] * len(optimizer.param_groups)
     factors = [fn(lr_scheduler.last_epoch) for fn in lr_scheduler.lr_lambdas]

@@ -127,6 +127,7 @@ def test_misspelt_typed_key_fails_composition(tmp_path):
         (["cluster.use_gpu=true"], r"cluster\.use_gpu: this machine has no CUDA GPU"),
         (["loop=accelerate", "+training.gradient_accumulation_steps=2"], r"^training\.gradient_accumulation_steps: loop=accelerate does not use it; remove it, or use loop=hf_trainer\.$"),
         (["loop=accelerate", "callbacks=early_stopping"], r"^callbacks: TrainerCallbacks need loop=hf_trainer"),
+        (["loop=accelerate", "training.lr_scheduler_type=reduce_lr_on_plateau"], r"^training\.lr_scheduler_type: loop=accelerate steps its schedule every optimizer step, and reduce_lr_on_plateau needs the eval metric; use another type, or loop=hf_trainer\.$"),
         (["model.tokenizer.kind=sentencepiece"], r"model\.tokenizer\.kind: cannot train 'sentencepiece'; use one of byte_level_bpe, wordpiece"),
         (["eval_metrics=[accuracy]"], r"eval_metrics: classification metrics need model\.task=sequence_classification"),
         (["model=bert_tiny", "eval_metrics=[auc]"], r"eval_metrics: 'auc' is not one of accuracy, f1, precision, recall"),

@@ -79,3 +79,27 @@ def test_accuracy_and_binary_f1_are_computed_locally():
     three = np.eye(3)[[0, 1, 2, 2]]
     assert compute_metrics_for(["f1"])((three, np.array([0, 1, 2, 0])))["f1"] == pytest.approx((2 / 3 + 1 + 2 / 3) / 3)
     assert compute_metrics_for([]) is None
+
+
+def test_resumed_hyperparameters_keep_the_schedules_progress_and_a_plateau_schedules_reductions():
+    from transformers import get_scheduler
+
+    from hfsweep.worker import apply_hyperparameters
+
+    def optimizer():
+        return torch.optim.AdamW(torch.nn.Linear(2, 2).parameters(), lr=1e-3)
+
+    linear = optimizer()
+    schedule = get_scheduler("linear", linear, num_warmup_steps=0, num_training_steps=10)
+    for _ in range(5):
+        linear.step()
+        schedule.step()
+    apply_hyperparameters(linear, schedule, {"learning_rate": 4e-3})  # an exploited trial's own lr, half-way down
+    assert linear.param_groups[0]["lr"] == pytest.approx(2e-3) and schedule.get_last_lr() == [pytest.approx(2e-3)]
+
+    plateau = optimizer()
+    schedule = get_scheduler("reduce_lr_on_plateau", plateau, scheduler_specific_kwargs={"patience": 0, "factor": 0.5})
+    schedule.step(1.0)
+    schedule.step(2.0)  # worse: one reduction
+    apply_hyperparameters(plateau, schedule, {"learning_rate": 1e-3})  # its own checkpoint's values
+    assert plateau.param_groups[0]["lr"] == pytest.approx(5e-4)
