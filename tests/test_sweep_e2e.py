@@ -27,7 +27,10 @@ SWEEP = [
     f"training.max_steps={MAX_STEPS}",
     "data.datasets_to_split=[train,validation]",  # each worker evaluates its shard; the loss is still the whole split's
     "scheduler.grace_period=10",
-    "search_space.training.learning_rate.values=[3e-3,1e-3,1e-6]",
+    "search_space.training.learning_rate.values=[3e-3,1e-6]",
+    # One at a time: 1e-6 reaches the step-10 rung after 3e-3 has set it, so ASHA stops it there.
+    # Side by side, whichever arrived first would always continue.
+    "cluster.max_concurrent_trials=1",
 ]
 
 
@@ -40,13 +43,11 @@ def finished_sweep(ray_cluster, tmp_path_factory, cache_dir):
 
 def test_every_trial_finishes_and_asha_stops_some(finished_sweep):
     cfg, results = finished_sweep
-    assert len(results) == 3
+    assert len(results) == 2
     assert results.errors == []
     statuses = {r.path: r.metrics["step"] for r in results}
     assert all(step % cfg["training"]["eval_steps"] == 0 for step in statuses.values())
-    stopped = [step for step in statuses.values() if step < MAX_STEPS]
-    assert stopped, f"ASHA stopped no trial: final steps {sorted(statuses.values())}"
-    assert any(step == MAX_STEPS for step in statuses.values())
+    assert sorted(statuses.values()) == [10, MAX_STEPS], "ASHA should stop 1e-6 at its first rung"
     for result in results:
         assert result.metrics["training_iteration"] == result.metrics["step"] // cfg["training"]["eval_steps"]
 
@@ -57,7 +58,7 @@ def test_fifo_runs_to_the_end_every_trial_of_the_grid_asha_stopped(finished_swee
     fifo = sweep.run(resolved_config([*grid, "scheduler=fifo", "cluster.num_workers=1"], tmp_path, cache_dir))
     assert fifo.errors == []
     assert sorted(r.config["training"]["learning_rate"] for r in fifo) == sorted(r.config["training"]["learning_rate"] for r in asha)
-    assert [r.metrics["step"] for r in fifo] == [MAX_STEPS] * 3
+    assert [r.metrics["step"] for r in fifo] == [MAX_STEPS] * 2
     assert min(r.metrics["step"] for r in asha) < MAX_STEPS
 
 
@@ -73,7 +74,7 @@ def test_every_report_reached_tune_with_its_checkpoint(finished_sweep):
 def test_best_checkpoint_loads_and_reproduces_its_eval_loss(finished_sweep):
     cfg, results = finished_sweep
     best = best_trial(results, cfg)
-    assert best.hyperparameters["training.learning_rate"] in (3e-3, 1e-3)
+    assert best.hyperparameters["training.learning_rate"] == 3e-3
     model = AutoModelForCausalLM.from_pretrained(best.checkpoint_path)
     tokenizer = AutoTokenizer.from_pretrained(best.checkpoint_path)
     data = prepare(cfg)
@@ -95,7 +96,7 @@ def test_run_directory_holds_config_provenance_table_plots_and_best_model(finish
     assert set(provenance["code"]) == {"commit", "dirty", "diff_sha256"}
 
     table = pd.read_csv(os.path.join(storage, "results.csv"))
-    assert len(table) == 3 and set(table["status"]) == {"TERMINATED"}
+    assert len(table) == 2 and set(table["status"]) == {"TERMINATED"}
     assert set(table["ended"]) == {"completed", "stopped by scheduler/stopper"}
     for _, row in table.iterrows():
         assert (row["ended"] == "completed") == (row["step"] == MAX_STEPS)
@@ -119,7 +120,7 @@ def test_report_command_regenerates_the_table(finished_sweep):
     os.remove(os.path.join(storage, "results.csv"))
     proc = subprocess.run([sys.executable, "-m", "hfsweep.report", storage], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert len(pd.read_csv(os.path.join(storage, "results.csv"))) == 3
+    assert len(pd.read_csv(os.path.join(storage, "results.csv"))) == 2
 
 
 def test_gpt2_wikitext_runs_offline_on_local_wikitext_files(ray_cluster, tmp_path, cache_dir):
@@ -146,6 +147,7 @@ def test_gpt2_wikitext_runs_offline_on_local_wikitext_files(ray_cluster, tmp_pat
         "training.logging_steps=5",
         "scheduler.grace_period=5",
         "search_space.training.learning_rate.values=[1e-3]",
+        "cluster.num_workers=1",  # the preset's 2 DDP workers are the default sweep's, tested above
     ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
     assert cfg["name"] == "gpt2_wikitext" and cfg["data"]["block_size"] == 128
