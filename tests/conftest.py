@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -36,11 +37,36 @@ def cache_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    """A local Ray with 8 logical CPUs, so two 2-worker trials fit on two cores."""
+    """A local Ray with 8 logical CPUs, so two 2-worker trials fit on two cores.
+
+    The modules share one (a start costs ~7 s on two cores); it is restarted when an earlier module
+    left any of it held, so every module starts on a whole, idle cluster.
+    """
     import ray
 
     from hfsweep.sweep import init_ray
 
+    if ray.is_initialized() and not all_resources_free():
+        ray.shutdown()
     init_ray({"address": None, "num_cpus": 8, "num_gpus": None})
     yield
+
+
+def all_resources_free(wait_s: float = 10.0) -> bool:
+    """Whether every logical CPU of the connected Ray is free, allowing ended actors to release theirs."""
+    import ray
+
+    deadline = time.time() + wait_s
+    while ray.available_resources().get("CPU", 0) < ray.cluster_resources().get("CPU", 0):
+        if time.time() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+@pytest.fixture
+def no_ray_connection():
+    """For tests that start their own Ray cluster: leave the modules' shared one first."""
+    import ray
+
     ray.shutdown()

@@ -27,7 +27,7 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def ray_head():
+def ray_head(no_ray_connection):
     """`ray start --head --block` on loopback, stopped by its PID (never `ray stop`). Its own
     short temp dir: Ray's socket paths must fit in 107 bytes, and other Rays here keep theirs."""
     temp_dir = tempfile.mkdtemp(prefix="ray-head-", dir="/tmp")
@@ -73,7 +73,7 @@ def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, tmp_path, cach
     assert (run_dir / "best" / "config.json").is_file()
 
 
-def test_a_trial_survives_losing_the_node_that_runs_its_workers(tmp_path, cache_dir):
+def test_a_trial_survives_losing_the_node_that_runs_its_workers(no_ray_connection, tmp_path, cache_dir):
     """Head: 1 CPU for the trial process. Two worker nodes with 2 `train_slot`s each and no CPU,
     so the workers (and only they) land there; the node running them is removed mid-trial."""
     import ray
