@@ -4,6 +4,7 @@ Reports the wall-time ratio ASHA / FIFO (target <= 0.5) and whether both found t
 configuration, measured in this one invocation.
 
     python benchmarks/sweep_efficiency.py --workers 1
+    python benchmarks/sweep_efficiency.py --workers 1 --steps 200 --asha scheduler.reduction_factor=4
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--asha", nargs="*", default=[], help="overrides for the ASHA run, e.g. scheduler.reduction_factor=4")
     args = parser.parse_args()
     common = [GRID, f"training.max_steps={args.steps}", f"cluster.num_workers={args.workers}"]
     init_ray(config(common, "/tmp/unused")["cluster"])
     walls, best = {}, {}
-    for scheduler in ("fifo", "asha"):
-        walls[scheduler], results = run_sweep([*common, f"scheduler={scheduler}"])
+    for scheduler, extra in (("fifo", []), ("asha", args.asha)):
+        walls[scheduler], results = run_sweep([*common, f"scheduler={scheduler}", *extra])
         result = results.get_best_result(metric="eval_loss", mode="min", scope="all")
         best[scheduler] = (result.config["training"]["learning_rate"], result.metrics_dataframe["eval_loss"].min())
         steps = sorted(r.metrics["step"] for r in results)
