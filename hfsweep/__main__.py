@@ -19,7 +19,7 @@ from hydra.errors import OverrideParseException
 from omegaconf import DictConfig
 
 from hfsweep import config as _schema  # noqa: F401  (registers hfsweep_schema in the ConfigStore)
-from hfsweep.config import ConfigError, to_plain_dict
+from hfsweep.config import ConfigError, to_plain_dict, validate
 
 
 def resolve(cfg: DictConfig, run_dir: str) -> dict:
@@ -32,11 +32,13 @@ def resolve(cfg: DictConfig, run_dir: str) -> dict:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-    from hfsweep import sweep
-
     run_dir = HydraConfig.get().runtime.output_dir
     try:
-        sweep.run(resolve(cfg, run_dir))
+        resolved = resolve(cfg, run_dir)
+        validate(resolved)  # a typo costs a second or two, not the import of Ray, torch and the data stack
+        from hfsweep import sweep
+
+        sweep.run(resolved)
     except ConfigError as err:
         remove_hydra_output(run_dir)  # raised before the sweep wrote anything
         print(f"hfsweep: error: {err}", file=sys.stderr)

@@ -28,14 +28,13 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
-from hydra.experimental.callback import Callback  # noqa: E402
 from ray import tune  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
+from hfsweep.multirun import BEST_FILE  # noqa: E402,F401  (replay reads it from here)
 from hfsweep.search import iter_leaves  # noqa: E402
 from hfsweep.tune_bridge import read_pointer  # noqa: E402
 
-BEST_FILE = "best.json"
 RESOLVED_CONFIG = "resolved_config.yaml"
 PROVENANCE_FILE = "provenance.json"
 
@@ -249,35 +248,6 @@ def write_report(run_dir: str) -> pd.DataFrame:
     plot_curves(analysis, cfg, os.path.join(run_dir, "curves.png"))
     plot_hyperparameters(table, cfg, os.path.join(run_dir, "hyperparameters.png"))
     return table
-
-
-class MultirunSummary(Callback):
-    """Hydra callback: after a multirun, one table row per job (overrides, best metric, best trial)."""
-
-    def on_multirun_end(self, config, **kwargs) -> None:
-        sweep_dir = Path(config.hydra.sweep.dir)
-        rows = []
-        job_dirs = sorted((p.parent for p in sweep_dir.glob(f"*/{BEST_FILE}")), key=lambda d: (len(d.name), d.name))
-        for job_dir in job_dirs:
-            best = json.loads((job_dir / BEST_FILE).read_text())
-            overrides = yaml.safe_load((job_dir / ".hydra" / "overrides.yaml").read_text()) or []
-            rows.append(
-                {
-                    "job": job_dir.name,
-                    "overrides": " ".join(overrides),
-                    best["metric"]: best["value"],
-                    "best_trial": best["trial_id"],
-                    "step": best["step"],
-                    "hyperparameters": json.dumps(best["hyperparameters"]),
-                }
-            )
-        if not rows:
-            return
-        table = pd.DataFrame(rows)
-        table.to_csv(sweep_dir / "multirun_summary.csv", index=False)
-        (sweep_dir / "multirun_summary.md").write_text(markdown(table))
-        print(f"Multirun summary ({len(rows)} jobs): {sweep_dir / 'multirun_summary.md'}")
-        print(table.to_string(index=False))
 
 
 def evaluate_model(model, tokenizer, validation_path: str, batch_size: int = 16) -> float:

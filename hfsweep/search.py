@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
 from typing import Any, Callable, Dict, Iterator, Tuple
 
 from hydra.utils import get_class, instantiate
@@ -166,16 +167,17 @@ def build_scheduler(cfg: dict, param_space: dict):
 
     Metric and mode come from the TuneConfig, so every scheduler optimises the same thing.
     """
-    from ray.tune.schedulers.pb2 import PB2  # its GP stack costs every trial process a second to import
-
     node = cfg["scheduler"]
     cls = _target_class(node)
+    # PB2's module imports a GP stack (scikit-learn: ~2 s); a class can only be a PB2 if loading
+    # the target already imported it.
+    pb2 = sys.modules.get("ray.tune.schedulers.pb2")
     if issubclass(cls, PopulationBasedTraining) and PLATEAU in lr_scheduler_types(cfg):
         raise ConfigError(
             f"training.lr_scheduler_type: {PLATEAU} cannot carry an exploited trial's own learning rate "
             f"over the donor's reductions; use another type with scheduler={cls.__name__}."
         )
-    if issubclass(cls, PB2):
+    if pb2 is not None and issubclass(cls, pb2.PB2):
         return _instantiate("scheduler", node, hyperparam_bounds=pb2_bounds(cfg["search_space"]))
     if issubclass(cls, PopulationBasedTraining):
         return _instantiate("scheduler", node, hyperparam_mutations=pbt_mutations(param_space))
