@@ -169,14 +169,14 @@ def build_scheduler(cfg: dict, param_space: dict):
     """
     node = cfg["scheduler"]
     cls = _target_class(node)
+    if issubclass(cls, PopulationBasedTraining) and PLATEAU in lr_scheduler_types(cfg):
+        raise ConfigError(
+            f"training.lr_scheduler_type: under {cls.__name__}, {PLATEAU} cannot carry an exploited trial's own "
+            f"learning rate over the donor's reductions; use another type (e.g. linear), or scheduler=asha."
+        )
     # PB2's module imports a GP stack (scikit-learn: ~2 s); a class can only be a PB2 if loading
     # the target already imported it.
     pb2 = sys.modules.get("ray.tune.schedulers.pb2")
-    if issubclass(cls, PopulationBasedTraining) and PLATEAU in lr_scheduler_types(cfg):
-        raise ConfigError(
-            f"training.lr_scheduler_type: {PLATEAU} cannot carry an exploited trial's own learning rate "
-            f"over the donor's reductions; use another type with scheduler={cls.__name__}."
-        )
     if pb2 is not None and issubclass(cls, pb2.PB2):
         return _instantiate("scheduler", node, hyperparam_bounds=pb2_bounds(cfg["search_space"]))
     if issubclass(cls, PopulationBasedTraining):

@@ -151,5 +151,5 @@ def test_a_setting_the_chosen_scheduler_does_not_take_names_the_key_to_drop(tmp_
 def test_population_training_refuses_a_plateau_schedule_even_a_searched_one(tmp_path, scheduler):
     searched = "+search_space.training.lr_scheduler_type={sampler:choice,values:[linear,reduce_lr_on_plateau]}"
     cfg = config(tmp_path, f"scheduler={scheduler}", searched)
-    with pytest.raises(ConfigError, match=r"^training\.lr_scheduler_type: reduce_lr_on_plateau cannot carry an exploited trial's own learning rate over the donor's reductions; use another type with scheduler=(PopulationBasedTraining|PB2)\.$"):
+    with pytest.raises(ConfigError, match=r"^training\.lr_scheduler_type: under (PopulationBasedTraining|PB2), reduce_lr_on_plateau cannot carry an exploited trial's own learning rate over the donor's reductions; use another type \(e\.g\. linear\), or scheduler=asha\.$"):
         build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
