@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+import yaml
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
@@ -30,6 +31,7 @@ ACCELERATE_LOOP_KEYS = {
 DATA_SOURCES = ("pydoc", "hub", "local")
 TOKENIZER_KINDS = ("byte_level_bpe", "wordpiece")
 REPORTED_METRICS = ("eval_loss", "eval_perplexity", "loss")  # every trial's reports, plus eval_<eval_metrics>
+RESOLVED_CONFIG = "resolved_config.yaml"  # a sweep's whole config, in its run directory
 PLATEAU = "reduce_lr_on_plateau"  # the one LR schedule that is not a function of the step
 GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fsdp (plain DDP) and DeepSpeed needs CUDA
 
@@ -352,3 +354,32 @@ def trial_shape(cluster: dict) -> str:
     if trains_in_process(cluster):
         return "1 worker in the trial's process"
     return f"1 CPU for the trial + {cluster['num_workers']} workers"
+
+
+def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -> dict:
+    """The config saved in a sweep's run directory, for resuming it. An override that changes it
+    is refused unless `force`; keys added to hfsweep since the run was saved take their defaults."""
+    saved_path = os.path.join(run_dir, RESOLVED_CONFIG)
+    if not os.path.isfile(saved_path):
+        raise ConfigError(f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass a sweep's run directory.")
+    with open(saved_path) as f:
+        saved = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepConfig), yaml.safe_load(f)), resolve=True)
+    cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
+    changed = sorted(_changed_keys(saved, cfg))
+    if changed and not force:
+        raise ConfigError(
+            f"resume: {', '.join(changed)} differ from the config saved in {run_dir}; "
+            f"drop those overrides, or pass --force to resume with them."
+        )
+    return cfg
+
+
+def _changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
+    keys = []
+    for key in old.keys() | new.keys():
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys += _changed_keys(a, b, f"{prefix}{key}.")
+        elif a != b:
+            keys.append(f"{prefix}{key}")
+    return keys

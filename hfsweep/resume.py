@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hfsweep.config import ConfigError
+from hfsweep.config import ConfigError, saved_config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,9 +19,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="KEY=VALUE changes to the saved config (need --force)")
     parser.add_argument("--force", action="store_true", help="resume even though the overrides change the config")
     args = parser.parse_args(argv)
-    from hfsweep import sweep
-
     try:
+        saved_config(args.run_dir, args.overrides, args.force)  # refuse in a second, before the sweep's imports
+        from hfsweep import sweep
+
         sweep.resume(args.run_dir, args.overrides, force=args.force)
     except ConfigError as err:
         print(f"hfsweep: error: {err}", file=sys.stderr)

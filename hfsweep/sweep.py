@@ -16,11 +16,10 @@ import tempfile
 
 import ray
 import yaml
-from omegaconf import OmegaConf
 from ray import tune
 
 from hfsweep.checkpoints import build_checkpoint_budget, checkpoint_disk_use
-from hfsweep.config import ConfigError, SweepConfig, resource_names, trial_resources, trial_shape, trains_in_process, validate
+from hfsweep.config import ConfigError, resource_names, saved_config, trial_resources, trial_shape, trains_in_process, validate
 from hfsweep.data import PreparedData, load_ray_datasets, prepare
 from hfsweep.models import build_model, check_pretrained_reachable, load_tokenizer
 from hfsweep.results import RESOLVED_CONFIG, best_trial, evaluate_model, export_best, summary, write_best, write_provenance, write_report
@@ -223,19 +222,7 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
     """Continue an interrupted sweep from its run directory: finished trials are kept, unfinished
     and errored ones resume from their latest checkpoint. The saved config is the config; an
     override that changes it is refused unless `force`."""
-    saved_path = os.path.join(run_dir, RESOLVED_CONFIG)
-    if not os.path.isfile(saved_path):
-        raise ConfigError(f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass a sweep's run directory.")
-    with open(saved_path) as f:
-        # Over the schema's defaults: a run saved before hfsweep gained a key resumes with its default.
-        saved = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepConfig), yaml.safe_load(f)), resolve=True)
-    cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
-    changed = sorted(_changed_keys(saved, cfg))
-    if changed and not force:
-        raise ConfigError(
-            f"resume: {', '.join(changed)} differ from the config saved in {run_dir}; "
-            f"drop those overrides, or pass --force to resume with them."
-        )
+    cfg = saved_config(run_dir, overrides, force)
     experiment = os.path.join(run_dir, cfg["name"])
     if not tune.Tuner.can_restore(experiment):
         raise ConfigError(f"resume: '{experiment}' holds no Tune experiment state; nothing to resume.")
@@ -245,17 +232,6 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
     # The loggers and the checkpoint budget come back with the Tuner, their state included.
     tuner = tune.Tuner.restore(experiment, trainable_for(cfg, data), resume_errored=True, param_space=param_space)
     return fit(tuner, cfg, data)
-
-
-def _changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
-    keys = []
-    for key in old.keys() | new.keys():
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            keys += _changed_keys(a, b, f"{prefix}{key}.")
-        elif a != b:
-            keys.append(f"{prefix}{key}")
-    return keys
 
 
 def fit(tuner: tune.Tuner, cfg: dict, data: PreparedData) -> tune.ResultGrid:
