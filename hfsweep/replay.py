@@ -17,8 +17,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from hfsweep.config import ConfigError
-from hfsweep.results import BEST_FILE, RESOLVED_CONFIG, markdown
+from hfsweep.config import RESOLVED_CONFIG, ConfigError
+from hfsweep.multirun import BEST_FILE
+from hfsweep.results import markdown
 from hfsweep.search import apply_sampled, nested
 
 REPLAY_DIR = "replay"

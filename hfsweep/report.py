@@ -10,7 +10,8 @@ import argparse
 import os
 import sys
 
-from hfsweep.results import RESOLVED_CONFIG, write_report
+from hfsweep.config import RESOLVED_CONFIG
+from hfsweep.results import write_report
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,8 +31,8 @@ import yaml  # noqa: E402
 from ray import tune  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
-from hfsweep.config import RESOLVED_CONFIG  # noqa: E402,F401  (report, replay and sweep read it from here)
-from hfsweep.multirun import BEST_FILE  # noqa: E402,F401  (replay reads it from here)
+from hfsweep.config import RESOLVED_CONFIG  # noqa: E402
+from hfsweep.multirun import BEST_FILE  # noqa: E402
 from hfsweep.search import iter_leaves  # noqa: E402
 from hfsweep.tune_bridge import read_pointer  # noqa: E402
 

@@ -19,10 +19,10 @@ import yaml
 from ray import tune
 
 from hfsweep.checkpoints import build_checkpoint_budget, checkpoint_disk_use
-from hfsweep.config import ConfigError, resource_names, saved_config, trial_resources, trial_shape, trains_in_process, validate
+from hfsweep.config import RESOLVED_CONFIG, ConfigError, resource_names, saved_config, trial_resources, trial_shape, trains_in_process, validate
 from hfsweep.data import PreparedData, load_ray_datasets, prepare
 from hfsweep.models import build_model, check_pretrained_reachable, load_tokenizer
-from hfsweep.results import RESOLVED_CONFIG, best_trial, evaluate_model, export_best, summary, write_best, write_provenance, write_report
+from hfsweep.results import best_trial, evaluate_model, export_best, summary, write_best, write_provenance, write_report
 from hfsweep.search import build_loggers, build_scheduler, build_search_alg, build_stopper, compile_search_space
 from hfsweep.trial import run_trial
 

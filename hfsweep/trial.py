@@ -50,9 +50,10 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, ray_datasets: dic
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     started_at = time.time()
     trial_cfg = apply_sampled(cfg, sampled)
-    if data_changed(cfg, trial_cfg):  # a searched data or tokenizer key: prepare (cached) for this trial
+    changed = data_changed(cfg, trial_cfg)
+    if changed:  # a searched data or tokenizer key: prepare (cached) for this trial
         data = prepare(trial_cfg)
-    if data_changed(cfg, trial_cfg) or trial_cfg["seed"] != cfg["seed"]:  # a searched seed (replay) reshuffles too
+    if changed or trial_cfg["seed"] != cfg["seed"]:  # a searched seed (replay) reshuffles too
         ray_datasets = load_ray_datasets(data, trial_cfg["data"]["datasets_to_split"], trial_cfg["seed"])
     resume_from = read_pointer(tune.get_checkpoint())
     cluster = trial_cfg["cluster"]  # any key may be searched, cluster.* included
