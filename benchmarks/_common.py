@@ -16,8 +16,8 @@ os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from hfsweep import config as _schema  # noqa: E402,F401
-from hfsweep.config import to_plain_dict  # noqa: E402
+from hfsweep.config import schema  # noqa: E402,F401
+from hfsweep.config.loading import to_plain_dict  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ def config(overrides: list[str], storage: str) -> dict:
 
 def run_sweep(overrides: list[str]) -> tuple[float, object]:
     """Wall time of one sweep (data already cached, Ray already started) and its ResultGrid."""
-    from hfsweep import sweep
+    from hfsweep.driver import sweep
 
     storage = tempfile.mkdtemp(prefix="hfsweep-bench-")
     cfg = config(overrides, storage)
@@ -42,7 +42,7 @@ def run_sweep(overrides: list[str]) -> tuple[float, object]:
 
 def plain_trainer_saves(cfg: dict, workers: int) -> list[tuple[int, float]]:
     """Run the plain Trainer baseline on the same prepared data; return (step, time) of each save."""
-    from hfsweep.data import prepare
+    from hfsweep.data.prepare import prepare
 
     data = prepare(cfg)
     with tempfile.TemporaryDirectory() as out:

@@ -15,7 +15,8 @@ import datasets
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments, default_data_collator, set_seed
 
-from hfsweep.models import build_model, load_tokenizer
+from hfsweep.data.tokenizers import load_tokenizer
+from hfsweep.models import build_model
 
 
 class SaveClock(TrainerCallback):

@@ -20,9 +20,10 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from transformers import Trainer, TrainingArguments, default_data_collator, set_seed
 
-from hfsweep.data import prepare
-from hfsweep.models import build_model, load_tokenizer
-from hfsweep.sweep import init_ray
+from hfsweep.data.prepare import prepare
+from hfsweep.data.tokenizers import load_tokenizer
+from hfsweep.models import build_model
+from hfsweep.driver.ray_cluster import init_ray
 
 GRID = [3e-3, 1e-3, 1e-4, 1e-5]
 STEPS, EVAL_STEPS, GRACE = 60, 10, 20

@@ -13,7 +13,7 @@ import argparse
 
 from _common import config, run_sweep
 
-from hfsweep.sweep import init_ray
+from hfsweep.driver.ray_cluster import init_ray
 
 GRID = "search_space.training.learning_rate.values=[1e-2,5e-3,3e-3,2e-3,1e-3,5e-4,1e-4,1e-5]"
 

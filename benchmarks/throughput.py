@@ -13,7 +13,7 @@ import argparse
 
 from _common import config, median_spread, plain_trainer_saves, run_sweep
 
-from hfsweep.sweep import init_ray
+from hfsweep.driver.ray_cluster import init_ray
 
 
 def tokens_per_second(steps: list[int], seconds: float, cfg: dict, workers: int) -> float:

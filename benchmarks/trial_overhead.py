@@ -20,7 +20,7 @@ import time
 
 from _common import config, median_spread, run_sweep
 
-from hfsweep.sweep import init_ray
+from hfsweep.driver.ray_cluster import init_ray
 
 
 def empty_fit_seconds(workers: int) -> float:

@@ -17,14 +17,14 @@ CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 def compose_config(overrides: list[str] = ()):
     """Compose conf/config.yaml with overrides, as `python -m hfsweep` would."""
-    from hfsweep import config as _schema  # noqa: F401  (registers hfsweep_schema)
+    from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema)
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return compose(config_name="config", overrides=list(overrides))
 
 
 def resolved_config(overrides: list[str], storage: Path, cache: Path) -> dict:
-    from hfsweep.__main__ import resolve
+    from hfsweep.config.loading import resolve
 
     cfg = compose_config([*overrides, f"cache_dir={cache}"])
     return resolve(cfg, str(storage))
@@ -44,7 +44,7 @@ def ray_cluster():
     """
     import ray
 
-    from hfsweep.sweep import init_ray
+    from hfsweep.driver.ray_cluster import init_ray
 
     if ray.is_initialized() and not all_resources_free():
         ray.shutdown()

@@ -9,7 +9,7 @@ import time
 
 from transformers import TrainerCallback
 
-from hfsweep.tune_bridge import POINTER_FILE
+from hfsweep.trial.bridge import POINTER_FILE
 
 
 class CrashMidSave(TrainerCallback):
@@ -58,7 +58,7 @@ class SweepInBackground:
     """`sweep.run(cfg)` in a thread, so a test can inject a fault into the running sweep."""
 
     def __init__(self, cfg: dict):
-        from hfsweep import sweep
+        from hfsweep.driver import sweep
 
         self.sweep_dir = os.path.join(cfg["cluster"]["storage_path"], cfg["name"])
         self.train_runs, self.outcome = os.path.join(self.sweep_dir, "train_runs"), {}

@@ -10,8 +10,8 @@ import random
 import pytest
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from hfsweep import sweep
-from hfsweep.results import best_trial
+from hfsweep.driver import sweep
+from hfsweep.driver.results import best_trial
 from tests.conftest import resolved_config
 
 pytestmark = pytest.mark.slow

@@ -5,12 +5,13 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from hydra.errors import ConfigCompositionException
 
-from hfsweep.config import ConfigError, validate
+from hfsweep.config.errors import ConfigError
+from hfsweep.config.validation import validate
 from tests.conftest import CONF_DIR, resolved_config
 
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
@@ -89,7 +90,7 @@ def test_every_strategy_composes_and_gpu_only_ones_are_refused_on_cpu(strategy, 
 
 
 def test_precision_and_activation_checkpointing_switches_reach_the_training_arguments(tmp_path):
-    from hfsweep.worker import training_arguments
+    from hfsweep.loops.hf_trainer import training_arguments
 
     cfg = resolved_config(["training.bf16=true", "training.activation_checkpointing=true"], tmp_path, tmp_path)
     validate(cfg)  # CPUs run bf16 through torch's autocast
@@ -97,75 +98,95 @@ def test_precision_and_activation_checkpointing_switches_reach_the_training_argu
     assert args.bf16 and not args.fp16 and args.activation_checkpointing
 
 
-def test_unknown_group_option_fails_composition(tmp_path):
-    with pytest.raises(ConfigCompositionException, match="scheduler"):
-        resolved_config(["scheduler=nope"], tmp_path, tmp_path)
+# Every input hfsweep refuses, with the one line it answers (after "hfsweep: error: "). Each runs
+# as a user runs it: `python -m hfsweep ARGS`, exit status 2, nothing left in the run directory.
+REFUSED = [
+    # Hydra's composition errors, caught before Hydra's app starts
+    (["training.learning_rat=0.001"], "training.learning_rat: not a key of training (did you mean 'learning_rate'?); fix the spelling."),
+    (["training.some_new_field=1"], "training.some_new_field: not a key of training; to add a new key, write +training.some_new_field=VALUE."),
+    (["cluster.num_worker=2"], "cluster.num_worker: not a key of cluster (did you mean 'num_workers'?); fix the spelling."),
+    (["seed=abc"], "seed: Value 'abc' of type 'str' could not be converted to Integer; give a value of that type, e.g. seed=42."),
+    (["scheduler=ashaa"], "scheduler=ashaa: no such option (did you mean 'asha'?); choose one of asha, fifo, hyperband, median, pb2, pbt."),
+    (["-m", "scheduler=asha,fifoo"], "scheduler=fifoo: no such option (did you mean 'fifo'?); choose one of asha, fifo, hyperband, median, pb2, pbt."),
+    (["stopper=threshold"], "stopper.threshold.threshold: has no value (???); set it, e.g. stopper.threshold.threshold=VALUE."),
+    # values that make no sense
+    (["num_samples=0"], "num_samples: must be at least 1 (trials per grid point), not 0; e.g. num_samples=1."),
+    (["mode=maximum"], "mode: must be 'min' or 'max', not 'maximum'."),
+    (["metric=eval_acuracy"], "metric: no trial reports 'eval_acuracy'; choose one of eval_loss, eval_perplexity, loss."),
+    (["model.task=translation"], "model.task: 'translation' is not one of causal_lm, sequence_classification."),
+    (["model.tokenizer.kind=sentencepiece"], "model.tokenizer.kind: cannot train 'sentencepiece'; use one of byte_level_bpe, wordpiece."),
+    (["checkpoints.keep_per_trial=0"], "checkpoints.keep_per_trial: must be at least 1 (the best checkpoint), not 0; or null to keep every checkpoint."),
+    # training
+    (["+training.learning_rat=0.1"], "training.learning_rat: not a transformers.TrainingArguments field (did you mean 'learning_rate'?); remove it or fix the spelling."),
+    (["+strategy.training_args.fsdp_confi=x"], "strategy.training_args.fsdp_confi: not a transformers.TrainingArguments field (did you mean 'fsdp_config'?); remove it or fix the spelling."),
+    (["training.per_device_train_batch_size=0"], "training.per_device_train_batch_size: must be a positive integer, not 0; e.g. training.per_device_train_batch_size=8."),
+    (["training.save_steps=15"], "training.save_steps (15): must be a multiple of training.eval_steps (10), or schedulers act on stale metrics; e.g. training.save_steps=10."),
+    (["training.eval_strategy=no"], "training.eval_strategy and training.save_strategy: both must be 'steps', so every checkpoint reaches Tune with a fresh eval metric."),
+    (["training.max_steps=0"], "training.max_steps: must be a positive integer (a Ray Data training set is an iterable, so the Trainer needs max_steps), e.g. training.max_steps=100."),
+    (["+training.output_dir=/x"], "training.output_dir: hfsweep sets this itself; remove it from the config."),
+    # data
+    (["data.block_size=512"], "data.block_size (512): larger than the model's 128 positions; lower it (data.block_size=128) or raise the model's positions."),
+    (["data.path=/tmp"], "data.path: is set, but data.source is 'pydoc', which does not read it; add data.source=local, or drop data.path."),
+    (["data.source=local", "data.path=/no/such/dir"], "data.path: '/no/such/dir' does not exist; point it at a folder of train.*/validation.* files."),
+    (["data.source=hub"], "data.name: data.source=hub needs a dataset name, e.g. data.name=wikitext."),
+    (["data.source=ftp"], "data.source: 'ftp' is not one of pydoc, hub, local."),
+    (["data.datasets_to_split=[validation]"], "data.datasets_to_split: ['validation'] is neither [train] (every worker evaluates the whole validation split) nor [train,validation] (each evaluates its Ray Data shard); use one of them."),
+    (["+experiment=gpt2_wikitext"], "data: cannot load 'wikitext' from the Hugging Face hub (ConnectionError); run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt)."),
+    # metrics
+    (["eval_metrics=[accuracy]"], "eval_metrics: model.task=causal_lm computes no eval metrics; set eval_metrics=[]."),
+    (["model=bert_tiny", "eval_metrics=[auc]"], "eval_metrics: 'auc' is not one of accuracy, f1, precision, recall."),
+    (["model=bert_tiny", "metric=eval_f1", "eval_metrics=[accuracy]"], "metric: eval_f1 is never computed; add it, e.g. eval_metrics=[accuracy,f1]."),
+    (["model=bert_tiny", "data.max_length=256"], "data.max_length (256): larger than the model's 128 positions; lower it (data.max_length=128) or raise the model's positions."),
+    # cluster and hardware
+    (["cluster.num_cpus=4", "cluster.num_workers=4"], "cluster.num_workers: one trial needs 5 CPUs (1 CPU for the trial + 4 workers) but cluster.num_cpus is 4; raise cluster.num_cpus or lower cluster.num_workers."),
+    (["cluster.use_gpu=true"], "cluster.use_gpu: this machine has no CUDA GPU; set cluster.use_gpu=false."),
+    (["+cluster.resources_per_worker.GPU=1"], "cluster.resources_per_worker.GPU: this machine has no CUDA GPU; remove it (~cluster.resources_per_worker.GPU)."),
+    # loops
+    (["loop=accelerate", "+training.optim=adafactor"], "training.optim: loop=accelerate does not use it; remove it, or use loop=hf_trainer."),
+    (["loop=accelerate", "callbacks=early_stopping"], "callbacks: TrainerCallbacks need loop=hf_trainer; use callbacks=none with loop=accelerate."),
+    (["loop=accelerate", "training.lr_scheduler_type=reduce_lr_on_plateau"], "training.lr_scheduler_type: loop=accelerate steps its schedule every optimizer step, and reduce_lr_on_plateau needs the eval metric; use another type, or loop=hf_trainer."),
+    # search space (checked by the sweep, still before Ray starts)
+    (["search_space.training.learning_rate.sampler=nope"], "search_space.training.learning_rate: unknown sampler 'nope'; use one of choice, grid, uniform, quniform, loguniform, qloguniform, randint, qrandint, lograndint."),
+    (["strategy=fsdp"], "strategy=fsdp: needs GPUs; set cluster.use_gpu=true on a GPU machine, or use strategy=ddp on CPUs."),
+]
+if importlib.util.find_spec("deepspeed") is None:
+    REFUSED.append((["strategy=deepspeed_zero2"], "strategy=deepspeed_zero2: DeepSpeed is not installed; pip install 'hfsweep[deepspeed]' (on a machine with CUDA GPUs), or use strategy=ddp."))
 
 
-def test_misspelt_typed_key_fails_composition(tmp_path):
-    with pytest.raises(ConfigCompositionException, match="num_worker"):
-        resolved_config(["cluster.num_worker=2"], tmp_path, tmp_path)
+def run_cli(args: list[str], run_dir: Path, cache: Path) -> subprocess.CompletedProcess:
+    where = [f"hydra.sweep.dir={run_dir}"] if "-m" in args else [f"hydra.run.dir={run_dir}"]
+    return subprocess.run(
+        [sys.executable, "-m", "hfsweep", *args, *where, f"cache_dir={cache}"], capture_output=True, text=True, timeout=120
+    )
 
 
-@pytest.mark.parametrize(
-    "overrides, message",
-    [
-        (["+training.learning_rat=0.1"], r"training\.learning_rat: not a transformers\.TrainingArguments field \(did you mean 'learning_rate'\?\)"),
-        (["+strategy.training_args.fsdp_confi=x"], r"strategy\.training_args\.fsdp_confi: not a transformers\.TrainingArguments field"),
-        (["training.save_steps=15"], r"training\.save_steps \(15\): must be a multiple of training\.eval_steps \(10\)"),
-        (["training.eval_strategy=no"], r"training\.eval_strategy and training\.save_strategy: both must be 'steps'"),
-        (["training.max_steps=0"], r"training\.max_steps: must be a positive integer"),
-        (["+training.output_dir=/x"], r"training\.output_dir: hfsweep sets this itself"),
-        (["mode=maximum"], r"mode: must be 'min' or 'max', not 'maximum'"),
-        (["metric=eval_acuracy"], r"^metric: no trial reports 'eval_acuracy'; choose one of eval_loss, eval_perplexity, loss\.$"),
-        (["data.block_size=512"], r"data\.block_size \(512\): larger than the model's 128 positions"),
-        (["data.source=local", "data.path=/no/such/dir"], r"data\.path: '/no/such/dir' does not exist"),
-        (["data.source=hub"], r"data\.name: data\.source=hub needs a dataset name"),
-        (["data.source=ftp"], r"data\.source: 'ftp' is not one of pydoc, hub, local"),
-        (["data.datasets_to_split=[validation]"], r"^data\.datasets_to_split: \['validation'\] is neither \[train\] .* nor \[train,validation\] .*; use one of them\.$"),
-        (["cluster.num_cpus=4", "cluster.num_workers=4"], r"cluster\.num_workers: one trial needs 5 CPUs"),
-        (["cluster.use_gpu=true"], r"cluster\.use_gpu: this machine has no CUDA GPU"),
-        (["loop=accelerate", "+training.gradient_accumulation_steps=2"], r"^training\.gradient_accumulation_steps: loop=accelerate does not use it; remove it, or use loop=hf_trainer\.$"),
-        (["loop=accelerate", "callbacks=early_stopping"], r"^callbacks: TrainerCallbacks need loop=hf_trainer"),
-        (["loop=accelerate", "training.lr_scheduler_type=reduce_lr_on_plateau"], r"^training\.lr_scheduler_type: loop=accelerate steps its schedule every optimizer step, and reduce_lr_on_plateau needs the eval metric; use another type, or loop=hf_trainer\.$"),
-        (["model.tokenizer.kind=sentencepiece"], r"model\.tokenizer\.kind: cannot train 'sentencepiece'; use one of byte_level_bpe, wordpiece"),
-        (["eval_metrics=[accuracy]"], r"eval_metrics: classification metrics need model\.task=sequence_classification"),
-        (["model=bert_tiny", "eval_metrics=[auc]"], r"eval_metrics: 'auc' is not one of accuracy, f1, precision, recall"),
-        (["model=bert_tiny", "metric=eval_f1", "eval_metrics=[accuracy]"], r"metric: eval_f1 is never computed; add it, e\.g\. eval_metrics=\[accuracy,f1\]"),
-        (["model=bert_tiny", "data.max_length=256"], r"data\.max_length \(256\): larger than the model's 128 positions"),
-    ],
-)
-def test_validation_errors_name_the_key_and_fix(overrides, message, tmp_path):
-    cfg = resolved_config(overrides, tmp_path, tmp_path)
-    with pytest.raises(ConfigError, match=message):
-        validate(cfg)
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory) -> dict:
+    """Every REFUSED command line, run three at a time (each is mostly imports)."""
+    root = tmp_path_factory.mktemp("refused")
+
+    def run(i_case):
+        i, (args, _) = i_case
+        return i, run_cli(args, root / str(i), root / "cache"), root / str(i)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return {i: (proc, run_dir) for i, proc, run_dir in pool.map(run, enumerate(REFUSED))}
 
 
-@pytest.mark.parametrize(
-    "override, message",
-    [
-        (
-            "+training.learning_rat=0.1",
-            "training.learning_rat: not a transformers.TrainingArguments field (did you mean 'learning_rate'?); "
-            "remove it or fix the spelling.",
-        ),
-        (
-            "+experiment=gpt2_wikitext",
-            "data: cannot load 'wikitext' from the Hugging Face hub (ConnectionError); "
-            "run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt).",
-        ),
-        ("stopper=threshold", "stopper.threshold.threshold: has no value (???); set it, e.g. stopper.threshold.threshold=VALUE."),
-        ("scheduler=ashaa", "scheduler=ashaa: no such option in conf/scheduler/; choose one of asha, fifo, hyperband, median, pb2, pbt."),
-    ],
-)
-def test_cli_refuses_in_one_line_with_exit_2_and_leaves_nothing(override, message, tmp_path):
-    run_dir = tmp_path / "run"
-    proc = subprocess.run(
-        [sys.executable, "-m", "hfsweep", override, f"hydra.run.dir={run_dir}"], capture_output=True, text=True, timeout=120
+@pytest.mark.parametrize("case", range(len(REFUSED)), ids=[" ".join(args) for args, _ in REFUSED])
+def test_every_refused_input_gets_one_line_naming_the_key_and_fix_exit_2_and_leaves_nothing(case, refusals):
+    proc, run_dir = refusals[case]
+    assert proc.stderr.strip().splitlines() == [f"hfsweep: error: {REFUSED[case][1]}"], proc.stderr[-2000:]
+    assert proc.returncode == 2
+    assert not run_dir.exists(), "a rejected config must leave no output behind"
+
+
+def test_a_training_value_the_search_space_also_sets_is_named_in_one_warning(tmp_path):
+    proc = run_cli(["training.learning_rate=0.01", "search_space.training.learning_rate.sampler=nope"], tmp_path / "run", tmp_path)
+    assert proc.stderr.strip().splitlines()[0] == (
+        "hfsweep: warning: training.learning_rate is also set by search_space.training.learning_rate; the searched values win."
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [f"hfsweep: error: {message}"]
-    assert not run_dir.exists(), "a rejected config must leave no output behind"
 
 
 def test_bf16_on_a_gpu_without_it_is_refused(tmp_path, monkeypatch):

@@ -10,10 +10,12 @@ import datasets
 import pyarrow.parquet
 import pytest
 
-from hfsweep import datasets_offline
-from hfsweep.config import ConfigError, DataConfig
-from hfsweep.data import group_texts, prepare
-from hfsweep.models import load_tokenizer
+from hfsweep.data import offline as datasets_offline
+from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import DataConfig
+from hfsweep.data.prepare import prepare
+from hfsweep.tasks.causal_lm import group_texts
+from hfsweep.data.tokenizers import load_tokenizer
 
 
 def data_config(cache, task="causal_lm", tokenizer="byte_level_bpe", **data):

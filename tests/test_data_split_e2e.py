@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hfsweep import sweep
-from hfsweep.data import prepare
-from hfsweep.results import evaluate_model
+from hfsweep.driver import sweep
+from hfsweep.data.prepare import prepare
+from hfsweep.driver.results import evaluate_model
 from tests.conftest import resolved_config
 
 pytestmark = pytest.mark.slow

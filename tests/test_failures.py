@@ -12,22 +12,21 @@ import pandas as pd
 import psutil
 import pytest
 
-from hfsweep import sweep
-from hfsweep.config import ConfigError
+from hfsweep.driver import sweep
+from hfsweep.driver.ray_cluster import check_reachable, max_concurrent_trials
+from hfsweep.config.errors import ConfigError
 from tests.conftest import resolved_config
 from tests.faults import HOLD_AFTER_STEP_10, SweepInBackground, assert_one_restart_from_a_checkpoint
 
 
-def test_unreachable_cluster_address_fails_within_seconds():
-    start = time.perf_counter()
+def test_unreachable_cluster_address_is_refused_by_a_probe_before_ray_init():
     with pytest.raises(ConfigError, match=r"^cluster\.address: cannot reach a Ray head at '127\.0\.0\.1:1' \(ConnectionRefusedError\)"):
-        sweep.check_reachable("127.0.0.1:1")
-    assert time.perf_counter() - start < 10
+        check_reachable("127.0.0.1:1")
 
 
 def test_malformed_cluster_address_names_the_form():
     with pytest.raises(ConfigError, match=r"HOST:PORT"):
-        sweep.check_reachable("ray://head-without-port")
+        check_reachable("ray://head-without-port")
 
 
 def test_unwritable_storage_path_fails_before_ray(tmp_path, cache_dir):
@@ -107,15 +106,17 @@ def test_a_crash_in_the_middle_of_a_save_resumes_from_the_last_complete_checkpoi
     assert len(sizes) == 2 and sizes[0] == 64 < sizes[1], "the retry wrote its own checkpoint-20; the half one was never used"
 
 
-def test_a_trial_shape_the_cluster_cannot_hold_fails_at_once(ray_cluster, tmp_path, cache_dir):
-    cfg = resolved_config(["cluster.resources_per_worker.CPU=8"], tmp_path, cache_dir)
+def test_a_trial_shape_the_cluster_cannot_hold_fails_at_once_and_writes_nothing(ray_cluster, tmp_path, cache_dir):
+    """A reachable cluster (the test's Ray, 8 logical CPUs) too small for one trial."""
+    cfg = resolved_config(["cluster.address=auto", "cluster.resources_per_worker.CPU=8"], tmp_path, cache_dir)
     with pytest.raises(ConfigError, match=r"^cluster\.resources_per_worker: one trial needs 17 CPU \(1 CPU for the trial \+ 2 workers\) but the cluster has 8;"):
-        sweep.check_trial_fits(cfg["cluster"])
+        sweep.run(cfg)
+    assert not (tmp_path / "resolved_config.yaml").exists() and not (tmp_path / "provenance.json").exists()
 
 
 def test_a_local_ray_runs_single_process_trials_at_most_one_per_core(ray_cluster, tmp_path, cache_dir):
     """8 logical CPUs: two 2-worker trials fit (3 CPUs each), single-process ones one per core."""
     in_process = resolved_config(["cluster.num_workers=1"], tmp_path, cache_dir)["cluster"]
-    assert sweep.max_concurrent_trials(in_process) == min(8, os.cpu_count())
-    assert sweep.max_concurrent_trials({**in_process, "max_concurrent_trials": 5}) == 5
-    assert sweep.max_concurrent_trials(resolved_config([], tmp_path, cache_dir)["cluster"]) == 2
+    assert max_concurrent_trials(in_process) == min(8, os.cpu_count())
+    assert max_concurrent_trials({**in_process, "max_concurrent_trials": 5}) == 5
+    assert max_concurrent_trials(resolved_config([], tmp_path, cache_dir)["cluster"]) == 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoModelForCausalLM
 
-from hfsweep import sweep
+from hfsweep.driver import sweep
 from hfsweep.models import weights_digest
 from tests.conftest import resolved_config
 

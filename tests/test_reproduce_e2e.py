@@ -15,8 +15,9 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import AutoModelForCausalLM
 
-from hfsweep import replay, sweep
-from hfsweep.results import best_trial
+from hfsweep.cli import replay
+from hfsweep.driver import sweep
+from hfsweep.driver.results import best_trial
 from tests.conftest import resolved_config
 
 pytestmark = pytest.mark.slow

@@ -16,8 +16,9 @@ from ray.tune.schedulers.pb2 import PB2
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 from ray.tune.stopper import CombinedStopper, ExperimentPlateauStopper, MaximumIterationStopper, TrialPlateauStopper
 
-from hfsweep.config import ConfigError
-from hfsweep.search import ThresholdStopper, build_scheduler, build_search_alg, build_stopper, compile_search_space
+from hfsweep.config.errors import ConfigError
+from hfsweep.driver.schedulers import ThresholdStopper, build_scheduler, build_search_alg, build_stopper
+from hfsweep.driver.search_space import compile_search_space
 from tests.conftest import CONF_DIR, resolved_config
 
 SCHEDULERS = {
@@ -125,7 +126,7 @@ def test_threshold_stopper_needs_its_threshold(tmp_path):
 
 
 def test_early_stopping_callback_needs_matching_direction(tmp_path):
-    from hfsweep.config import validate
+    from hfsweep.config.validation import validate
 
     cfg = config(tmp_path, "callbacks=early_stopping")
     validate(cfg)

@@ -9,7 +9,7 @@ import sys
 import pandas as pd
 import pytest
 
-from hfsweep import sweep
+from hfsweep.driver import sweep
 from tests.conftest import resolved_config
 
 pytestmark = pytest.mark.slow

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from ray.tune.search.sample import Categorical, Float, Integer, LogUniform, Quantized
 
-from hfsweep.config import ConfigError
-from hfsweep.search import apply_sampled, compile_search_space
+from hfsweep.config.errors import ConfigError
+from hfsweep.config.loading import apply_sampled
+from hfsweep.driver.search_space import compile_search_space
 
 BASE = {"training": {"learning_rate": 1e-3, "warmup_steps": 0}, "model": {"config": {"n_layer": 2}}}
 

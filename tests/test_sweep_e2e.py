@@ -14,10 +14,10 @@ import ray
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hfsweep import sweep
-from hfsweep.data import prepare
+from hfsweep.driver import sweep
+from hfsweep.data.prepare import prepare
 from hfsweep.models import weights_digest
-from hfsweep.results import best_trial, evaluate_model
+from hfsweep.driver.results import best_trial, evaluate_model
 from tests.conftest import resolved_config
 
 pytestmark = pytest.mark.slow

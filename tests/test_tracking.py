@@ -12,11 +12,11 @@ from ray.air.integrations.mlflow import MLflowLoggerCallback
 import pyarrow.fs
 from ray.tune.logger import TBXLoggerCallback
 
-from hfsweep import replay
-from hfsweep.checkpoints import CheckpointBudget, build_checkpoint_budget
-from hfsweep.config import ConfigError, validate
-from hfsweep.loggers import FlushingWandbLoggerCallback, HistoryCSVLoggerCallback, HistoryJsonLoggerCallback
-from hfsweep.search import build_loggers
+from hfsweep.cli import replay
+from hfsweep.driver.checkpoint_budget import CheckpointBudget, build_checkpoint_budget
+from hfsweep.config.errors import ConfigError
+from hfsweep.config.validation import validate
+from hfsweep.driver.loggers import FlushingWandbLoggerCallback, HistoryCSVLoggerCallback, HistoryJsonLoggerCallback, build_loggers
 from tests.conftest import CONF_DIR, resolved_config
 
 LOGGERS = {"tensorboard": TBXLoggerCallback, "wandb": FlushingWandbLoggerCallback, "mlflow": MLflowLoggerCallback}

@@ -9,10 +9,10 @@ import torch
 from torch.nn import functional as F
 from transformers import Trainer
 
-from hfsweep.metrics import compute_metrics_for
+from hfsweep.tasks.metrics import compute_metrics_for
 from hfsweep.models import build_model
-from hfsweep.trainers import ClassWeightedTrainer
-from hfsweep.worker import build_trainer, training_arguments
+from hfsweep.loops.trainers import ClassWeightedTrainer
+from hfsweep.loops.hf_trainer import build_trainer, training_arguments
 from tests.conftest import resolved_config
 
 ADVANCED = [
@@ -66,7 +66,7 @@ def test_a_custom_trainer_class_from_config_weights_the_loss(tmp_path):
 
 
 def test_class_weighted_trainer_needs_its_weights(tmp_path):
-    from hfsweep.config import ConfigError
+    from hfsweep.config.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"trainer\.class_weights: has no value \(\?\?\?\)"):
         trainer_from(["trainer=class_weighted"], tmp_path)
@@ -84,7 +84,7 @@ def test_accuracy_and_binary_f1_are_computed_locally():
 def test_resumed_hyperparameters_keep_the_schedules_progress_and_a_plateau_schedules_reductions():
     from transformers import get_scheduler
 
-    from hfsweep.worker import apply_hyperparameters
+    from hfsweep.loops.common import apply_hyperparameters
 
     def optimizer():
         return torch.optim.AdamW(torch.nn.Linear(2, 2).parameters(), lr=1e-3)

@@ -1,5 +1,5 @@
-"""What a sweep tells the user: the best trial and its checkpoint, a per-trial table, plots, the
-best model exported for `from_pretrained`, and the summary of a Hydra multirun.
+"""What a sweep tells the user: the best trial and its checkpoint, a per-trial table, plots, and
+the best model exported for `from_pretrained`.
 
 Tables and plots are built from Tune's experiment directory alone (`ExperimentAnalysis`), so
 `python -m hfsweep.report RUN_DIR` regenerates them for a finished or still-running sweep.
@@ -8,17 +8,11 @@ Tables and plots are built from Tune's experiment directory alone (`ExperimentAn
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import importlib.metadata
 import json
 import math
 import os
-import platform
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
@@ -28,15 +22,12 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 from ray import tune  # noqa: E402
-from tabulate import tabulate  # noqa: E402
 
-from hfsweep.config import RESOLVED_CONFIG  # noqa: E402
-from hfsweep.multirun import BEST_FILE  # noqa: E402
-from hfsweep.search import iter_leaves  # noqa: E402
-from hfsweep.tune_bridge import read_pointer  # noqa: E402
-
-PROVENANCE_FILE = "provenance.json"
+from hfsweep.config.loading import RESOLVED_CONFIG, iter_leaves  # noqa: E402
+from hfsweep.driver.tables import BEST_FILE, markdown  # noqa: E402
+from hfsweep.trial.bridge import read_pointer  # noqa: E402
 
 
 @dataclass
@@ -50,9 +41,7 @@ class BestTrial:
 
 
 def _lookup(config: dict, path: str):
-    for part in path.split("."):
-        config = config[part]
-    return config
+    return OmegaConf.select(OmegaConf.create(config), path)
 
 
 def searched_paths(cfg: dict) -> list[str]:
@@ -76,60 +65,6 @@ def best_trial(results: tune.ResultGrid, cfg: dict) -> BestTrial:
     )
 
 
-PROVENANCE_PACKAGES = ("torch", "transformers", "ray", "hydra-core", "omegaconf", "datasets", "accelerate", "tokenizers", "numpy")
-
-
-def _git(*args: str) -> str:
-    repo = Path(__file__).resolve().parents[1]
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
-
-
-def code_version() -> dict:
-    """The hfsweep commit that ran, and whether uncommitted changes were in the tree."""
-    try:
-        diff = _git("diff", "HEAD")
-        return {
-            "commit": _git("rev-parse", "HEAD").strip(),
-            "dirty": bool(diff or _git("status", "--porcelain").strip()),
-            "diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if diff else None,
-        }
-    except (OSError, subprocess.CalledProcessError):
-        return {"commit": None, "dirty": None, "diff_sha256": None}  # installed without its git tree
-
-
-def hardware() -> dict:
-    import torch
-
-    cpu = platform.processor()
-    if os.path.exists("/proc/cpuinfo"):
-        names = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
-    return {"cpu": cpu, "cpu_count": os.cpu_count(), "gpus": gpus, "gpu_count": len(gpus), "platform": platform.platform()}
-
-
-def write_provenance(run_dir: str, cfg: dict) -> None:
-    """provenance.json: what it takes to reproduce this run (code, packages, hardware, seeds)."""
-    manifest = {
-        "command": sys.argv,
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "code": code_version(),
-        "python": sys.version.split()[0],
-        "packages": {name: _version(name) for name in PROVENANCE_PACKAGES},
-        "hardware": hardware(),
-        "seeds": {"seed": cfg["seed"], "search_alg": cfg["search_alg"].get("seed", cfg["search_alg"].get("random_state"))},
-    }
-    with open(os.path.join(run_dir, PROVENANCE_FILE), "w") as f:
-        json.dump(manifest, f, indent=2)
-
-
-def _version(name: str) -> Optional[str]:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def write_best(best: BestTrial, run_dir: str) -> None:
     """`best.json` in the run directory: what a multirun summary and a reader need first."""
     with open(os.path.join(run_dir, BEST_FILE), "w") as f:
@@ -139,9 +74,10 @@ def write_best(best: BestTrial, run_dir: str) -> None:
 def export_best(best: BestTrial, cfg: dict, out_dir: str) -> str:
     """The best checkpoint as a plain Hugging Face model directory: weights, config, tokenizer;
     no optimizer, scheduler or RNG state."""
-    from hfsweep.models import auto_model_class, load_tokenizer
+    from hfsweep.data.tokenizers import load_tokenizer
+    from hfsweep.tasks import get_task
 
-    auto_model_class(cfg["model"]["task"]).from_pretrained(best.checkpoint_path).save_pretrained(out_dir)
+    get_task(cfg["model"]["task"]).auto_model_class().from_pretrained(best.checkpoint_path).save_pretrained(out_dir)
     load_tokenizer(best.checkpoint_path).save_pretrained(out_dir)
     return out_dir
 
@@ -225,14 +161,6 @@ def plot_hyperparameters(table: pd.DataFrame, cfg: dict, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def markdown(table: pd.DataFrame) -> str:
-    """The table in Markdown, text columns kept as text: tabulate reads a trial id made of digits
-    ('12345_00000': Python's float() takes underscores) as a number. (pandas' `to_markdown` shifts
-    `disable_numparse`'s column indices by one, hence tabulate itself.)"""
-    text_columns = [i for i, column in enumerate(table.columns) if not pd.api.types.is_numeric_dtype(table[column])]
-    return tabulate(table, headers="keys", tablefmt="pipe", showindex=False, disable_numparse=text_columns) + "\n"
 
 
 def write_report(run_dir: str) -> pd.DataFrame:

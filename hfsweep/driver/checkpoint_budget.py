@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 from typing import Optional
 
 from ray import tune
 
-from hfsweep.search import scheduler_may_exploit
-
-CHECKPOINT_DIR = re.compile(r"checkpoint-\d+$")  # the Trainer's name for a saved step
+from hfsweep.driver.schedulers import scheduler_may_exploit
+from hfsweep.trial.bridge import checkpoint_step
 
 
 class CheckpointBudget(tune.Callback):
@@ -60,7 +58,7 @@ class CheckpointBudget(tune.Callback):
             for folder in self.folders.get(trial_id, ()):
                 for name in os.listdir(folder) if os.path.isdir(folder) else ():
                     path = os.path.join(folder, name)
-                    if CHECKPOINT_DIR.match(name) and path not in kept:
+                    if checkpoint_step(name) is not None and path not in kept:
                         shutil.rmtree(path, ignore_errors=True)
 
     def get_state(self) -> dict:
@@ -111,7 +109,7 @@ def checkpoint_disk_use(results: tune.ResultGrid) -> tuple[int, int]:
     count = size = 0
     for folder in folders:
         for name in os.listdir(folder) if os.path.isdir(folder) else ():
-            if CHECKPOINT_DIR.match(name):
+            if checkpoint_step(name) is not None:
                 count += 1
                 for root, _, files in os.walk(os.path.join(folder, name)):
                     size += sum(os.path.getsize(os.path.join(root, f)) for f in files)

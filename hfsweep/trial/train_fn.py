@@ -7,6 +7,8 @@ of CPU per trial on a small machine); the chosen loop is imported on the workers
 
 from __future__ import annotations
 
+import importlib
+
 import ray.train
 from ray.train import UserCallback
 from ray.util.queue import Queue
@@ -19,11 +21,8 @@ def train_loop(config: dict) -> None:
     spawn) while this worker imports torch and transformers for the loop.
     """
     ray.train.get_dataset_shard("train")
-    if config["cfg"]["loop"]["name"] == "accelerate":
-        from hfsweep.accelerate_loop import accelerate_loop_per_worker as loop
-    else:
-        from hfsweep.worker import train_loop_per_worker as loop
-    loop(config)
+    loop = importlib.import_module(f"hfsweep.loops.{config['cfg']['loop']['name']}")
+    loop.train_loop_per_worker(config)
 
 
 class ForwardToTune(UserCallback):

@@ -1,170 +1,56 @@
-"""The typed config schema and every user-facing validation error.
+"""Every check a resolved config gets before Ray starts, each failing in one line that names the
+key and the fix.
 
-The schema is registered in Hydra's ConfigStore as `hfsweep_schema`, so a misspelt key in a typed
-group fails at composition. `validate` then checks what types cannot: that values make sense
-together. Both run before Ray starts; errors are one line that names the key and the fix.
+The schema (`hfsweep.config.schema`) already refuses misspelt typed keys and wrong types at
+composition; `validate` checks what types cannot: that values make sense together.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import os
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
 
-import yaml
-from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import MissingMandatoryValue
+from hfsweep.config.errors import ConfigError
+from hfsweep.config.loading import unknown_key_error
+from hfsweep.config.resources import resource_names, trial_resources, trial_shape
+from hfsweep.tasks import get_task
 
-TASKS = ("causal_lm", "sequence_classification")
 LOOPS = ("hf_trainer", "accelerate")
-# The training.* keys the Accelerate loop reads, and those it may ignore (the Trainer's cadence
+# The training.* keys the Accelerate loop honours, and those it may ignore (the Trainer's cadence
 # and logging settings, which the validation below also needs).
 ACCELERATE_LOOP_KEYS = {
     "learning_rate", "weight_decay", "lr_scheduler_type", "warmup_steps", "max_steps", "seed",
-    "per_device_train_batch_size", "per_device_eval_batch_size", "save_steps",
-    "bf16", "fp16", "activation_checkpointing",
-    "eval_strategy", "eval_steps", "save_strategy", "logging_steps", "disable_tqdm", "average_tokens_across_devices",
+    "per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps", "max_grad_norm",
+    "eval_strategy", "eval_steps", "save_strategy", "save_steps", "bf16", "fp16", "activation_checkpointing",
+    "logging_steps", "disable_tqdm", "average_tokens_across_devices",
 }
 DATA_SOURCES = ("pydoc", "hub", "local")
 TOKENIZER_KINDS = ("byte_level_bpe", "wordpiece")
 REPORTED_METRICS = ("eval_loss", "eval_perplexity", "loss")  # every trial's reports, plus eval_<eval_metrics>
-RESOLVED_CONFIG = "resolved_config.yaml"  # a sweep's whole config, in its run directory
 PLATEAU = "reduce_lr_on_plateau"  # the one LR schedule that is not a function of the step
 GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fsdp (plain DDP) and DeepSpeed needs CUDA
-
-
-class ConfigError(ValueError):
-    """A config the sweep cannot run; the message names the key and how to fix it."""
-
-
-class HubUnreachableError(ConfigError):
-    """The config needs the Hugging Face hub, which cannot be reached; names the offline override."""
-
-
-@dataclass
-class TokenizerConfig:
-    pretrained: Optional[str] = None
-    kind: str = "byte_level_bpe"
-    vocab_size: int = 300
-
-
-@dataclass
-class ModelConfig:
-    task: str = "causal_lm"
-    pretrained: Optional[str] = None
-    config: Dict[str, Any] = field(default_factory=dict)
-    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
-
-
-@dataclass
-class DataConfig:
-    source: str = "pydoc"
-    name: Optional[str] = None
-    config_name: Optional[str] = None
-    path: Optional[str] = None
-    validation_split: str = "validation"
-    text_column: str = "text"
-    pair_column: Optional[str] = None
-    label_column: str = "label"
-    num_labels: Optional[int] = None
-    block_size: int = 128
-    max_length: int = 128
-    max_train_samples: Optional[int] = None
-    max_eval_samples: Optional[int] = None
-    datasets_to_split: List[str] = field(default_factory=lambda: ["train"])
-
-
-@dataclass
-class StrategyConfig:
-    name: str = "ddp"
-    training_args: Dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class LoopConfig:
-    name: str = "hf_trainer"
-
-
-@dataclass
-class ClusterConfig:
-    address: Optional[str] = None
-    num_cpus: Optional[float] = None
-    num_gpus: Optional[float] = None
-    num_workers: int = 2
-    use_gpu: bool = False
-    resources_per_worker: Dict[str, float] = field(default_factory=lambda: {"CPU": 1})
-    max_concurrent_trials: Optional[int] = None
-    storage_path: Optional[str] = None
-    max_failures: int = 1
-
-
-@dataclass
-class CheckpointsConfig:
-    keep_per_trial: Optional[int] = None
-
-
-@dataclass
-class SweepConfig:
-    model: ModelConfig = field(default_factory=ModelConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-    training: Dict[str, Any] = field(default_factory=dict)
-    strategy: StrategyConfig = field(default_factory=StrategyConfig)
-    loop: LoopConfig = field(default_factory=LoopConfig)
-    search_space: Dict[str, Any] = field(default_factory=dict)
-    scheduler: Dict[str, Any] = field(default_factory=dict)
-    search_alg: Dict[str, Any] = field(default_factory=dict)
-    cluster: ClusterConfig = field(default_factory=ClusterConfig)
-    logger: Dict[str, Any] = field(default_factory=dict)
-    stopper: Dict[str, Any] = field(default_factory=dict)
-    callbacks: Dict[str, Any] = field(default_factory=dict)
-    trainer: Dict[str, Any] = field(default_factory=dict)
-    eval_metrics: List[str] = field(default_factory=list)
-    checkpoints: CheckpointsConfig = field(default_factory=CheckpointsConfig)
-    name: str = "sweep"
-    seed: int = 42
-    metric: str = "eval_loss"
-    mode: str = "min"
-    num_samples: int = 1
-    cache_dir: str = "~/.cache/hfsweep"
-
-
-ConfigStore.instance().store(name="hfsweep_schema", node=SweepConfig)
-
-
-def to_plain_dict(cfg: DictConfig) -> dict:
-    """Resolve the composed config once into the plain dict every layer below works on."""
-    try:
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    except MissingMandatoryValue as err:
-        raise ConfigError(f"{err.full_key}: has no value (???); set it, e.g. {err.full_key}=VALUE.") from err
+POSITIVE_TRAINING_KEYS = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps")
 
 
 def _training_argument_names() -> set[str]:
+    import dataclasses
+
     from transformers import TrainingArguments
 
     return {f.name for f in dataclasses.fields(TrainingArguments) if f.init}
-
-
-def _unknown_key_error(key: str, known: set[str], what: str) -> ConfigError:
-    close = difflib.get_close_matches(key.rsplit(".", 1)[-1], known, n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
-    return ConfigError(f"{key}: not a {what}{hint}; remove it or fix the spelling.")
 
 
 def validate(cfg: dict) -> None:
     """Check a resolved config; raise ConfigError naming the first bad key."""
     if cfg["mode"] not in ("min", "max"):
         raise ConfigError(f"mode: must be 'min' or 'max', not '{cfg['mode']}'.")
-    if cfg["model"]["task"] not in TASKS:
-        raise ConfigError(f"model.task: '{cfg['model']['task']}' is not one of {', '.join(TASKS)}.")
+    if cfg["num_samples"] < 1:
+        raise ConfigError(f"num_samples: must be at least 1 (trials per grid point), not {cfg['num_samples']}; e.g. num_samples=1.")
+    get_task(cfg["model"]["task"])  # refuses an unknown task
     if cfg["model"]["tokenizer"]["kind"] not in TOKENIZER_KINDS:
         raise ConfigError(
             f"model.tokenizer.kind: cannot train '{cfg['model']['tokenizer']['kind']}'; use one of {', '.join(TOKENIZER_KINDS)}."
         )
-    _validate_training(cfg["training"], cfg["strategy"]["training_args"])
+    _validate_training(cfg["training"])
     _validate_strategy(cfg["strategy"], cfg["cluster"])
     _validate_precision(cfg["training"], cfg["cluster"])
     _validate_metrics(cfg)
@@ -183,17 +69,24 @@ def validate(cfg: dict) -> None:
             f"or null to keep every checkpoint."
         )
     _validate_loop(cfg)
+    _validate_training_argument_names(cfg["training"], cfg["strategy"]["training_args"])  # last: imports transformers
 
 
-def _validate_training(training: dict, strategy_args: dict) -> None:
+def _validate_training_argument_names(training: dict, strategy_args: dict) -> None:
     names = _training_argument_names()
     for section, args in (("training", training), ("strategy.training_args", strategy_args)):
         for key in args:
             if key not in names:
-                raise _unknown_key_error(f"{section}.{key}", names, "transformers.TrainingArguments field")
+                raise unknown_key_error(f"{section}.{key}", names, "transformers.TrainingArguments field")
+
+
+def _validate_training(training: dict) -> None:
     for key in ("output_dir", "use_cpu", "report_to"):
         if key in training:
             raise ConfigError(f"training.{key}: hfsweep sets this itself; remove it from the config.")
+    for key in POSITIVE_TRAINING_KEYS:
+        if key in training and (not isinstance(training[key], int) or training[key] < 1):
+            raise ConfigError(f"training.{key}: must be a positive integer, not {training[key]}; e.g. training.{key}=8.")
     if not isinstance(training.get("max_steps"), int) or training["max_steps"] <= 0:
         raise ConfigError(
             "training.max_steps: must be a positive integer (a Ray Data training set is an "
@@ -242,16 +135,15 @@ def _validate_strategy(strategy: dict, cluster: dict) -> None:
 
 
 def _validate_metrics(cfg: dict) -> None:
-    """Every eval metric has a local implementation, fits the task, and the sweep metric is computed."""
-    from hfsweep.metrics import CLASSIFICATION_METRICS
-
+    """Every eval metric is one the task computes, and the sweep metric is reported."""
+    task = get_task(cfg["model"]["task"])
     for name in cfg["eval_metrics"]:
-        if name not in CLASSIFICATION_METRICS:
-            raise ConfigError(f"eval_metrics: '{name}' is not one of {', '.join(CLASSIFICATION_METRICS)}.")
-    if cfg["eval_metrics"] and cfg["model"]["task"] != "sequence_classification":
-        raise ConfigError("eval_metrics: classification metrics need model.task=sequence_classification; set eval_metrics=[].")
+        if not task.metrics:
+            raise ConfigError(f"eval_metrics: model.task={task.name} computes no eval metrics; set eval_metrics=[].")
+        if name not in task.metrics:
+            raise ConfigError(f"eval_metrics: '{name}' is not one of {', '.join(task.metrics)}.")
     metric = cfg["metric"].removeprefix("eval_")
-    if metric in CLASSIFICATION_METRICS and metric not in cfg["eval_metrics"]:
+    if metric in task.metrics and metric not in cfg["eval_metrics"]:
         raise ConfigError(
             f"metric: {cfg['metric']} is never computed; add it, e.g. eval_metrics=[{','.join([*cfg['eval_metrics'], metric])}]."
         )
@@ -270,13 +162,18 @@ def _validate_data(data: dict, model: dict) -> None:
         raise ConfigError(f"data.source: '{data['source']}' is not one of {', '.join(DATA_SOURCES)}.")
     if data["source"] == "hub" and not data["name"]:
         raise ConfigError("data.name: data.source=hub needs a dataset name, e.g. data.name=wikitext.")
+    if data["path"] and data["source"] != "local":
+        raise ConfigError(
+            f"data.path: is set, but data.source is '{data['source']}', which does not read it; "
+            f"add data.source=local, or drop data.path."
+        )
     if data["source"] == "local":
         if not data["path"]:
             raise ConfigError("data.path: data.source=local needs a folder or file, e.g. data.path=/data/wikitext.")
         if not os.path.exists(data["path"]):
             raise ConfigError(f"data.path: '{data['path']}' does not exist; point it at a folder of train.*/validation.* files.")
     positions = model["config"].get("n_positions") or model["config"].get("max_position_embeddings")
-    length_key = "block_size" if model["task"] == "causal_lm" else "max_length"
+    length_key = get_task(model["task"]).length_key
     if positions and data[length_key] > positions:
         raise ConfigError(
             f"data.{length_key} ({data[length_key]}): larger than the model's {positions} positions; "
@@ -311,11 +208,15 @@ def lr_scheduler_types(cfg: dict) -> set[str]:
 def _validate_cluster(cluster: dict) -> None:
     if cluster["num_workers"] < 1:
         raise ConfigError("cluster.num_workers: must be at least 1.")
-    if cluster["use_gpu"] and cluster["address"] is None:
+    # A local Ray finds this machine's GPUs (unless cluster.num_gpus declares logical ones).
+    gpus_per_worker = resource_names(cluster["resources_per_worker"]).get("GPU", 0)
+    if (cluster["use_gpu"] or gpus_per_worker) and cluster["address"] is None and cluster["num_gpus"] is None:
         import torch
 
         if not torch.cuda.is_available():
-            raise ConfigError("cluster.use_gpu: this machine has no CUDA GPU; set cluster.use_gpu=false.")
+            key = "cluster.use_gpu" if cluster["use_gpu"] else "cluster.resources_per_worker.GPU"
+            fix = "set cluster.use_gpu=false" if cluster["use_gpu"] else "remove it (~cluster.resources_per_worker.GPU)"
+            raise ConfigError(f"{key}: this machine has no CUDA GPU; {fix}.")
     if cluster["address"] is None and cluster["num_cpus"] is not None:
         per_trial = trial_resources(cluster)["CPU"]
         if per_trial > cluster["num_cpus"]:
@@ -325,61 +226,3 @@ def _validate_cluster(cluster: dict) -> None:
             )
 
 
-def trains_in_process(cluster: dict) -> bool:
-    """A single-worker trial trains in the trial's own process (Train V2 local mode): no
-    controller, placement group or worker actors to start and stop."""
-    return cluster["num_workers"] == 1
-
-
-def trial_resources(cluster: dict) -> dict:
-    """What one trial holds: every worker's resources, plus 1 CPU for the trial process when it
-    drives a worker group (an in-process trial is its one worker)."""
-    per_worker = resource_names(cluster["resources_per_worker"])
-    per_worker.setdefault("CPU", 1)
-    if cluster["use_gpu"]:
-        per_worker.setdefault("GPU", 1)
-    total = {k: v * cluster["num_workers"] for k, v in per_worker.items()}
-    if not trains_in_process(cluster):
-        total["CPU"] += 1
-    return total
-
-
-def resource_names(resources: dict) -> dict:
-    """Ray's spelling: CPU and GPU upper-case (`cpu: 1` is accepted), custom resources as given."""
-    return {k.upper() if k.lower() in ("cpu", "gpu") else k: v for k, v in resources.items()}
-
-
-def trial_shape(cluster: dict) -> str:
-    """How a trial's resources add up, for error messages."""
-    if trains_in_process(cluster):
-        return "1 worker in the trial's process"
-    return f"1 CPU for the trial + {cluster['num_workers']} workers"
-
-
-def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -> dict:
-    """The config saved in a sweep's run directory, for resuming it. An override that changes it
-    is refused unless `force`; keys added to hfsweep since the run was saved take their defaults."""
-    saved_path = os.path.join(run_dir, RESOLVED_CONFIG)
-    if not os.path.isfile(saved_path):
-        raise ConfigError(f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass a sweep's run directory.")
-    with open(saved_path) as f:
-        saved = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepConfig), yaml.safe_load(f)), resolve=True)
-    cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
-    changed = sorted(_changed_keys(saved, cfg))
-    if changed and not force:
-        raise ConfigError(
-            f"resume: {', '.join(changed)} differ from the config saved in {run_dir}; "
-            f"drop those overrides, or pass --force to resume with them."
-        )
-    return cfg
-
-
-def _changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
-    keys = []
-    for key in old.keys() | new.keys():
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            keys += _changed_keys(a, b, f"{prefix}{key}.")
-        elif a != b:
-            keys.append(f"{prefix}{key}")
-    return keys

@@ -1,4 +1,5 @@
-"""How a trial's results reach Tune: metrics plus a tiny pointer checkpoint.
+"""How a trial's results reach Tune: metrics plus a tiny pointer checkpoint; and the checkpoint
+folders' names, in one place.
 
 The Trainer writes each checkpoint once, in the trial's Train run directory. Tune receives a
 pointer checkpoint that holds only that directory's path, so schedulers can restore trials and
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from typing import Optional
 
@@ -35,3 +37,18 @@ def report_to_tune(metrics: dict, checkpoint_path: Optional[str]) -> None:
         with open(os.path.join(d, POINTER_FILE), "w") as f:
             json.dump({"path": checkpoint_path, "step": metrics.get("step")}, f)
         tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
+
+
+def checkpoint_dir_name(step: int) -> str:
+    """The Trainer's name for the checkpoint of `step` (both loops write it)."""
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    return f"{PREFIX_CHECKPOINT_DIR}-{step}"
+
+
+def checkpoint_step(name_or_path: str) -> int | None:
+    """The step of a checkpoint folder by its name, or None for any other folder."""
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    match = re.fullmatch(rf"{re.escape(PREFIX_CHECKPOINT_DIR)}-(\d+)", os.path.basename(name_or_path.rstrip("/")))
+    return int(match.group(1)) if match else None

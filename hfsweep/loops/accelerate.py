@@ -2,15 +2,16 @@
 
 This is the pattern of Ray's "Distributed Training with Hugging Face Accelerate" example: an
 `Accelerator` in every worker (it joins the process group Ray Train set up), `prepare` for model,
-optimizer, scheduler and the evaluation loader, `backward`, and `gather_for_metrics` for
-evaluation, with the training data streamed from the worker's Ray Data shard. It evaluates, saves
-and reports every `training.save_steps` (and at the last step), as the Trainer loop reports, through the same `report`, and resumes the
-same way, so every scheduler (PBT included) treats both loops alike.
+optimizer, scheduler and the evaluation loader, `accumulate` and `backward`, and
+`gather_for_metrics` for evaluation, with the training data streamed from the worker's Ray Data
+shard. It trains as the Trainer does, key for key: the seed, gradient accumulation, gradient
+clipping at `max_grad_norm`, the training loss averaged over `logging_steps`, evaluation every
+`eval_steps`, and a checkpoint and report every `save_steps` (and at the last step), through the
+same `report`; it resumes the same way, so every scheduler (PBT included) treats both loops alike.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import time
 
@@ -20,12 +21,25 @@ import torch
 import transformers
 from accelerate import Accelerator
 from torch.utils.data import DataLoader
-from transformers import default_data_collator, get_scheduler
+from transformers import get_scheduler
 
-from hfsweep.data import label_names
-from hfsweep.metrics import compute_metrics_for
-from hfsweep.models import build_model, load_tokenizer, weights_digest
-from hfsweep.worker import apply_hyperparameters, quiet_logs, report, resume_checkpoint, validation_shard
+from hfsweep.data.prepare import label_names
+from hfsweep.data.tokenizers import load_tokenizer
+from hfsweep.loops.common import (
+    apply_hyperparameters,
+    check_finite,
+    quiet_logs,
+    report,
+    resume_checkpoint,
+    validation_shard,
+    with_perplexity,
+)
+from hfsweep.models import build_model, weights_digest
+from hfsweep.tasks import get_task
+from hfsweep.trial.bridge import checkpoint_dir_name, checkpoint_step
+
+TRAINER_DEFAULTS = {"gradient_accumulation_steps": 1, "max_grad_norm": 1.0, "weight_decay": 0.0, "warmup_steps": 0, "logging_steps": 500,
+                    "lr_scheduler_type": "linear"}  # transformers.TrainingArguments' own defaults
 
 
 def _optimizer(model, training: dict) -> torch.optim.Optimizer:
@@ -33,12 +47,12 @@ def _optimizer(model, training: dict) -> torch.optim.Optimizer:
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
     return torch.optim.AdamW(
-        [{"params": decay, "weight_decay": training.get("weight_decay", 0.0)}, {"params": no_decay, "weight_decay": 0.0}],
+        [{"params": decay, "weight_decay": training["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
         lr=training["learning_rate"],
     )
 
 
-def _evaluate(accelerator: Accelerator, model, loader, metric_names: list[str]) -> dict:
+def _evaluate(accelerator: Accelerator, model, loader, task, metric_names: list[str]) -> dict:
     """Mean eval loss over the whole validation set (or every worker's shard of it), each example
     counted once, their number, and the configured `eval_metrics` on the gathered logits, as the
     Trainer computes them."""
@@ -53,10 +67,9 @@ def _evaluate(accelerator: Accelerator, model, loader, metric_names: list[str]) 
                 labels.append(accelerator.gather_for_metrics(batch["labels"]).cpu())
     model.train()
     losses = torch.cat(losses)
-    eval_loss = losses.mean().item()
-    metrics = {"eval_loss": eval_loss, "eval_perplexity": math.exp(min(eval_loss, 50.0)), "eval_samples": len(losses)}
+    metrics = {"eval_loss": losses.mean().item(), "eval_samples": len(losses)}
     if metric_names:
-        computed = compute_metrics_for(metric_names)((torch.cat(logits).numpy(), torch.cat(labels).numpy()))
+        computed = task.compute_metrics(metric_names)((torch.cat(logits).numpy(), torch.cat(labels).numpy()))
         metrics.update({f"eval_{name}": value for name, value in computed.items()})
     return metrics
 
@@ -71,14 +84,16 @@ def _save(accelerator: Accelerator, model, tokenizer, path: str) -> None:
     accelerator.wait_for_everyone()
 
 
-def accelerate_loop_per_worker(config: dict) -> None:
-    """Train with Accelerate for training.max_steps; evaluate, save and report every save_steps."""
-    cfg, training = config["cfg"], config["cfg"]["training"]
-    in_process = config["in_process"]
+def train_loop_per_worker(config: dict) -> None:
+    """Train with Accelerate for training.max_steps optimizer steps."""
+    cfg = config["cfg"]
+    training = {**TRAINER_DEFAULTS, **cfg["training"]}
+    in_process, task = config["in_process"], get_task(cfg["model"]["task"])
     precision = "bf16" if training.get("bf16") else "fp16" if training.get("fp16") else "no"
     # One scheduler step per optimizer step: by default Accelerate steps it once per process, for a
     # schedule written for one process, and the LR would decay num_workers times too fast.
-    accelerator = Accelerator(cpu=not cfg["cluster"]["use_gpu"], mixed_precision=precision, step_scheduler_with_optimizer=False)
+    accelerator = Accelerator(cpu=not cfg["cluster"]["use_gpu"], mixed_precision=precision, step_scheduler_with_optimizer=False,
+                              gradient_accumulation_steps=training["gradient_accumulation_steps"])
     world_size = 1 if in_process else ray.train.get_context().get_world_size()
     if accelerator.num_processes != world_size:  # each worker would train alone, silently
         raise RuntimeError(f"Accelerate sees {accelerator.num_processes} processes, Ray Train started {world_size}")
@@ -87,50 +102,67 @@ def accelerate_loop_per_worker(config: dict) -> None:
     validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
     model = build_model(cfg["model"], tokenizer, label_names(validation))
+    transformers.set_seed(training.get("seed", cfg["seed"]))  # as the Trainer seeds itself, after the model
     if training.get("activation_checkpointing"):
         model.gradient_checkpointing_enable()
     optimizer = _optimizer(model, training)
     lr_scheduler = get_scheduler(
-        training.get("lr_scheduler_type", "linear"), optimizer,
-        num_warmup_steps=training.get("warmup_steps", 0), num_training_steps=training["max_steps"],
+        training["lr_scheduler_type"], optimizer,
+        num_warmup_steps=training["warmup_steps"], num_training_steps=training["max_steps"],
     )
     model, optimizer, lr_scheduler = accelerator.prepare(model, optimizer, lr_scheduler)
     eval_loader = validation_shard(cfg, accelerator.device)
     if eval_loader is None:  # the whole split on every worker: Accelerate's prepared loader splits it
         eval_loader = accelerator.prepare(
-            DataLoader(validation.with_format("torch"), batch_size=training["per_device_eval_batch_size"], collate_fn=default_data_collator)
+            DataLoader(validation.with_format("torch"), batch_size=training["per_device_eval_batch_size"],
+                       collate_fn=task.data_collator(tokenizer))
         )
 
-    step, extra = 0, {}
+    step, extra, logged = 0, {}, {}
     resume_from = resume_checkpoint(config)
     if resume_from:
         accelerator.load_state(resume_from)
-        step = int(os.path.basename(resume_from).rsplit("-", 1)[1])
+        step = checkpoint_step(resume_from)
         apply_hyperparameters(optimizer.optimizer, lr_scheduler.scheduler, training)  # Accelerate's wrappers hold them
         extra.update(resumed_from=resume_from, resumed_weights_digest=weights_digest(accelerator.unwrap_model(model)))
 
     batch_size = training["per_device_train_batch_size"]
     shard = ray.train.get_dataset_shard("train")
     extra["startup_s"] = time.time() - config["trial_started_at"]
+    step_losses: list[float] = []  # one per optimizer step since the last log
+    micro_losses: list[torch.Tensor] = []  # one per micro-batch of the current optimizer step
     model.train()
     while step < training["max_steps"]:
         epoch_seed = cfg["seed"] + step  # a fresh shuffle each pass over the shard
         for batch in shard.iter_torch_batches(batch_size=batch_size, local_shuffle_buffer_size=4 * batch_size,
                                               local_shuffle_seed=epoch_seed, device=accelerator.device):
-            loss = model(**batch).loss
-            accelerator.backward(loss)
-            optimizer.step()
-            lr_scheduler.step()
-            optimizer.zero_grad()
+            with accelerator.accumulate(model):
+                loss = model(**batch).loss
+                micro_losses.append(loss.detach())
+                accelerator.backward(loss)
+                if accelerator.sync_gradients and training["max_grad_norm"] > 0:
+                    accelerator.clip_grad_norm_(model.parameters(), training["max_grad_norm"])
+                optimizer.step()
+                if accelerator.sync_gradients:
+                    lr_scheduler.step()
+                optimizer.zero_grad()
+            if not accelerator.sync_gradients:
+                continue
             step += 1
+            step_losses.append(torch.stack(micro_losses).mean().item())
+            micro_losses = []
+            if step % training["logging_steps"] == 0:
+                logged["loss"] = sum(step_losses) / len(step_losses)
+                logged["learning_rate"] = lr_scheduler.get_last_lr()[0]
+                check_finite("loss", logged["loss"], step)
+                step_losses = []
+            if step % training["eval_steps"] == 0:
+                logged.update(_evaluate(accelerator, model, eval_loader, task, cfg["eval_metrics"]))
+                check_finite("eval_loss", logged["eval_loss"], step)
             if step % training["save_steps"] == 0 or step == training["max_steps"]:
-                if not math.isfinite(loss.item()):
-                    raise FloatingPointError(f"training diverged: loss is {loss.item()} at step {step}")
-                metrics = {**extra, **_evaluate(accelerator, model, eval_loader, cfg["eval_metrics"]), "loss": loss.item(),
-                           "learning_rate": lr_scheduler.get_last_lr()[0], "step": step,
-                           "trainer_finished": step >= training["max_steps"]}
+                metrics = with_perplexity({**extra, **logged, "step": step, "trainer_finished": step >= training["max_steps"]})
                 extra = {}
-                path = os.path.join(config["output_dir"], f"checkpoint-{step}")
+                path = os.path.join(config["output_dir"], checkpoint_dir_name(step))
                 _save(accelerator, model, tokenizer, path)
                 report(metrics, path if accelerator.is_main_process else None, in_process)
             if step >= training["max_steps"]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from hydra.experimental.callback import Callback
 
-BEST_FILE = "best.json"  # written by hfsweep.results.write_best in each job's run directory
+from hfsweep.driver.tables import BEST_FILE, markdown
 
 
 class MultirunSummary(Callback):
@@ -39,7 +39,6 @@ class MultirunSummary(Callback):
             return
         import pandas as pd
 
-        from hfsweep.results import markdown
 
         table = pd.DataFrame(rows)
         table.to_csv(sweep_dir / "multirun_summary.csv", index=False)

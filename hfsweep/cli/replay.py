@@ -1,0 +1,92 @@
+"""Re-train a finished sweep's best configuration over seeds: `python -m hfsweep.replay RUN_DIR --seeds 1 2 3`.
+
+Each seed trains the best trial's hyperparameters (`best.json`) under the sweep's saved config at
+its full budget (`training.max_steps`): no scheduler, stopper or early stopping ends it sooner.
+The seeds run as one sweep, a grid over `seed`, in RUN_DIR/replay/, which also holds
+`replay.csv` and `replay.md`: the final and best metric per seed, and their mean ± std.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from omegaconf import OmegaConf
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.config.loading import RESOLVED_CONFIG
+from hfsweep.driver.tables import BEST_FILE, markdown
+
+REPLAY_DIR = "replay"
+# Replaces these top-level keys: nothing ends a trial before its budget, and the variant generator
+# runs the grid over seeds.
+FULL_BUDGET = {
+    "scheduler": {"_target_": "ray.tune.schedulers.FIFOScheduler"},
+    "search_alg": {"_target_": "ray.tune.search.BasicVariantGenerator"},
+    "stopper": {},
+    "callbacks": {},
+    "num_samples": 1,
+}
+
+
+def replay_config(run_dir: str, seeds: list[int]) -> dict:
+    """The sweep's saved config with its best hyperparameters, searched over `seeds` only."""
+    for name in (RESOLVED_CONFIG, BEST_FILE):
+        if not os.path.isfile(os.path.join(run_dir, name)):
+            raise ConfigError(f"replay: '{run_dir}' holds no {name}; pass the run directory of a finished sweep.")
+    out = os.path.join(os.path.abspath(run_dir), REPLAY_DIR)
+    if os.path.exists(out):
+        raise ConfigError(f"replay: '{out}' already exists; move or delete it to replay again.")
+    saved = yaml.safe_load(Path(run_dir, RESOLVED_CONFIG).read_text())
+    best = json.loads(Path(run_dir, BEST_FILE).read_text())
+    best_cfg = OmegaConf.create(saved)
+    for path, value in best["hyperparameters"].items():
+        OmegaConf.update(best_cfg, path, value)
+    cfg = {**OmegaConf.to_container(best_cfg), **FULL_BUDGET}
+    cfg["search_space"] = {"seed": {"sampler": "grid", "values": list(seeds)}}
+    cfg["cluster"]["storage_path"] = out
+    return cfg
+
+
+def replay_table(out: str, metric: str) -> pd.DataFrame:
+    """replay.csv and replay.md from the replay's results.csv: per seed its status, last step, final
+    and best metric; then their mean and sample std (rows `mean`, `std`; `mean ± std` in Markdown)."""
+    results = pd.read_csv(os.path.join(out, "results.csv")).sort_values("seed")
+    columns = [f"last_{metric}", f"best_{metric}"]
+    per_seed = results[["seed", "status", "step", *columns]].astype({"seed": str})
+    mean, std = per_seed[columns].mean(), per_seed[columns].std()
+    table = pd.concat([per_seed, pd.DataFrame([{"seed": "mean", **mean}, {"seed": "std", **std}])], ignore_index=True)
+    table["step"] = table["step"].astype("Int64")  # stays an integer beside the empty stats rows
+    table.to_csv(os.path.join(out, "replay.csv"), index=False)
+    shown = per_seed.assign(**{c: per_seed[c].map("{:.4f}".format) for c in columns})
+    shown.loc[len(shown)] = {"seed": "mean ± std", "status": "", "step": "", **{c: f"{mean[c]:.4f} ± {std[c]:.4f}" for c in columns}}
+    Path(out, "replay.md").write_text(markdown(shown))
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hfsweep.replay", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", help="a finished sweep's run directory (holds resolved_config.yaml and best.json)")
+    parser.add_argument("--seeds", type=int, nargs="+", required=True, help="one training run per seed")
+    args = parser.parse_args(argv)
+    from hfsweep.driver import sweep
+
+    try:
+        cfg = replay_config(args.run_dir, args.seeds)
+        sweep.run(cfg)
+    except ConfigError as err:
+        print(f"hfsweep: error: {err}", file=sys.stderr)
+        return 2
+    out = cfg["cluster"]["storage_path"]
+    replay_table(out, cfg["metric"])
+    print(Path(out, "replay.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Every private API of Ray, torch, datasets and W&B that hfsweep touches, each guarded, in one
+place to mend on an upgrade. Where one has gone, hfsweep degrades (a log line stays loud, a
+cache key is computed the slow way) and nothing fails; `tests/test_compat.py` fails instead, so
+the upgrade is noticed."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+
+def quiet_train_report_log() -> bool:
+    """Silence Train V2's per-report "Reporting training result" line, logged under its module's
+    file path. Returns whether the module was found."""
+    try:
+        from ray.train.v2._internal.execution import context
+    except ImportError:
+        return False
+    logging.getLogger(context.__file__).setLevel(logging.WARNING)
+    return True
+
+
+GCS_PORT_ENV = "RAY_GCS_SERVER_PORT"  # read by `ray.init` when it starts a new local Ray
+
+
+@contextlib.contextmanager
+def gcs_port(port: int):
+    """Have a local Ray started inside this block listen for its GCS on `port`."""
+    previous = os.environ.get(GCS_PORT_ENV)
+    os.environ[GCS_PORT_ENV] = str(port)
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[GCS_PORT_ENV]
+        else:
+            os.environ[GCS_PORT_ENV] = previous
+
+
+def wandb_logging_actor_class():
+    """Ray's private actor class that runs one W&B run per trial, or None if it is gone."""
+    try:
+        from ray.air.integrations.wandb import _WandbLoggingActor
+    except ImportError:
+        return None
+    return _WandbLoggingActor
+
+
+RESTORE_FROM_REMOTE = "_restore_from_remote"  # Tune's logger callbacks: copy a trial's file back from storage
+
+
+def logger_restores_from_remote(logger_class) -> bool:
+    return callable(getattr(logger_class, RESTORE_FROM_REMOTE, None))
+
+
+def lr_factors(lr_scheduler):
+    """A LambdaLR's multiplicative factors at its current step, or None for other schedulers."""
+    lambdas = getattr(lr_scheduler, "lr_lambdas", None)
+    if lambdas is None:
+        return None
+    return [fn(lr_scheduler.last_epoch) for fn in lambdas]
+
+
+def set_last_lr(lr_scheduler, lrs: list[float]) -> None:
+    """Make `get_last_lr()` return `lrs`, as it would after the scheduler set them itself."""
+    if hasattr(lr_scheduler, "_last_lr"):
+        lr_scheduler._last_lr = list(lrs)
+
+
+def dataset_fingerprint(dataset) -> str:
+    """A `datasets.Dataset`'s content fingerprint (kept up to date through map, select...);
+    without it, a hash of its Arrow table (slower: reads the data)."""
+    fingerprint = getattr(dataset, "_fingerprint", None)
+    if fingerprint:
+        return fingerprint
+    from datasets.fingerprint import Hasher
+
+    return Hasher.hash(dataset.data.table)

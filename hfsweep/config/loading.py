@@ -1,0 +1,206 @@
+"""From the command line to the one plain dict every layer below works on.
+
+- `check_composition` composes the config as Hydra will, before Hydra's app starts, and turns
+  Hydra's multi-line composition errors into one line that names the key and the fix;
+- `resolve` resolves the composed config once, on the driver;
+- `saved_config` reads a sweep's saved config back, for resume.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+from pathlib import Path
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
+
+from hfsweep.config.errors import ConfigError
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+RESOLVED_CONFIG = "resolved_config.yaml"  # a sweep's whole config, in its run directory
+
+
+def to_plain_dict(cfg: DictConfig) -> dict:
+    """Resolve the composed config once into the plain dict every layer below works on."""
+    try:
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as err:
+        raise ConfigError(f"{err.full_key}: has no value (???); set it, e.g. {err.full_key}=VALUE.") from err
+
+
+def resolve(cfg: DictConfig, run_dir: str) -> dict:
+    """The composed config as a plain dict, with the storage path made absolute first, so that
+    `${cluster.storage_path}` (a logger's store, its group) resolves to this run's directory."""
+    storage = cfg.cluster.storage_path or run_dir
+    cfg.cluster.storage_path = os.path.abspath(os.path.expanduser(storage))
+    return to_plain_dict(cfg)
+
+
+def apply_sampled(cfg: dict, sampled: dict) -> dict:
+    """A copy of the resolved config with a trial's sampled values (a nested dict) merged in."""
+    merged = copy.deepcopy(cfg)
+
+    def merge(into: dict, values: dict) -> None:
+        for key, value in values.items():
+            if isinstance(value, dict) and isinstance(into.get(key), dict):
+                merge(into[key], value)
+            else:
+                into[key] = value
+
+    merge(merged, sampled)
+    return merged
+
+
+def unknown_key_error(key: str, known, what: str, fix: str = "remove it or fix the spelling") -> ConfigError:
+    """One line for a key that does not exist, with the closest existing key when there is one."""
+    close = difflib.get_close_matches(key.rsplit(".", 1)[-1], list(known), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return ConfigError(f"{key}: not a {what}{hint}; {fix}.")
+
+
+# --- composition, as `python -m hfsweep ARGS` will compose -------------------------------------
+
+# Flags after which Hydra composes nothing, or composes on its own terms.
+_NO_COMPOSE_FLAGS = {"-h", "--help", "--hydra-help", "--info", "-i", "--version", "--shell-completion", "-sc"}
+
+
+def check_composition(argv: list[str]) -> None:
+    """Compose the config for the given command-line overrides; raise ConfigError in one line
+    where Hydra would fail with a multi-line message (a misspelt key, a value of the wrong type,
+    an unknown group option). In a multirun every value of every sweep is composed once."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    if _NO_COMPOSE_FLAGS & set(argv):
+        return
+    args = [a for a in argv if "=" in a and not a.startswith("-")]
+    try:
+        overrides = OverridesParser.create().parse_overrides(args)
+    except OverrideParseException as err:
+        raise ConfigError(f"{' '.join(str(err).split())}") from err
+    first = [_with_value(o, _values(o)[0]) for o in overrides]
+    _compose(first)
+    for i, override in enumerate(overrides):
+        for value in _values(override)[1:]:
+            _compose([*first[:i], _with_value(override, value), *first[i + 1 :]])
+
+
+def _values(override) -> list:
+    if override.is_sweep_override():
+        return list(override.sweep_string_iterator())
+    return [override.get_value_element_as_str()]
+
+
+def _with_value(override, value: str) -> str:
+    return f"{override.get_key_element()}={value}"
+
+
+def _compose(overrides: list[str]) -> None:
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+
+    from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema)
+
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            compose(config_name="config", overrides=overrides)
+    except MissingConfigException as err:
+        raise _missing_option_error(err) from err
+    except ConfigCompositionException as err:
+        raise _composition_error(err) from err
+
+
+def _missing_option_error(err) -> ConfigError:
+    group, _, option = (err.missing_cfg_file or "").rpartition("/")
+    if not group or err.options is None:
+        return ConfigError(" ".join(str(err).split("Config search path")[0].split()))
+    close = difflib.get_close_matches(option, err.options, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return ConfigError(f"{group}={option}: no such option{hint}; choose one of {', '.join(err.options)}.")
+
+
+def _composition_error(err) -> ConfigError:
+    """A misspelt key or a value of the wrong type, from the OmegaConf error Hydra wraps."""
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, ValidationError
+
+    cause = err.__cause__
+    key = getattr(cause, "full_key", None)
+    parent = getattr(cause, "parent_node", None)
+    if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and key and parent is not None:
+        section = key.rpartition(".")[0] or "the config"
+        known = list(parent.keys())
+        if key.startswith("training.") and not difflib.get_close_matches(cause.key, known, n=1):
+            known += _training_argument_names()
+        if difflib.get_close_matches(cause.key, known, n=1):
+            return unknown_key_error(key, known, f"key of {section}", "fix the spelling")
+        return ConfigError(f"{key}: not a key of {section}; to add a new key, write +{key}=VALUE.")
+    if isinstance(cause, ValidationError) and key:
+        reason = str(cause).splitlines()[0]
+        current = parent.get(cause.key) if parent is not None and cause.key in parent else None
+        example = f", e.g. {key}={current}" if current is not None else ""
+        return ConfigError(f"{key}: {reason}; give a value of that type{example}.")
+    return ConfigError(" ".join(str(err).split()))
+
+
+def _training_argument_names() -> list[str]:
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    return [f.name for f in dataclasses.fields(TrainingArguments) if f.init]
+
+
+def iter_leaves(space: dict, prefix: str = ""):
+    """Yield (dotted config path, sampler spec) for every leaf `{sampler: NAME, ...}` of a search space."""
+    for key, node in space.items():
+        path = f"{prefix}{key}"
+        if isinstance(node, dict) and "sampler" in node:
+            yield path, node
+        elif isinstance(node, dict):
+            yield from iter_leaves(node, f"{path}.")
+        else:
+            raise ConfigError(f"search_space.{path}: expected {{sampler: NAME, ...}}, got {node!r}.")
+
+
+def searched_overrides(overrides: list[str], search_space: dict) -> list[str]:
+    """The keys of command-line overrides that the search space also sets (the search wins)."""
+    searched = {path for path, _ in iter_leaves(search_space)}
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
+    return [key for key in keys if key in searched]
+
+
+# --- the saved config, for resume --------------------------------------------------------------
+
+
+def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -> dict:
+    """The config saved in a sweep's run directory, for resuming it. An override that changes it
+    is refused unless `force`; keys added to hfsweep since the run was saved take their defaults."""
+    from hfsweep.config.schema import SweepConfig
+
+    saved_path = os.path.join(run_dir, RESOLVED_CONFIG)
+    if not os.path.isfile(saved_path):
+        raise ConfigError(f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass a sweep's run directory.")
+    with open(saved_path) as f:
+        saved = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepConfig), yaml.safe_load(f)), resolve=True)
+    cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
+    changed = sorted(_changed_keys(saved, cfg))
+    if changed and not force:
+        raise ConfigError(
+            f"resume: {', '.join(changed)} differ from the config saved in {run_dir}; "
+            f"drop those overrides, or pass --force to resume with them."
+        )
+    return cfg
+
+
+def _changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
+    keys = []
+    for key in old.keys() | new.keys():
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys += _changed_keys(a, b, f"{prefix}{key}.")
+        elif a != b:
+            keys.append(f"{prefix}{key}")
+    return keys

@@ -1,0 +1,102 @@
+"""The typed config schema, registered in Hydra's ConfigStore as `hfsweep_schema`.
+
+`conf/config.yaml` puts it first in its defaults, so a misspelt key in a typed group, or a value of
+the wrong type, fails at composition (and `hfsweep.config.loading` turns that into one line).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+
+
+@dataclass
+class TokenizerConfig:
+    pretrained: Optional[str] = None
+    kind: str = "byte_level_bpe"
+    vocab_size: int = 300
+
+
+@dataclass
+class ModelConfig:
+    task: str = "causal_lm"
+    pretrained: Optional[str] = None
+    config: Dict[str, Any] = field(default_factory=dict)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+
+
+@dataclass
+class DataConfig:
+    source: str = "pydoc"
+    name: Optional[str] = None
+    config_name: Optional[str] = None
+    path: Optional[str] = None
+    validation_split: str = "validation"
+    text_column: str = "text"
+    pair_column: Optional[str] = None
+    label_column: str = "label"
+    num_labels: Optional[int] = None
+    block_size: int = 128
+    max_length: int = 128
+    max_train_samples: Optional[int] = None
+    max_eval_samples: Optional[int] = None
+    datasets_to_split: List[str] = field(default_factory=lambda: ["train"])
+
+
+@dataclass
+class StrategyConfig:
+    name: str = "ddp"
+    training_args: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LoopConfig:
+    name: str = "hf_trainer"
+
+
+@dataclass
+class ClusterConfig:
+    address: Optional[str] = None
+    num_cpus: Optional[float] = None
+    num_gpus: Optional[float] = None
+    num_workers: int = 2
+    use_gpu: bool = False
+    resources_per_worker: Dict[str, float] = field(default_factory=lambda: {"CPU": 1})
+    max_concurrent_trials: Optional[int] = None
+    storage_path: Optional[str] = None
+    max_failures: int = 1
+
+
+@dataclass
+class CheckpointsConfig:
+    keep_per_trial: Optional[int] = None
+
+
+@dataclass
+class SweepConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    training: Dict[str, Any] = field(default_factory=dict)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    loop: LoopConfig = field(default_factory=LoopConfig)
+    search_space: Dict[str, Any] = field(default_factory=dict)
+    scheduler: Dict[str, Any] = field(default_factory=dict)
+    search_alg: Dict[str, Any] = field(default_factory=dict)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    logger: Dict[str, Any] = field(default_factory=dict)
+    stopper: Dict[str, Any] = field(default_factory=dict)
+    callbacks: Dict[str, Any] = field(default_factory=dict)
+    trainer: Dict[str, Any] = field(default_factory=dict)
+    eval_metrics: List[str] = field(default_factory=list)
+    checkpoints: CheckpointsConfig = field(default_factory=CheckpointsConfig)
+    name: str = "sweep"
+    seed: int = 42
+    metric: str = "eval_loss"
+    mode: str = "min"
+    num_samples: int = 1
+    cache_dir: str = "~/.cache/hfsweep"
+
+
+ConfigStore.instance().store(name="hfsweep_schema", node=SweepConfig)

@@ -1,0 +1,128 @@
+"""PROXY data for the offline presets, made from CPython's own documentation.
+
+Without the hub there is no MRPC, Yelp or wikitext data. These files stand in for them: real English
+sentences from `pydoc_data.topics` (which every Python install carries), labelled by a real
+property of where each sentence comes from, with the real datasets' column names so the
+presets' column mapping is unchanged. They are proxies: their scores say that training works,
+not how BERT does on MRPC or Yelp.
+
+- `mrpc_proxy/` (sentence1, sentence2, label): is sentence2 a shortened restatement of
+  sentence1 (label 1: sentence1 with every third word dropped, so like a paraphrase it keeps
+  most words) or of another sentence of the same documentation topic (label 0: a hard negative
+  on the same subject)? Half of each.
+- `yelp_proxy/` (text, label): which of the five largest documentation topics the sentence comes
+  from (0-4, imbalanced, as the topics are).
+- `wikitext_proxy/` (`wiki.train.raw`, `wiki.valid.raw`, wikitext-2-raw's file names): the
+  documentation topics as running text, split as the embedded default splits them (every tenth
+  topic validates), for the gpt2_wikitext preset's local-files path.
+
+For the classification proxies, each topic's first four fifths of sentences train, the rest
+validate, so no sentence is in both.
+The output is the same on every machine with the same Python version.
+
+    python -m hfsweep.datasets_offline DIR    # DIR/mrpc_proxy/, DIR/yelp_proxy/ (train.csv, validation.csv), DIR/wikitext_proxy/
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import random
+import re
+
+from hfsweep.data.sources import write_pydoc_topics
+
+SEED = 0
+MIN_TOPIC_SENTENCES = 10  # topics with fewer take no part in the pairs (validation then has 2 or more)
+PAIRS = {"train": 4000, "validation": 400}
+NUM_CLASSES = 5
+
+
+def sentences(text: str) -> list[str]:
+    """Prose sentences of 6 to 60 words; indented code, examples and tables are skipped."""
+    found = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        if paragraph.startswith((" ", "\t")) or paragraph.lstrip().startswith((">>>", "*", "|")):
+            continue
+        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z])", " ".join(paragraph.split())):
+            if 6 <= len(sentence.split()) <= 60:
+                found.append(sentence)
+    return found
+
+
+def topic_sentences() -> dict[str, dict[str, list[str]]]:
+    """split -> topic -> its sentences, in order; the last fifth of a topic validates. A sentence
+    repeated in the documentation counts once, in its first topic."""
+    from pydoc_data.topics import topics
+
+    splits: dict = {"train": {}, "validation": {}}
+    seen: set[str] = set()
+    for name in sorted(topics):
+        found = [s for s in dict.fromkeys(sentences(topics[name])) if s not in seen]
+        seen.update(found)
+        cut = len(found) - len(found) // 5
+        splits["train"][name], splits["validation"][name] = found[:cut], found[cut:]
+    return splits
+
+
+def shortened(sentence: str) -> str:
+    """The sentence with every third word dropped."""
+    return " ".join(word for i, word in enumerate(sentence.split()) if i % 3 != 2)
+
+
+def restatement_pairs(by_topic: dict[str, list[str]], count: int, rng: random.Random) -> list[dict]:
+    """`count` pairs within one topic: half restate sentence1 (label 1), half another sentence (label 0)."""
+    names = sorted(by_topic)
+    rows = []
+    for i in range(count):
+        first, other = rng.sample(by_topic[rng.choice(names)], 2)
+        rows.append({"sentence1": first, "sentence2": shortened(first if i % 2 else other), "label": i % 2})
+    return rows
+
+
+def largest_topic_sentences(splits: dict, rng: random.Random) -> dict[str, list[dict]]:
+    """Sentences of the NUM_CLASSES largest topics, labelled by topic (largest first), shuffled."""
+    sizes = {name: len(splits["train"][name]) + len(splits["validation"][name]) for name in splits["train"]}
+    classes = sorted(sizes, key=lambda n: (-sizes[n], n))[:NUM_CLASSES]
+    out = {}
+    for split, by_topic in splits.items():
+        rows = [{"text": s, "label": label} for label, name in enumerate(classes) for s in by_topic[name]]
+        rng.shuffle(rows)
+        out[split] = rows
+    return out
+
+
+def write_csv(path: str, rows: list[dict]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write(out_dir: str) -> dict[str, str]:
+    """Write the proxy datasets under out_dir; return their folders by name."""
+    rng = random.Random(SEED)
+    splits = topic_sentences()
+    folders = {name: os.path.join(out_dir, name) for name in ("mrpc_proxy", "yelp_proxy", "wikitext_proxy")}
+    pair_topics = {n for n in splits["train"] if len(splits["train"][n]) + len(splits["validation"][n]) >= MIN_TOPIC_SENTENCES}
+    for split, count in PAIRS.items():
+        by_topic = {n: s for n, s in splits[split].items() if n in pair_topics}
+        write_csv(os.path.join(folders["mrpc_proxy"], f"{split}.csv"), restatement_pairs(by_topic, count, rng))
+    for split, rows in largest_topic_sentences(splits, rng).items():
+        write_csv(os.path.join(folders["yelp_proxy"], f"{split}.csv"), rows)
+    os.makedirs(folders["wikitext_proxy"], exist_ok=True)
+    write_pydoc_topics(folders["wikitext_proxy"], ("wiki.train.raw", "wiki.valid.raw"))
+    return folders
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", help="folder to write mrpc_proxy/, yelp_proxy/ and wikitext_proxy/ into")
+    for name, folder in write(parser.parse_args().out_dir).items():
+        print(f"{name}: {folder}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Tokenizers: a pretrained one by name or directory, or one trained on the training split with
+the `tokenizers` library (byte-level BPE as GPT-2's, WordPiece as BERT's), cached by content."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Iterable
+
+from hfsweep.compat import dataset_fingerprint
+from hfsweep.config.errors import HubUnreachableError
+from hfsweep.data.cache import atomic_dir
+
+SPECIAL_TOKEN = "<|endoftext|>"
+BERT_SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
+
+
+def _byte_level_bpe(texts: Iterable[str], vocab_size: int):
+    """GPT-2-like: byte-level BPE with one special token for start, end and padding."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2, special_tokens=[SPECIAL_TOKEN])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer,
+        bos_token=SPECIAL_TOKEN,
+        eos_token=SPECIAL_TOKEN,
+        unk_token=SPECIAL_TOKEN,
+        pad_token=SPECIAL_TOKEN,
+    )
+
+
+def _wordpiece(texts: Iterable[str], vocab_size: int):
+    """BERT-like (cased): WordPiece with [CLS] text [SEP] pair [SEP] and token type ids for pairs."""
+    from tokenizers import processors
+    from tokenizers.implementations import BertWordPieceTokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    wordpiece = BertWordPieceTokenizer(lowercase=False)
+    wordpiece.train_from_iterator(texts, vocab_size=vocab_size, special_tokens=list(BERT_SPECIAL_TOKENS.values()))
+    # Trained from scratch, it has no post-processor yet: the ids of [CLS] and [SEP] were unknown.
+    wordpiece.post_processor = processors.BertProcessing(
+        ("[SEP]", wordpiece.token_to_id("[SEP]")), ("[CLS]", wordpiece.token_to_id("[CLS]"))
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=wordpiece._tokenizer,
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+        **BERT_SPECIAL_TOKENS,
+    )
+
+
+TOKENIZER_TRAINERS = {"byte_level_bpe": _byte_level_bpe, "wordpiece": _wordpiece}
+
+
+def tokenizer_for(tok_cfg: dict, train, text_columns: list[str], cache_dir: str) -> str:
+    """A pretrained tokenizer's name, or the path of one trained on the training split (cached by
+    the tokenizer settings and the split's content)."""
+    if tok_cfg["pretrained"]:
+        return tok_cfg["pretrained"]
+    blob = json.dumps({"tokenizer": tok_cfg, "corpus": dataset_fingerprint(train)}, sort_keys=True)
+    out_dir = os.path.join(cache_dir, "tokenizers", hashlib.sha256(blob.encode()).hexdigest()[:16])
+
+    def write(tmp: str) -> None:
+        texts = (row[column] for row in train for column in text_columns)
+        TOKENIZER_TRAINERS[tok_cfg["kind"]](texts, tok_cfg["vocab_size"]).save_pretrained(tmp)
+
+    return atomic_dir(out_dir, write)
+
+
+def load_tokenizer(name_or_path: str):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(name_or_path)
+    except OSError as err:
+        raise HubUnreachableError(
+            f"model.tokenizer.pretrained: cannot load '{name_or_path}' ({type(err).__name__}: offline or not "
+            f"found); use a local directory, or model.tokenizer.pretrained=null to train one on the training split."
+        ) from err

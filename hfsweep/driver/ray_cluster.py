@@ -1,0 +1,132 @@
+"""The Ray a sweep runs on: started here or reached by address, and checked to hold one trial
+before anything is written."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import socket
+import tempfile
+
+import ray
+
+from hfsweep.compat import gcs_port
+from hfsweep.config.errors import ConfigError
+from hfsweep.config.resources import resource_names, trial_resources, trial_shape, trains_in_process
+
+FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE", "HF_HOME", "HFSWEEP_CACHE")
+# A Ray started for one sweep on one machine: notice a finished worker group sooner, and skip the
+# spot-preemption watcher (one more actor per trial) since nothing here is preemptible.
+LOCAL_RAY_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "1", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
+
+
+MIN_FREE_MB = 200
+
+
+def init_ray(cluster: dict) -> None:
+    """Connect to `cluster.address`, or start a local Ray with the declared logical CPUs."""
+    if ray.is_initialized():
+        return
+    env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+    env["TOKENIZERS_PARALLELISM"] = "false"
+    if cluster["address"]:
+        check_reachable(cluster["address"])
+        try:
+            ray.init(address=cluster["address"], runtime_env={"env_vars": env})
+        except (ConnectionError, TimeoutError) as err:
+            raise ConfigError(
+                f"cluster.address: cannot reach a Ray cluster at '{cluster['address']}' ({type(err).__name__}); "
+                f"check the address (ray status on the head), or drop cluster.address to start a local Ray."
+            ) from err
+    else:
+        start_local_ray(cluster, env)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+def start_local_ray(cluster: dict, env: dict) -> None:
+    """Start a Ray for this sweep on this machine, on a GCS port chosen here.
+
+    Ray's own actors (Train's placement-group cleaner among them) find their cluster's State API
+    by RAY_ADDRESS, or else by looking for a single running Ray on the machine; with two sweeps
+    (or a sweep and a test) on one machine they would find two and never free a stopped trial's
+    resources. Passing every worker RAY_ADDRESS makes the lookup exact.
+    """
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**LOCAL_RAY_ENV, **env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
+    with gcs_port(port):
+        # "local": a new Ray even when `ray start` left one that a bare ray.init() would join
+        ray.init(address="local", num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"], runtime_env={"env_vars": env})
+
+
+def check_reachable(address: str, timeout_s: float = 3.0) -> None:
+    """A TCP connect to the head first: ray.init waits a minute or more on a dead address."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except (OSError, ValueError) as err:
+        raise ConfigError(
+            f"cluster.address: cannot reach a Ray head at '{address}' ({type(err).__name__}); check the "
+            f"address (HOST:PORT, e.g. 10.0.0.5:6379, as `ray start --head` prints), or drop cluster.address."
+        ) from err
+
+
+def check_trial_fits(cluster: dict) -> None:
+    """Refuse at once a trial shape that no cluster node can hold, instead of Ray retrying the
+    worker group start forever."""
+    need = trial_resources(cluster)
+    total = ray.cluster_resources()
+    for key, amount in need.items():
+        if total.get(key, 0) < amount:
+            raise ConfigError(
+                f"cluster.resources_per_worker: one trial needs {amount:g} {key} ({trial_shape(cluster)}) "
+                f"but the cluster has {total.get(key, 0):g}; lower "
+                f"cluster.num_workers or cluster.resources_per_worker, or add nodes."
+            )
+    bundle = resource_names(cluster["resources_per_worker"])
+    nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+    if not any(all(node.get(k, 0) >= v for k, v in bundle.items()) for node in nodes):
+        raise ConfigError(
+            f"cluster.resources_per_worker: no node has {bundle} for one worker; lower it."
+        )
+
+
+def max_concurrent_trials(cluster: dict) -> int:
+    """As many trials as the cluster's resources hold at once, unless configured.
+
+    On a Ray started here, single-process trials are also capped at this machine's cores: its
+    logical CPUs are declared so that a worker group's processes fit, and more single-process
+    trainings than cores only share them, so every trial runs slower and a scheduler's early
+    stops free nothing until late.
+    """
+    if cluster["max_concurrent_trials"]:
+        return cluster["max_concurrent_trials"]
+    available = ray.cluster_resources()
+    fits = max(1, min(math.floor(available.get(k, 0) / v) for k, v in trial_resources(cluster).items() if v))
+    if not cluster["address"] and trains_in_process(cluster):
+        return min(fits, os.cpu_count() or 1)
+    return fits
+
+
+def check_storage_writable(storage: str) -> None:
+    """Fail at start, not at the first checkpoint, if the storage path cannot be written."""
+    try:
+        os.makedirs(storage, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=storage):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            f"cluster.storage_path: cannot write to '{storage}' ({type(err).__name__}: {err.strerror}); "
+            f"choose a writable directory shared by all nodes."
+        ) from err
+    free_mb = shutil.disk_usage(storage).free / 2**20
+    if free_mb < MIN_FREE_MB:
+        raise ConfigError(
+            f"cluster.storage_path: only {free_mb:.0f} MB free in '{storage}' (checkpoints need more); free space or choose another path."
+        )

@@ -1,0 +1,110 @@
+"""The Tune scheduler, search algorithm and stoppers a sweep's config names, built with Hydra's
+`instantiate`; PBT and PB2 mutate the sweep's own search space."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from hydra.utils import get_class, instantiate
+from ray import tune
+from ray.tune.schedulers import PopulationBasedTraining
+from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
+from ray.tune.stopper import CombinedStopper
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.config.loading import iter_leaves
+from hfsweep.config.validation import PLATEAU, lr_scheduler_types
+from hfsweep.driver.search_space import pb2_bounds, pbt_mutations
+
+
+def instantiate_at(key: str, node: dict, **objects):
+    """Hydra-instantiate the config at `key`, passing `objects` (Tune domains, ints) straight to the
+    constructor; a constructor's complaint about its arguments becomes one line naming the key."""
+    try:
+        return instantiate(node, _partial_=True)(**objects)
+    except (AssertionError, ValueError, TypeError) as err:
+        name = node["_target_"].rsplit(".", 1)[-1]
+        unexpected = re.search(r"unexpected keyword argument '(\w+)'", str(err))
+        if unexpected:  # e.g. a preset's ASHA grace_period left over after scheduler=fifo
+            arg = unexpected.group(1)
+            raise ConfigError(f"{key}.{arg}: {name} takes no '{arg}'; drop it with ~{key}.{arg}") from err
+        raise ConfigError(f"{key}: {name} rejects these settings: {err}") from err
+
+
+def target_class(node: dict):
+    return get_class(node["_target_"])
+
+
+def build_scheduler(cfg: dict, param_space: dict):
+    """Instantiate the configured Tune scheduler; PBT and PB2 mutate the sweep's own search space.
+
+    Metric and mode come from the TuneConfig, so every scheduler optimises the same thing.
+    """
+    node = cfg["scheduler"]
+    cls = target_class(node)
+    if issubclass(cls, PopulationBasedTraining) and PLATEAU in lr_scheduler_types(cfg):
+        raise ConfigError(
+            f"training.lr_scheduler_type: under {cls.__name__}, {PLATEAU} cannot carry an exploited trial's own "
+            f"learning rate over the donor's reductions; use another type (e.g. linear), or scheduler=asha."
+        )
+    # PB2's module imports a GP stack (scikit-learn: ~2 s); a class can only be a PB2 if loading
+    # the target already imported it.
+    pb2 = sys.modules.get("ray.tune.schedulers.pb2")
+    if pb2 is not None and issubclass(cls, pb2.PB2):
+        return instantiate_at("scheduler", node, hyperparam_bounds=pb2_bounds(cfg["search_space"]))
+    if issubclass(cls, PopulationBasedTraining):
+        return instantiate_at("scheduler", node, hyperparam_mutations=pbt_mutations(param_space))
+    return instantiate_at("scheduler", node)
+
+
+def build_search_alg(cfg: dict, max_concurrent: int):
+    """Instantiate the configured Tune search algorithm, capped at max_concurrent running trials.
+
+    Tune ignores TuneConfig.max_concurrent_trials for a variant generator, so the cap is set here.
+    """
+    node = cfg["search_alg"]
+    try:
+        cls = target_class(node)
+    except ImportError as err:
+        raise ConfigError(f"search_alg: {node['_target_']} cannot be imported ({err}); pip install 'hfsweep[search]'.") from err
+    if cls is BasicVariantGenerator:
+        return instantiate_at("search_alg", node, max_concurrent=max_concurrent)
+    grids = [path for path, spec in iter_leaves(cfg["search_space"]) if spec["sampler"] == "grid"]
+    if grids:
+        raise ConfigError(
+            f"search_space.{grids[0]}: search_alg {cls.__name__} cannot take sampler 'grid'; use 'choice'."
+        )
+    return ConcurrencyLimiter(instantiate_at("search_alg", node), max_concurrent=max_concurrent)
+
+
+class ThresholdStopper(tune.Stopper):
+    """Stop a trial once `metric` reaches `threshold`: at or above it for mode=max (a step budget,
+    a target accuracy), at or below it for mode=min (a target loss)."""
+
+    def __init__(self, metric: str, threshold: float, mode: str = "max"):
+        self.metric, self.threshold, self.mode = metric, threshold, mode
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        value = result.get(self.metric)
+        if value is None:
+            return False
+        return value >= self.threshold if self.mode == "max" else value <= self.threshold
+
+    def stop_all(self) -> bool:
+        return False
+
+
+def build_stopper(cfg: dict):
+    """The configured stoppers combined (any one stops) with the step budget.
+
+    Tune applies stoppers before the scheduler sees a result, so a trial at training.max_steps
+    ends there: PBT never exploits into a trial that has no steps left to train.
+    """
+    budget = ThresholdStopper("step", cfg["training"]["max_steps"], mode="max")
+    return CombinedStopper(budget, *(instantiate_at(f"stopper.{k}", node) for k, node in cfg["stopper"].items()))
+
+
+def scheduler_may_exploit(cfg: dict) -> bool:
+    """PBT and PB2 restore trials from other trials' checkpoints, any of which may be chosen."""
+    return issubclass(target_class(cfg["scheduler"]), PopulationBasedTraining)

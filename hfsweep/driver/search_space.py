@@ -1,0 +1,107 @@
+"""Search-space YAML to `ray.tune` samplers.
+
+A search space mirrors the config: a leaf `{sampler: NAME, ...}` at `training.learning_rate`
+searches `training.learning_rate`. Tune samples a nested dict of the same shape, which
+`hfsweep.config.loading.apply_sampled` merges into the resolved config of each trial.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict
+
+from omegaconf import OmegaConf
+from ray import tune
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.config.loading import iter_leaves
+
+
+def _bounds(path: str, spec: dict, positive: bool = False) -> tuple:
+    low, high = spec.get("low"), spec.get("high")
+    if low is None or high is None:
+        raise ConfigError(f"search_space.{path}: sampler '{spec['sampler']}' needs low and high.")
+    if low >= high:
+        raise ConfigError(f"search_space.{path}: low ({low}) must be below high ({high}).")
+    if positive and low <= 0:
+        raise ConfigError(f"search_space.{path}: sampler '{spec['sampler']}' needs low > 0, got {low}.")
+    return low, high
+
+
+def _values(path: str, spec: dict) -> list:
+    values = spec.get("values")
+    if not values:
+        raise ConfigError(f"search_space.{path}: sampler '{spec['sampler']}' needs a non-empty list of values.")
+    return list(values)
+
+
+SAMPLERS: Dict[str, Callable[[str, dict], Any]] = {
+    "choice": lambda p, s: tune.choice(_values(p, s)),
+    "grid": lambda p, s: tune.grid_search(_values(p, s)),
+    "uniform": lambda p, s: tune.uniform(*_bounds(p, s)),
+    "quniform": lambda p, s: tune.quniform(*_bounds(p, s), s.get("q", 1)),
+    "loguniform": lambda p, s: tune.loguniform(*_bounds(p, s, positive=True)),
+    "qloguniform": lambda p, s: tune.qloguniform(*_bounds(p, s, positive=True), s.get("q", 1)),
+    "randint": lambda p, s: tune.randint(*_bounds(p, s)),
+    "qrandint": lambda p, s: tune.qrandint(*_bounds(p, s), s.get("q", 1)),
+    "lograndint": lambda p, s: tune.lograndint(*_bounds(p, s, positive=True)),
+}
+
+
+_ABSENT = object()
+
+
+def nested(dotted: dict) -> dict:
+    """{"training.learning_rate": v} as {"training": {"learning_rate": v}}: the shape of the config.
+    (Tune's samplers are not values OmegaConf can hold, so `OmegaConf.update` cannot build it.)"""
+    tree: dict = {}
+    for path, value in dotted.items():
+        *parents, leaf = path.split(".")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return tree
+
+
+def compile_search_space(space: dict, cfg: dict) -> dict:
+    """Turn the `search_space` config into Tune's nested param space, checking every leaf."""
+    samplers = {}
+    composed = OmegaConf.create(cfg)
+    for path, spec in iter_leaves(space):
+        if OmegaConf.select(composed, path, default=_ABSENT) is _ABSENT:
+            raise ConfigError(
+                f"search_space.{path}: '{path}' is not a key of the composed config; "
+                f"search an existing key or add it first (+{path}=VALUE)."
+            )
+        if spec["sampler"] not in SAMPLERS:
+            raise ConfigError(
+                f"search_space.{path}: unknown sampler '{spec['sampler']}'; use one of {', '.join(SAMPLERS)}."
+            )
+        samplers[path] = SAMPLERS[spec["sampler"]](path, spec)
+    return nested(samplers)
+
+
+def pbt_mutations(param_space: dict) -> dict:
+    """PBT resamples from the same space the searcher samples: grid values become a list."""
+    mutations = {}
+    for key, value in param_space.items():
+        if isinstance(value, dict) and set(value) == {"grid_search"}:
+            mutations[key] = list(value["grid_search"])
+        elif isinstance(value, dict):
+            mutations[key] = pbt_mutations(value)
+        else:
+            mutations[key] = value
+    return mutations
+
+
+def pb2_bounds(space: dict) -> dict:
+    """PB2's GP models continuous hyperparameters: every leaf needs low and high."""
+    bounds = {}
+    for path, spec in iter_leaves(space):
+        if "low" not in spec or "high" not in spec:
+            raise ConfigError(
+                f"search_space.{path}: scheduler=pb2 needs a sampler with low and high "
+                f"(uniform, loguniform, randint...), not '{spec['sampler']}'."
+            )
+        bounds[path] = [spec["low"], spec["high"]]
+    return nested(bounds)

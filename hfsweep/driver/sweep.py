@@ -1,0 +1,158 @@
+"""The sweep driver: data once, Ray, the Tuner, results.
+
+`run` takes the resolved config as a plain dict (workers never see Hydra) and returns Tune's
+ResultGrid. Everything a sweep writes lives under `cluster.storage_path` (the Hydra run
+directory by default): the resolved config, Tune's experiment directory, and the Train runs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+from ray import tune
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.config.loading import RESOLVED_CONFIG, saved_config
+from hfsweep.config.resources import trial_resources, trains_in_process
+from hfsweep.config.validation import validate
+from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare
+from hfsweep.data.tokenizers import load_tokenizer
+from hfsweep.driver.checkpoint_budget import build_checkpoint_budget, checkpoint_disk_use
+from hfsweep.driver.loggers import build_loggers
+from hfsweep.driver.provenance import write_provenance
+from hfsweep.driver.ray_cluster import check_storage_writable, check_trial_fits, init_ray, max_concurrent_trials
+from hfsweep.driver.results import best_trial, evaluate_model, export_best, summary, write_best, write_report
+from hfsweep.driver.schedulers import build_scheduler, build_search_alg, build_stopper
+from hfsweep.driver.search_space import compile_search_space
+from hfsweep.models import build_model, check_pretrained_reachable
+from hfsweep.trial.trainable import run_trial
+
+NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
+
+
+def trainable_for(cfg: dict, data: PreparedData):
+    """The Tune trainable: `run_trial` bound to the config and the shared Ray Datasets. An
+    in-process trial holds its worker's resources; one that drives a worker group holds 1 CPU,
+    and Train reserves the workers'."""
+    ray_datasets = load_ray_datasets(data, cfg["data"]["datasets_to_split"], cfg["seed"])  # once, shared by every trial
+    cluster = cfg["cluster"]
+    return tune.with_resources(
+        tune.with_parameters(run_trial, cfg=cfg, data=data, ray_datasets=ray_datasets),
+        trial_resources(cluster) if trains_in_process(cluster) else {"CPU": 1},
+    )
+
+
+def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, stopper, callbacks: list) -> tune.Tuner:
+    """In-process trials reuse their actors (imports paid once per actor) and are retried by Tune
+    from their latest checkpoint; a worker group is restarted by Train instead."""
+    cluster = cfg["cluster"]
+    in_process = trains_in_process(cluster)
+    concurrency = max_concurrent_trials(cluster)
+    return tune.Tuner(
+        trainable_for(cfg, data),
+        param_space=param_space,
+        tune_config=tune.TuneConfig(
+            metric=cfg["metric"],
+            mode=cfg["mode"],
+            scheduler=scheduler,
+            search_alg=build_search_alg(cfg, concurrency),
+            num_samples=cfg["num_samples"],
+            max_concurrent_trials=concurrency,
+            reuse_actors=in_process,
+        ),
+        run_config=tune.RunConfig(
+            name=cfg["name"],
+            storage_path=cfg["cluster"]["storage_path"],
+            checkpoint_config=tune.CheckpointConfig(
+                num_to_keep=cfg["checkpoints"]["keep_per_trial"],
+                checkpoint_score_attribute=cfg["metric"],
+                checkpoint_score_order=cfg["mode"],
+            ),
+            stop=stopper,
+            failure_config=tune.FailureConfig(max_failures=cluster["max_failures"] if in_process else 0),
+            callbacks=callbacks,
+            verbose=1,  # Tune's status table; per-trial detail is in the experiment directory
+        ),
+    )
+
+
+def _prepare_sweep(cfg: dict) -> tuple:
+    """Everything that can fail on bad input, before Ray starts."""
+    validate(cfg)
+    param_space = compile_search_space(cfg["search_space"], cfg)
+    scheduler, stopper = build_scheduler(cfg, param_space), build_stopper(cfg)
+    callbacks = [*build_loggers(cfg), *filter(None, [build_checkpoint_budget(cfg)])]
+    check_pretrained_reachable(cfg["model"])
+    return param_space, scheduler, stopper, callbacks, prepare(cfg)
+
+
+def run(cfg: dict) -> tune.ResultGrid:
+    """Validate, prepare data, run the sweep; return Tune's ResultGrid."""
+    param_space, scheduler, stopper, callbacks, data = _prepare_sweep(cfg)
+    storage = cfg["cluster"]["storage_path"]
+    check_storage_writable(storage)
+    init_ray(cfg["cluster"])
+    check_trial_fits(cfg["cluster"])
+    # Everything is checked: only now does the run directory get the sweep's files.
+    with open(os.path.join(storage, RESOLVED_CONFIG), "w") as f:
+        yaml.safe_dump(cfg, f, sort_keys=False)
+    write_provenance(storage, cfg)
+    return fit(build_tuner(cfg, param_space, data, scheduler, stopper, callbacks), cfg, data)
+
+
+def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune.ResultGrid:
+    """Continue an interrupted sweep from its run directory: finished trials are kept, unfinished
+    and errored ones resume from their latest checkpoint. The saved config is the config; an
+    override that changes it is refused unless `force`."""
+    cfg = saved_config(run_dir, overrides, force)
+    experiment = os.path.join(run_dir, cfg["name"])
+    if not tune.Tuner.can_restore(experiment):
+        raise ConfigError(f"resume: '{experiment}' holds no Tune experiment state; nothing to resume.")
+    param_space, _, _, _, data = _prepare_sweep(cfg)
+    init_ray(cfg["cluster"])
+    check_trial_fits(cfg["cluster"])
+    # The loggers and the checkpoint budget come back with the Tuner, their state included.
+    tuner = tune.Tuner.restore(experiment, trainable_for(cfg, data), resume_errored=True, param_space=param_space)
+    return fit(tuner, cfg, data)
+
+
+def fit(tuner: tune.Tuner, cfg: dict, data: PreparedData) -> tune.ResultGrid:
+    """Run the sweep with exactly the loggers the config names: Tune would otherwise add its
+    TensorBoard logger to every sweep, `logger=none` included."""
+    previous = os.environ.get(NO_AUTO_LOGGERS)
+    os.environ[NO_AUTO_LOGGERS] = "1"
+    try:
+        results = tuner.fit()
+    finally:
+        if previous is None:
+            del os.environ[NO_AUTO_LOGGERS]
+        else:
+            os.environ[NO_AUTO_LOGGERS] = previous
+    return finish(results, cfg, data)
+
+
+def finish(results: tune.ResultGrid, cfg: dict, data: PreparedData) -> tune.ResultGrid:
+    """Best trial, exported model, tables and plots, and the one-screen summary."""
+    if results.num_terminated == 0:
+        raise RuntimeError(f"no trial finished ({results.num_errors} errored); see the errors above.")
+    storage = cfg["cluster"]["storage_path"]
+    best = best_trial(results, cfg)
+    write_best(best, storage)
+    export_best(best, cfg, os.path.join(storage, "best"))
+    write_report(storage)
+    print(summary(best, storage, untrained_eval_loss(cfg, data)))
+    count, size = checkpoint_disk_use(results)
+    keep = cfg["checkpoints"]["keep_per_trial"]
+    budget = f"the best {keep} per trial" if keep else "all kept; set checkpoints.keep_per_trial=K to keep fewer"
+    print(f"  checkpoints:     {count} on disk, {size / 2**20:.1f} MiB ({budget})")
+    return results
+
+
+def untrained_eval_loss(cfg: dict, data: PreparedData) -> float:
+    """The validation loss of the model every trial starts from (same seed), as a baseline."""
+    from transformers import set_seed
+
+    tokenizer = load_tokenizer(data.tokenizer_path)
+    set_seed(cfg["seed"])
+    return evaluate_model(build_model(cfg["model"], tokenizer, data.label_names), tokenizer, data.validation_path)

@@ -1,0 +1,100 @@
+"""What both training loops share, written once: reporting a result and its checkpoint, the
+checkpoint to resume from, the trial's own hyperparameters over a restored optimizer, the
+validation shard, quiet logs and the divergence check."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import ray.train
+from ray.train import Checkpoint, CheckpointUploadMode
+
+from hfsweep.compat import lr_factors, quiet_train_report_log, set_last_lr
+from hfsweep.trial.bridge import checkpoint_dir_name, report_to_tune
+
+
+def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
+    """Hand one result and the checkpoint the loop just wrote (rank 0 only) to the sweep.
+
+    In a trial's own process it goes straight to Tune. On a worker group it goes to Ray Train in
+    place (`NO_UPLOAD`): every rank reports, since Train's report is a barrier.
+    """
+    if in_process:
+        report_to_tune(metrics, checkpoint_dir)
+        return
+    ray.train.report(
+        metrics,
+        checkpoint=Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None,
+        checkpoint_dir_name=checkpoint_dir_name(metrics["step"]),
+        checkpoint_upload_mode=CheckpointUploadMode.NO_UPLOAD,
+    )
+
+
+def with_perplexity(metrics: dict) -> dict:
+    """`eval_perplexity` beside `eval_loss` (capped: exp(50) is already meaningless)."""
+    if "eval_loss" in metrics:
+        metrics["eval_perplexity"] = math.exp(min(metrics["eval_loss"], 50.0))
+    return metrics
+
+
+def check_finite(key: str, value: float, step: int) -> None:
+    """A non-finite loss ends the trial as errored, with the step and the value, instead of
+    training on (and checkpointing) garbage until max_steps."""
+    if value is not None and not math.isfinite(value):
+        raise FloatingPointError(f"training diverged: {key} is {value} at step {step}")
+
+
+def resume_checkpoint(config: dict) -> str | None:
+    """The checkpoint to continue from: this run's own latest (a restarted worker group), else the
+    one Tune handed the trial (a restored, retried or PBT-exploited trial), else none."""
+    own = None if config["in_process"] else ray.train.get_checkpoint()
+    if own is not None:
+        return own.path
+    return config.get("resume_from")
+
+
+def apply_hyperparameters(optimizer, lr_scheduler, training: dict) -> None:
+    """Put the trial's learning rate and weight decay over a restored optimizer and LR scheduler.
+
+    Restoring a checkpoint restores the donor's values too; a PBT-exploited trial must continue
+    from the donor's weights with its own perturbed ones. The schedule's progress is kept.
+    """
+    factors = lr_factors(lr_scheduler)
+    if factors is None:
+        # reduce_lr_on_plateau: PBT is refused with it, so only the trial's own checkpoint, saved with
+        # these very hyperparameters, resumes it, and its restored reductions are kept as they are.
+        return
+    learning_rate, weight_decay = training["learning_rate"], training.get("weight_decay", 0.0)
+    lr_scheduler.base_lrs = [learning_rate] * len(optimizer.param_groups)
+    for group, factor in zip(optimizer.param_groups, factors):
+        group["initial_lr"] = learning_rate
+        group["lr"] = learning_rate * factor
+        if group.get("weight_decay"):
+            group["weight_decay"] = weight_decay
+    set_last_lr(lr_scheduler, [group["lr"] for group in optimizer.param_groups])
+
+
+def validation_shard(cfg: dict, device="auto"):
+    """This worker's Ray Data shard of the validation split, as torch batches, when
+    `data.datasets_to_split` holds it; None when every worker evaluates the whole split (from
+    disk). Ray splits it into equal shards, so up to num_workers - 1 examples go unevaluated."""
+    if "validation" not in cfg["data"]["datasets_to_split"]:
+        return None
+    return ray.train.get_dataset_shard("validation").iter_torch_batches(
+        batch_size=cfg["training"]["per_device_eval_batch_size"], device=device
+    )
+
+
+def quiet_logs(world_rank: int) -> None:
+    """Leave progress to Tune's table: no per-report Ray lines, no save progress bars, and only
+    errors from replicas other than rank 0."""
+    import datasets
+    import transformers
+
+    logging.getLogger("ray.train").setLevel(logging.WARNING)
+    quiet_train_report_log()
+    transformers.utils.logging.disable_progress_bar()
+    if world_rank != 0:
+        transformers.logging.set_verbosity_error()
+        datasets.logging.set_verbosity_error()

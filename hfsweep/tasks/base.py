@@ -1,0 +1,34 @@
+"""What a task family owns: the columns it reads, how a split becomes model inputs, the Auto
+class, the data collator and the metrics. Built-in tasks subclass `Task`."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+
+class Task:
+    name: str = ""
+    columns: tuple[str, ...] = ()  # the data.* keys naming the columns it reads
+    length_key: str = "max_length"  # the data.* key bounding an example's tokens
+    metrics: tuple[str, ...] = ()  # the `eval_metrics` it can compute
+
+    def auto_model_class(self):
+        """The transformers Auto class that builds and loads this family's models."""
+        raise NotImplementedError
+
+    def prepare_raw(self, raw, data_cfg: dict):
+        """The raw splits made ready for tokenization (e.g. labels encoded); by default as they are."""
+        return raw
+
+    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+        """One raw split as model inputs (a `datasets.Dataset` of fixed-length token columns)."""
+        raise NotImplementedError
+
+    def data_collator(self, tokenizer):
+        from transformers import default_data_collator
+
+        return default_data_collator
+
+    def compute_metrics(self, names: list[str]) -> Optional[Callable]:
+        """The Trainer's `compute_metrics` for the configured `eval_metrics`, or None for none."""
+        return None

@@ -1,0 +1,70 @@
+"""Sequence classification (single sentences or pairs), as Ray's BERT examples: padded and
+truncated to `data.max_length`, labels a ClassLabel taken from the training split."""
+
+from __future__ import annotations
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.tasks.base import Task
+from hfsweep.tasks.causal_lm import token_features
+from hfsweep.tasks.metrics import CLASSIFICATION_METRICS, compute_metrics_for
+
+
+def encode_labels(raw, column: str, num_labels: int | None):
+    """Make the label column a ClassLabel taken from the train split (integer labels count
+    0..N-1, string labels are named classes), so both splits and the model share the classes."""
+    from datasets import ClassLabel
+
+    feature = raw["train"].features[column]
+    if not isinstance(feature, ClassLabel):
+        values = sorted(set(raw["train"][column]))
+        if values and isinstance(values[0], str):
+            feature = ClassLabel(names=values)
+        else:
+            feature = ClassLabel(num_classes=num_labels or int(max(values)) + 1)
+        try:
+            raw = raw.cast_column(column, feature)
+        except ValueError as err:
+            raise ConfigError(
+                f"data.label_column: '{column}' has labels outside the {feature.num_classes} classes of the train split "
+                f"({err}); check the data or data.num_labels."
+            ) from err
+    if num_labels and feature.num_classes != num_labels:
+        raise ConfigError(
+            f"data.num_labels: {num_labels}, but '{column}' holds {feature.num_classes} classes; "
+            f"set data.num_labels={feature.num_classes} or null."
+        )
+    return raw
+
+
+class SequenceClassification(Task):
+    name = "sequence_classification"
+    columns = ("text_column", "pair_column", "label_column")
+    metrics = CLASSIFICATION_METRICS
+
+    def auto_model_class(self):
+        from transformers import AutoModelForSequenceClassification
+
+        return AutoModelForSequenceClassification
+
+    def prepare_raw(self, raw, data_cfg: dict):
+        return encode_labels(raw, data_cfg["label_column"], data_cfg["num_labels"])
+
+    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+        """Tokenize the text (and the pair) padded and truncated to data.max_length; `labels`
+        keeps its ClassLabel, so the prepared data names its classes."""
+        from datasets import Features
+
+        text, pair, length = data_cfg["text_column"], data_cfg["pair_column"], data_cfg["max_length"]
+
+        def encode(batch: dict) -> dict:
+            encoded = tokenizer(batch[text], batch[pair] if pair else None, padding="max_length", truncation=True, max_length=length)
+            return {**encoded, "labels": batch[data_cfg["label_column"]]}
+
+        features = Features({**token_features(tokenizer.model_input_names, length), "labels": ds.features[data_cfg["label_column"]]})
+        return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
+
+    def compute_metrics(self, names: list[str]):
+        return compute_metrics_for(names)
+
+
+TASK = SequenceClassification()
