@@ -27,9 +27,16 @@ def check_pretrained_reachable(model_cfg: dict) -> None:
 def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None):
     """A pretrained model, or one built from `model.config` with the tokenizer's vocabulary; a
     classifier gets one output per class of the prepared data, named after it."""
+    task = get_task(model_cfg["task"])
+    model = _build(model_cfg, task.auto_model_class(), tokenizer, label_names)
+    if getattr(model, "loss_type", None) is None:
+        model.loss_type = task.loss_type
+    return model
+
+
+def _build(model_cfg: dict, auto_class, tokenizer, label_names: list[str] | None):
     from transformers import AutoConfig
 
-    auto_class = get_task(model_cfg["task"]).auto_model_class()
     labels = {}
     if label_names:
         labels = {"id2label": dict(enumerate(label_names)), "label2id": {name: i for i, name in enumerate(label_names)}}

@@ -35,19 +35,24 @@ class HoldAfterStep(TrainerCallback):
     """After `step` is saved and reported, hold training until the test has injected its fault, so
     the fault always lands mid-trial however slow the machine. The hold is signalled by a `holding`
     file in the sweep's train_runs folder; the test releases it with a `released` file (restarted
-    workers then go straight on). Hold at most `timeout_s`."""
+    workers then go straight on). With `learning_rate`, only the trial training with it holds.
+    A hold not released within `timeout_s` errors the trial, which fails the test."""
 
-    def __init__(self, step: int, timeout_s: float = 120):
-        self.step, self.timeout_s = step, timeout_s
+    def __init__(self, step: int, timeout_s: float = 120, learning_rate: float | None = None):
+        self.step, self.timeout_s, self.learning_rate = step, timeout_s, learning_rate
 
     def on_step_begin(self, args, state, control, **kwargs):
         train_runs = os.path.dirname(os.path.dirname(args.output_dir))
         released = os.path.join(train_runs, "released")
         if state.global_step != self.step or os.path.exists(released):
             return
+        if self.learning_rate is not None and args.learning_rate != self.learning_rate:
+            return
         open(os.path.join(train_runs, "holding"), "w").close()
         deadline = time.time() + self.timeout_s
-        while not os.path.exists(released) and time.time() < deadline:
+        while not os.path.exists(released):
+            if time.time() > deadline:
+                raise TimeoutError(f"HoldAfterStep: the test did not release step {self.step} within {self.timeout_s} s")
             time.sleep(0.1)
 
 

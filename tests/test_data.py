@@ -46,8 +46,14 @@ def test_group_texts_packs_full_blocks_with_labels():
     assert out["labels"] == out["input_ids"]
 
 
-def test_pydoc_prose_is_prepared_once_and_cached(tmp_path):
+def test_pydoc_prose_is_prepared_once_and_cached(tmp_path, monkeypatch):
+    from hfsweep.tasks.causal_lm import TASK
+
+    tokenized = []
+    preprocess = TASK.preprocess
+    monkeypatch.setattr(TASK, "preprocess", lambda *args: tokenized.append(args[-1]) or preprocess(*args))
     first = prepare(data_config(tmp_path))
+    assert tokenized == ["train", "validation"]
     assert first.num_train_blocks > 10 * first.num_validation_blocks > 0
     tokenizer = load_tokenizer(first.tokenizer_path)
     assert len(tokenizer) == 300
@@ -56,6 +62,7 @@ def test_pydoc_prose_is_prepared_once_and_cached(tmp_path):
     assert all(len(row) == 32 for row in validation["input_ids"])
     again = prepare(data_config(tmp_path))
     assert again == first
+    assert tokenized == ["train", "validation"], "the second sweep on the same data tokenized it again"
 
 
 def test_local_text_files_with_wikitext_names(tmp_path):

@@ -1,5 +1,5 @@
 """PBT over real trials: an exploited trial continues from the donor's checkpoint, with the
-donor's weights and its own perturbed learning rate in effect, in both training loops."""
+donor's weights and its own perturbed learning rate and weight decay in effect, in both training loops."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def pbt_sweep(request, ray_cluster, tmp_path_factory, cache_dir):
         "+scheduler.synch=true",  # every trial reaches each perturbation point before PBT ranks them: the worse one is always exploited
         "search_space=learning_rate_loguniform",
         "search_space.training.learning_rate.low=1e-5",
+        "+search_space.training.weight_decay={sampler:loguniform,low:0.001,high:0.1}",
         "num_samples=2",
         "training.max_steps=30",
         "training.lr_scheduler_type=constant",
@@ -60,7 +61,9 @@ def test_pbt_sweep_finishes_with_at_least_one_exploit(pbt_sweep):
 
 def test_restored_trials_continue_from_the_checkpoint_step(pbt_sweep):
     _, rows = pbt_sweep
-    for row in resumed_rows(rows, exploited=True) + resumed_rows(rows, exploited=False):
+    restored = resumed_rows(rows, exploited=True) + resumed_rows(rows, exploited=False)
+    assert restored
+    for row in restored:
         donor_step = int(row["resumed_from"].rsplit("checkpoint-", 1)[1])
         assert donor_step > 0
         assert row["step"] == donor_step + EVAL_STEPS
@@ -68,24 +71,31 @@ def test_restored_trials_continue_from_the_checkpoint_step(pbt_sweep):
 
 def test_restored_weights_equal_the_donor_checkpoint(pbt_sweep):
     _, rows = pbt_sweep
+    assert exploited_rows(rows)
     for row in exploited_rows(rows):
         donor = AutoModelForCausalLM.from_pretrained(row["resumed_from"])
         assert row["resumed_weights_digest"] == weights_digest(donor)
 
 
-def test_the_perturbed_learning_rate_is_the_one_in_effect(pbt_sweep):
+@pytest.mark.parametrize("key, in_effect", [("learning_rate", "lr_in_effect"), ("weight_decay", "weight_decay_in_effect")])
+def test_the_perturbed_hyperparameters_are_the_ones_the_optimizer_steps_with(pbt_sweep, key, in_effect):
+    """Read from the optimizer's param groups at the first optimizer step after the exploit: the
+    restored optimizer state holds the donor's values, which must not be the ones in effect."""
     _, rows = pbt_sweep
+    assert exploited_rows(rows)
     for row in exploited_rows(rows):
         donor_row = checkpoint_row(rows, row["resumed_from"])
-        donor_lr, perturbed_lr = donor_row["config/training/learning_rate"], row["config/training/learning_rate"]
-        assert perturbed_lr in (pytest.approx(donor_lr * 0.8), pytest.approx(donor_lr * 1.2))
-        assert donor_row["learning_rate"] == pytest.approx(donor_lr)
-        assert row["learning_rate"] == pytest.approx(perturbed_lr), "the restored optimizer's learning rate is still in effect"
+        donor_value, perturbed = donor_row[f"config/training/{key}"], row[f"config/training/{key}"]
+        assert perturbed in (pytest.approx(donor_value * 0.8), pytest.approx(donor_value * 1.2))
+        assert row[in_effect] == pytest.approx(perturbed), f"the restored optimizer's {key} is still in effect"
 
 
-def test_a_trial_restored_from_its_own_checkpoint_keeps_its_learning_rate(pbt_sweep):
+def test_a_trial_restored_from_its_own_checkpoint_keeps_its_hyperparameters(pbt_sweep):
     _, rows = pbt_sweep
-    for row in resumed_rows(rows, exploited=False):
+    own_restores = resumed_rows(rows, exploited=False)
+    if not own_restores:
+        pytest.skip("PBT restored no trial from its own checkpoint in this sweep")
+    for row in own_restores:
         own = checkpoint_row(rows, row["resumed_from"])
         assert row["config/training/learning_rate"] == own["config/training/learning_rate"]
-        assert row["learning_rate"] == pytest.approx(own["learning_rate"])
+        assert row["lr_in_effect"] == pytest.approx(own["config/training/learning_rate"])

@@ -24,7 +24,12 @@ SWEEP = [
     "search_space.training.learning_rate.values=[3e-3,1e-3,1e-4]",
     "cluster.num_workers=1",
     "cluster.max_concurrent_trials=1",
+    # the second trial holds after reporting checkpoint-10: the sweep is interrupted there
+    "+callbacks.hold._target_=tests.faults.HoldAfterStep",
+    "+callbacks.hold.step=10",
+    "+callbacks.hold.learning_rate=1e-3",
 ]
+HELD_TRIAL = "run_trial_*_00001_*"  # the grid's second point, 1e-3
 
 
 def finished_trials(experiment: str) -> list[str]:
@@ -62,13 +67,18 @@ def test_interrupt_then_resume_finishes_the_sweep_without_rerunning(tmp_path, ca
     # shows in the run directory at once and the sweep is interrupted after its first trial.
     env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
     driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    held_pointer = os.path.join(experiment, HELD_TRIAL, "checkpoint_000000", "hfsweep_checkpoint.json")
+    holding = run_dir / "sweep" / "train_runs" / "holding"
     deadline = time.time() + 300
-    while not finished_trials(experiment) and time.time() < deadline and driver.poll() is None:
+    while not (holding.exists() and glob.glob(held_pointer)) and time.time() < deadline and driver.poll() is None:
         time.sleep(0.2)
     assert driver.poll() is None, "the sweep ended before it could be interrupted"
+    assert glob.glob(held_pointer), "the second trial never reported checkpoint-10"
+    time.sleep(3)  # Tune saves its experiment state every second (TUNE_GLOBAL_CHECKPOINT_S)
     interrupt(driver, how)
     interrupted = {path: open(os.path.join(path, "result.json")).read() for path in finished_trials(experiment)}
-    assert 1 <= len(interrupted) < 3
+    assert len(interrupted) == 1, "the first trial finished, the second was held mid-way"
+    (holding.parent / "released").touch()
     saved = yaml.safe_load((run_dir / "resolved_config.yaml").read_text())
     del saved["data"]["datasets_to_split"]  # as a run saved before hfsweep had the key: it resumes with the default
     (run_dir / "resolved_config.yaml").write_text(yaml.safe_dump(saved))
@@ -88,6 +98,10 @@ def test_interrupt_then_resume_finishes_the_sweep_without_rerunning(tmp_path, ca
     assert len(table) == 3 and set(table["ended"]) == {"completed"}
     for path, before in interrupted.items():
         assert open(os.path.join(path, "result.json")).read() == before, "a finished trial was run again"
+    (held,) = glob.glob(os.path.join(experiment, HELD_TRIAL, "result.json"))
+    history = [json.loads(line) for line in open(held) if line.strip()]
+    assert [row["step"] for row in history] == [10, 20], "the unfinished trial did not continue from its checkpoint"
+    assert "resumed_from" not in history[0] and history[1]["resumed_from"].endswith("/checkpoint-10")
     assert (run_dir / "best" / "config.json").is_file()
 
 

@@ -29,7 +29,8 @@ def test_early_stopping_callback_ends_a_trial_as_completed(ray_cluster, tmp_path
     assert results.errors == []
     (result,) = results
     assert result.metrics["step"] < 60, "EarlyStoppingCallback did not stop the trial"
-    assert result.metrics["done"] is True, "the trial must end as completed, not stopped or errored"
+    (ended,) = pd.read_csv(tmp_path / "results.csv")["ended"]
+    assert ended == "early-stopped", "the callback's stop must read as early-stopped, not as Tune's stop"
 
 
 def test_multirun_runs_one_sweep_per_job_and_writes_a_summary(tmp_path, cache_dir):

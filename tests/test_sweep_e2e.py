@@ -93,7 +93,11 @@ def test_run_directory_holds_config_provenance_table_plots_and_best_model(finish
     assert provenance["packages"]["torch"] and provenance["packages"]["ray"] == ray.__version__
     assert provenance["hardware"]["cpu_count"] == os.cpu_count()
     assert provenance["seeds"]["seed"] == cfg["seed"]
-    assert set(provenance["code"]) == {"commit", "dirty", "diff_sha256"}
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    git = lambda *args: subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=True).stdout  # noqa: E731
+    assert provenance["code"]["commit"] == git("rev-parse", "HEAD").strip()
+    assert provenance["code"]["dirty"] == bool(git("status", "--porcelain").strip())
+    assert (provenance["code"]["diff_sha256"] is None) == (git("diff", "HEAD") == "")
 
     table = pd.read_csv(os.path.join(storage, "results.csv"))
     assert len(table) == 2 and set(table["status"]) == {"TERMINATED"}

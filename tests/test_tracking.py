@@ -138,11 +138,14 @@ def test_under_pbt_nothing_is_deleted_before_the_end(tmp_path):
 
 
 def test_the_budget_survives_a_resume(tmp_path):
+    """A resumed budget still knows the checkpoints reported before the interruption: it keeps
+    the best of them and frees the others (a budget that forgot them would leave step 10)."""
     sweep = Sweep(tmp_path, keep=1)
     best = sweep.report("a", 5, 2.0)
+    sweep.report("a", 10, 3.0)
     restored = Sweep(tmp_path, keep=1)
     restored.budget.set_state(sweep.budget.get_state())
-    latest = restored.report("a", 10, 3.0)
+    latest = restored.report("a", 15, 2.5)
     assert restored.on_disk() == {best, latest}
 
 

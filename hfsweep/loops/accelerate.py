@@ -6,7 +6,7 @@ optimizer, scheduler and the evaluation loader, `accumulate` and `backward`, and
 `gather_for_metrics` for evaluation, with the training data streamed from the worker's Ray Data
 shard. It trains as the Trainer does, key for key: the seed, gradient accumulation, gradient
 clipping at `max_grad_norm`, the training loss averaged over `logging_steps`, evaluation every
-`eval_steps`, and a checkpoint and report every `save_steps` (and at the last step), through the
+`eval_steps` (and at the last step), and a checkpoint and report every `save_steps` (and at the last step), through the
 same `report`; it resumes the same way, so every scheduler (PBT included) treats both loops alike.
 """
 
@@ -28,6 +28,7 @@ from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.loops.common import (
     apply_hyperparameters,
     check_finite,
+    hyperparameters_in_effect,
     quiet_logs,
     report,
     resume_checkpoint,
@@ -118,7 +119,7 @@ def train_loop_per_worker(config: dict) -> None:
                        collate_fn=task.data_collator(tokenizer))
         )
 
-    step, extra, logged = 0, {}, {}
+    step, extra, logged, reported_once = 0, {}, {}, {}
     resume_from = resume_checkpoint(config)
     if resume_from:
         accelerator.load_state(resume_from)
@@ -142,6 +143,9 @@ def train_loop_per_worker(config: dict) -> None:
                 accelerator.backward(loss)
                 if accelerator.sync_gradients and training["max_grad_norm"] > 0:
                     accelerator.clip_grad_norm_(model.parameters(), training["max_grad_norm"])
+                if accelerator.sync_gradients and resume_from and "lr_in_effect" not in reported_once:
+                    reported_once.update(hyperparameters_in_effect(optimizer))
+                    extra.update(reported_once)
                 optimizer.step()
                 if accelerator.sync_gradients:
                     lr_scheduler.step()
@@ -156,7 +160,7 @@ def train_loop_per_worker(config: dict) -> None:
                 logged["learning_rate"] = lr_scheduler.get_last_lr()[0]
                 check_finite("loss", logged["loss"], step)
                 step_losses = []
-            if step % training["eval_steps"] == 0:
+            if step % training["eval_steps"] == 0 or step == training["max_steps"]:  # the Trainer evaluates at the end too
                 logged.update(_evaluate(accelerator, model, eval_loader, task, cfg["eval_metrics"]))
                 check_finite("eval_loss", logged["eval_loss"], step)
             if step % training["save_steps"] == 0 or step == training["max_steps"]:

@@ -75,6 +75,13 @@ def apply_hyperparameters(optimizer, lr_scheduler, training: dict) -> None:
     set_last_lr(lr_scheduler, [group["lr"] for group in optimizer.param_groups])
 
 
+def hyperparameters_in_effect(optimizer) -> dict:
+    """The learning rate and weight decay the optimizer's param groups hold, read at an optimizer
+    step: what a restored trial really trains with, reported so a PBT exploit can be checked."""
+    groups = optimizer.param_groups
+    return {"lr_in_effect": groups[0]["lr"], "weight_decay_in_effect": max(g.get("weight_decay", 0.0) for g in groups)}
+
+
 def validation_shard(cfg: dict, device="auto"):
     """This worker's Ray Data shard of the validation split, as torch batches, when
     `data.datasets_to_split` holds it; None when every worker evaluates the whole split (from

@@ -23,6 +23,7 @@ from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.loops.common import (
     apply_hyperparameters,
     check_finite,
+    hyperparameters_in_effect,
     quiet_logs,
     report,
     resume_checkpoint,
@@ -79,12 +80,13 @@ class ApplyHyperparametersOnResume(TrainerCallback):
 
     `Trainer.train(resume_from_checkpoint=...)` restores the optimizer and LR scheduler state after
     `on_train_begin`, so they are applied before the first step. The digest of the restored
-    weights goes into the next report, so the copy can be checked.
+    weights, and the hyperparameters the optimizer holds at its first step, go into the next
+    report, so the copy can be checked.
     """
 
     def __init__(self, training: dict, resumed_from: str, report: dict):
         self.training = training
-        self.resumed_from, self.report, self.applied = resumed_from, report, False
+        self.resumed_from, self.report, self.applied, self.recorded = resumed_from, report, False, False
 
     def on_step_begin(self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kwargs):
         if self.applied:
@@ -92,6 +94,11 @@ class ApplyHyperparametersOnResume(TrainerCallback):
         self.applied = True
         apply_hyperparameters(optimizer, lr_scheduler, self.training)
         self.report.update(resumed_from=self.resumed_from, resumed_weights_digest=weights_digest(model))
+
+    def on_pre_optimizer_step(self, args, state, control, optimizer=None, **kwargs):
+        if not self.recorded:
+            self.recorded = True
+            self.report.update(hyperparameters_in_effect(optimizer))
 
 
 def training_arguments(cfg: dict, output_dir: str) -> TrainingArguments:

@@ -11,6 +11,10 @@ class Task:
     columns: tuple[str, ...] = ()  # the data.* keys naming the columns it reads
     length_key: str = "max_length"  # the data.* key bounding an example's tokens
     metrics: tuple[str, ...] = ()  # the `eval_metrics` it can compute
+    # transformers' name for the loss (`LOSS_MAPPING`), set on models whose class name does not
+    # give it away (GPT2LMHeadModel): without it the Trainer counts a causal LM's tokens before the
+    # shift and reports every loss (1 - 1/block_size) too low.
+    loss_type: Optional[str] = None
 
     def auto_model_class(self):
         """The transformers Auto class that builds and loads this family's models."""

@@ -28,6 +28,7 @@ class CausalLM(Task):
     name = "causal_lm"
     columns = ("text_column",)
     length_key = "block_size"
+    loss_type = "ForCausalLM"
 
     def auto_model_class(self):
         from transformers import AutoModelForCausalLM
