@@ -30,6 +30,18 @@ def resolved_config(overrides: list[str], storage: Path, cache: Path) -> dict:
     return resolve(cfg, str(storage))
 
 
+def pytest_collection_modifyitems(config, items):
+    """`gpu` tests are skipped on a machine without CUDA."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("hfsweep_cache")

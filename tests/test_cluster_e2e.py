@@ -63,7 +63,7 @@ def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, tmp_path, cach
     run_dir = tmp_path / "run"
     command = [
         sys.executable, "-m", "hfsweep", f"cluster.address={ray_head}", "cluster.num_workers=2",
-        "scheduler=fifo", "training.max_steps=10", "search_space.training.learning_rate.values=[1e-3]",
+        "debug=tiny", "training.max_steps=10",
         f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}",
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=400)
@@ -89,15 +89,14 @@ def test_a_trial_survives_losing_the_node_that_runs_its_workers(no_ray_connectio
             "+cluster.resources_per_worker.train_slot=1",
             "cluster.resources_per_worker.CPU=0",
             "cluster.max_failures=1",
-            "scheduler=fifo",
-            "training.max_steps=20",
-            "search_space.training.learning_rate.values=[1e-3]",
+            "debug=tiny",
             *HOLD_AFTER_STEP_10,
         ]
         background = SweepInBackground(resolved_config(overrides, tmp_path, cache_dir))
         background.wait_until_held()
-        busy = {a["Address"]["NodeID"] for a in ray._private.state.actors().values()
-                if a["State"] == "ALIVE" and a["ActorClassName"] == "RayTrainWorker"}
+        from ray.util.state import list_actors
+
+        busy = {a.node_id for a in list_actors(filters=[("state", "=", "ALIVE"), ("class_name", "=", "RayTrainWorker")])}
         doomed = [node for node in nodes if node.node_id in busy]
         assert len(doomed) == 1, "both workers should be packed on one worker node"
         cluster.remove_node(doomed[0])

@@ -18,12 +18,11 @@ pytestmark = pytest.mark.slow
 
 def test_accelerate_on_two_workers_evaluates_each_validation_example_once(ray_cluster, tmp_path, cache_dir):
     overrides = [
+        "debug=tiny",
         "loop=accelerate",
         "data.datasets_to_split=[train,validation]",
         "cluster.num_workers=2",
-        "scheduler=fifo",
         "training.max_steps=10",
-        "search_space.training.learning_rate.values=[1e-3]",
     ]
     cfg = resolved_config(overrides, tmp_path, cache_dir)
     results = sweep.run(cfg)

@@ -40,10 +40,8 @@ def test_unwritable_storage_path_fails_before_ray(tmp_path, cache_dir):
 @pytest.mark.slow
 def test_a_diverging_trial_errors_with_its_reason_and_the_sweep_goes_on(ray_cluster, tmp_path, cache_dir):
     overrides = [
-        "scheduler=fifo",
-        "training.max_steps=20",
+        "debug=tiny",
         "search_space.training.learning_rate.values=[1e-3,1e30]",
-        "cluster.num_workers=1",
         "cluster.max_failures=0",
     ]
     results = sweep.run(resolved_config(overrides, tmp_path, cache_dir))
@@ -64,9 +62,7 @@ def process_title(process: psutil.Process) -> str:
 @pytest.mark.slow
 def test_a_killed_worker_restarts_from_the_latest_checkpoint(ray_cluster, tmp_path, cache_dir):
     overrides = [
-        "scheduler=fifo",
-        "training.max_steps=20",
-        "search_space.training.learning_rate.values=[1e-3]",
+        "debug=tiny",
         "cluster.num_workers=2",
         "cluster.max_failures=1",
         *HOLD_AFTER_STEP_10,
@@ -87,10 +83,8 @@ def test_a_killed_worker_restarts_from_the_latest_checkpoint(ray_cluster, tmp_pa
 @pytest.mark.slow
 def test_a_crash_in_the_middle_of_a_save_resumes_from_the_last_complete_checkpoint(ray_cluster, tmp_path, cache_dir):
     overrides = [
-        "scheduler=fifo",
+        "debug=tiny",  # one worker, in the trial's process: Tune retries the trial
         "training.max_steps=30",
-        "search_space.training.learning_rate.values=[1e-3]",
-        "cluster.num_workers=1",  # in the trial's process: Tune retries the trial
         "cluster.max_failures=1",
         "+callbacks.crash._target_=tests.faults.CrashMidSave",
         "+callbacks.crash.step=20",

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 # Every key the Accelerate loop must honour as the Trainer does, set away from its default.
 SAME_RUN = [
-    "scheduler=fifo",
+    "debug=tiny",
     "search_space.training.learning_rate.values=[3e-3]",
     "training.max_steps=10",  # not a multiple of save_steps: the last step evaluates and saves too
     "training.eval_steps=3",
@@ -22,7 +22,6 @@ SAME_RUN = [
     "+training.max_grad_norm=0.5",
     "+training.seed=7",
     "training.warmup_steps=2",
-    "cluster.num_workers=1",
 ]
 
 

@@ -19,10 +19,8 @@ import yaml
 pytestmark = pytest.mark.slow
 
 SWEEP = [
-    "scheduler=fifo",
-    "training.max_steps=20",
+    "debug=tiny",
     "search_space.training.learning_rate.values=[3e-3,1e-3,1e-4]",
-    "cluster.num_workers=1",
     "cluster.max_concurrent_trials=1",
     # the second trial holds after reporting checkpoint-10: the sweep is interrupted there
     "+callbacks.hold._target_=tests.faults.HoldAfterStep",

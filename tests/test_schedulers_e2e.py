@@ -17,13 +17,12 @@ pytestmark = pytest.mark.slow
 
 def test_early_stopping_callback_ends_a_trial_as_completed(ray_cluster, tmp_path, cache_dir):
     overrides = [
-        "scheduler=fifo",
+        "debug=tiny",
         "callbacks=early_stopping",
         "callbacks.early_stopping.early_stopping_patience=1",
         "callbacks.early_stopping.early_stopping_threshold=0.5",
         "search_space.training.learning_rate.values=[1e-5]",
         "training.max_steps=60",
-        "cluster.num_workers=1",
     ]
     results = sweep.run(resolved_config(overrides, tmp_path, cache_dir))
     assert results.errors == []
@@ -39,10 +38,8 @@ def test_multirun_runs_one_sweep_per_job_and_writes_a_summary(tmp_path, cache_di
         [
             sys.executable, "-m", "hfsweep", "-m",
             "seed=1,2",
+            "debug=tiny",
             "training.max_steps=10",
-            "scheduler.grace_period=10",
-            "search_space.training.learning_rate.values=[3e-3]",
-            "cluster.num_workers=1",
             f"cache_dir={cache_dir}",
             f"hydra.sweep.dir={sweep_dir}",
         ],

@@ -1,0 +1,48 @@
+"""One test per private API in hfsweep/compat.py: each fails when the installed Ray, torch,
+datasets or W&B no longer has what hfsweep relies on (hfsweep itself would only degrade)."""
+
+from __future__ import annotations
+
+import datasets
+import pytest
+import torch
+from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+from hfsweep import compat
+
+
+def test_train_v2_report_log_module_is_where_compat_looks():
+    assert compat.quiet_train_report_log(), "ray.train.v2._internal.execution.context moved"
+
+
+def test_a_local_ray_listens_on_the_gcs_port_compat_sets(ray_cluster):
+    import ray
+
+    context = ray.get_runtime_context()
+    chosen = context.runtime_env["env_vars"]["RAY_ADDRESS"]  # the port start_local_ray chose and set through compat.gcs_port
+    assert context.gcs_address.rsplit(":", 1)[1] == chosen.rsplit(":", 1)[1], f"{compat.GCS_PORT_ENV} no longer sets the GCS port"
+
+
+def test_rays_wandb_logging_actor_class_exists():
+    assert compat.wandb_logging_actor_class() is not None, "ray.air.integrations.wandb._WandbLoggingActor is gone"
+
+
+@pytest.mark.parametrize("logger_class", [CSVLoggerCallback, JsonLoggerCallback])
+def test_tunes_loggers_still_restore_from_remote(logger_class):
+    assert compat.logger_restores_from_remote(logger_class), f"{logger_class.__name__}.{compat.RESTORE_FROM_REMOTE} is gone"
+
+
+def test_lambda_lr_exposes_its_factors_and_last_lr():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5)
+    assert compat.lr_factors(schedule) == [0.5], "LambdaLR.lr_lambdas is gone"
+    assert hasattr(schedule, "_last_lr"), "LRScheduler._last_lr is gone"
+    compat.set_last_lr(schedule, [0.25])
+    assert schedule.get_last_lr() == [0.25]
+
+
+def test_datasets_fingerprint_follows_the_content():
+    dataset = datasets.Dataset.from_dict({"text": ["a", "b"]})
+    assert isinstance(getattr(dataset, "_fingerprint", None), str), "datasets.Dataset._fingerprint is gone"
+    changed = dataset.map(lambda row: {"text": row["text"] + "!"})
+    assert compat.dataset_fingerprint(changed) != compat.dataset_fingerprint(dataset)
