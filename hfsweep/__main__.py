@@ -21,7 +21,7 @@ from hfsweep.config.loading import check_composition, resolve, searched_override
 from hfsweep.config.validation import validate
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path="pkg://hfsweep.conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     run_dir = HydraConfig.get().runtime.output_dir
     try:

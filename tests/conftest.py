@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import time
 from pathlib import Path
 
@@ -40,6 +41,30 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+WORDS = "apple river stone cloud maple candle harbor meadow violin pepper lantern orchard copper ribbon falcon velvet"
+NUMBERS = "seven thirty ninety eleven forty sixty twelve eighty zero million dozen hundred twenty fifty nine three"
+GLUE_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"  # MRPC's columns, after a byte-order mark
+
+
+def write_glue_pairs(folder: Path, seed: int = 0, counts: dict = {"train": 800, "dev": 100}) -> Path:
+    """MRPC pairs in GLUE's own TSV format (train.tsv, dev.tsv; a byte-order mark; bare quote
+    characters inside fields, which pandas' default quoting misreads) that a BERT trained from
+    scratch learns in about 20 steps, so F1 separates learning rates at ASHA's first rung.
+    Quality 1: #2 String is #1 String with every third word dropped; 0: unrelated number words."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, count in counts.items():
+        lines = [GLUE_HEADER]
+        for i in range(count):
+            first = rng.choices(WORDS.split(), k=9)
+            second = [w for j, w in enumerate(first) if j % 3 != 2] if i % 2 else rng.choices(NUMBERS.split(), k=6)
+            if i % 7 == 3:
+                first[0] = '"' + first[0]  # an opening quote never closed, as in MRPC's sentences
+            lines.append(f"{i % 2}\t{2 * i}\t{2 * i + 1}\t{' '.join(first)}\t{' '.join(second)}")
+        (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -1,50 +1,31 @@
 """End to end: the bert_mrpc offline variant (sentence pairs, a small BERT, a WordPiece tokenizer
-trained on the training split) as a real sweep whose eval metrics come from compute_metrics."""
+trained on the training split) on files in GLUE's own TSV format, as a real sweep whose eval
+metrics come from compute_metrics."""
 
 from __future__ import annotations
 
-import csv
 import os
-import random
 
 import pytest
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from hfsweep.driver import sweep
 from hfsweep.driver.results import best_trial
-from tests.conftest import resolved_config
+from tests.conftest import resolved_config, write_glue_pairs
 
 pytestmark = pytest.mark.slow
 
 MAX_STEPS = 40
-WORDS = "apple river stone cloud maple candle harbor meadow violin pepper lantern orchard copper ribbon falcon velvet"
-NUMBERS = "seven thirty ninety eleven forty sixty twelve eighty zero million dozen hundred twenty fifty nine three"
-
-
-def write_learnable_pairs(folder: str, seed: int = 0) -> str:
-    """MRPC-shaped pairs that a BERT trained from scratch learns in about 20 steps, so F1 separates
-    learning rates at ASHA's first rung (the preset's proxy pairs stay at chance for ~250 steps, and
-    every model at chance predicts one class: F1 ties at 0 or 0.667, and ASHA stops no tie).
-    Label 1: sentence2 is sentence1 with every third word dropped; label 0: unrelated number words."""
-    rng = random.Random(seed)
-    for split, count in (("train", 800), ("validation", 100)):
-        rows = []
-        for i in range(count):
-            first = rng.choices(WORDS.split(), k=9)
-            second = [w for j, w in enumerate(first) if j % 3 != 2] if i % 2 else rng.choices(NUMBERS.split(), k=6)
-            rows.append({"sentence1": " ".join(first), "sentence2": " ".join(second), "label": i % 2})
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, f"{split}.csv"), "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-    return folder
 
 
 def test_bert_mrpc_offline_sweep_reports_accuracy_and_f1_and_asha_acts_on_them(ray_cluster, tmp_path, cache_dir):
     overrides = [
         "+experiment=bert_mrpc_offline",
-        f"data.path={write_learnable_pairs(str(tmp_path / 'pairs'))}",
+        f"data.path={write_glue_pairs(tmp_path / 'pairs')}",  # as GLUE ships MRPC: train.tsv, dev.tsv
+        "data.text_column='#1 String'",
+        "data.pair_column='#2 String'",
+        "data.label_column=Quality",
+        "+data.load_kwargs.quoting=3",  # csv.QUOTE_NONE: GLUE's fields hold bare quote characters
         "data.max_length=32",
         "metric=eval_f1",  # the preset's eval_accuracy drives ASHA through the same path
         "cluster.num_workers=1",

@@ -15,6 +15,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.schema import DataConfig
 from hfsweep.data.prepare import prepare
 from hfsweep.tasks.causal_lm import group_texts
+from tests.conftest import write_glue_pairs
 from hfsweep.data.tokenizers import load_tokenizer
 
 
@@ -149,3 +150,17 @@ def test_string_labels_become_named_classes_and_subsets_apply(tmp_path):
 def test_a_missing_classification_column_names_the_key(proxy_data, tmp_path, data, message):
     with pytest.raises(ConfigError, match=message):
         prepare(classification_config(tmp_path, proxy_data["yelp_proxy"], **data))
+
+
+def test_glue_tsv_is_refused_in_one_line_without_quoting_and_read_with_it(tmp_path):
+    folder = write_glue_pairs(tmp_path / "mrpc", counts={"train": 20, "dev": 10})
+    columns = {"text_column": "#1 String", "pair_column": "#2 String", "label_column": "Quality"}
+    with pytest.raises(ConfigError) as refused:
+        prepare(classification_config(tmp_path / "cache", folder, **columns))
+    assert str(refused.value) == (
+        f"data.path: cannot parse '{folder}/train.tsv' as csv (ParserError: Error tokenizing data. C error: EOF inside string "
+        "starting at row 11); quote characters inside unquoted fields (as in GLUE's TSVs): +data.load_kwargs.quoting=3; "
+        "other pandas.read_csv options (delimiter, column_names, skiprows, encoding) go in data.load_kwargs too."
+    )
+    prepared = prepare(classification_config(tmp_path / "cache", folder, load_kwargs={"quoting": 3}, **columns))
+    assert prepared.label_names == ["0", "1"] and prepared.num_train_blocks == 20 and prepared.num_validation_blocks == 10

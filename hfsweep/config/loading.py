@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import difflib
 import os
-from pathlib import Path
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -19,7 +18,6 @@ from omegaconf.errors import MissingMandatoryValue
 
 from hfsweep.config.errors import ConfigError
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 RESOLVED_CONFIG = "resolved_config.yaml"  # a sweep's whole config, in its run directory
 
 
@@ -65,27 +63,44 @@ def unknown_key_error(key: str, known, what: str, fix: str = "remove it or fix t
 
 # Flags after which Hydra composes nothing, or composes on its own terms.
 _NO_COMPOSE_FLAGS = {"-h", "--help", "--hydra-help", "--info", "-i", "--version", "--shell-completion", "-sc"}
+# Hydra's flags that take a value, as `--flag VALUE` or `--flag=VALUE`.
+_VALUE_FLAGS = {"-cp": "--config-path", "--config-path": "--config-path", "-cn": "--config-name",
+                "--config-name": "--config-name", "-cd": "--config-dir", "--config-dir": "--config-dir"}
 
 
 def check_composition(argv: list[str]) -> None:
-    """Compose the config for the given command-line overrides; raise ConfigError in one line
-    where Hydra would fail with a multi-line message (a misspelt key, a value of the wrong type,
-    an unknown group option). In a multirun every value of every sweep is composed once."""
+    """Compose the config as `python -m hfsweep ARGV` will, with the same primary config and
+    search path (`--config-path`, `--config-name`, `--config-dir`, `hydra.searchpath`); raise
+    ConfigError in one line where Hydra would fail with a multi-line message (a misspelt key, a
+    value of the wrong type, an unknown group option). In a multirun every value of every sweep
+    is composed once."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
     if _NO_COMPOSE_FLAGS & set(argv):
         return
-    args = [a for a in argv if "=" in a and not a.startswith("-")]
+    flags, args = _split_flags(argv)
     try:
         overrides = OverridesParser.create().parse_overrides(args)
     except OverrideParseException as err:
-        raise ConfigError(f"{' '.join(str(err).split())}") from err
+        raise ConfigError(" ".join(str(err).split())) from err
     first = [_with_value(o, _values(o)[0]) for o in overrides]
-    _compose(first)
+    _compose(flags, first)
     for i, override in enumerate(overrides):
         for value in _values(override)[1:]:
-            _compose([*first[:i], _with_value(override, value), *first[i + 1 :]])
+            _compose(flags, [*first[:i], _with_value(override, value), *first[i + 1 :]])
+
+
+def _split_flags(argv: list[str]) -> tuple[dict, list[str]]:
+    """Hydra's config flags (by long name) and the overrides of a command line."""
+    flags, args, rest = {}, [], iter(argv)
+    for arg in rest:
+        name, eq, value = arg.partition("=")
+        if name in _VALUE_FLAGS:
+            flags[_VALUE_FLAGS[name]] = value if eq else next(rest, "")
+        elif "=" in arg and not arg.startswith("-"):
+            args.append(arg)
+    return flags, args
 
 
 def _values(override) -> list:
@@ -98,19 +113,35 @@ def _with_value(override, value: str) -> str:
     return f"{override.get_key_element()}={value}"
 
 
-def _compose(overrides: list[str]) -> None:
-    from hydra import compose, initialize_config_dir
+def _compose(flags: dict, overrides: list[str]) -> None:
+    from hydra import compose, initialize_config_dir, initialize_config_module
     from hydra.errors import ConfigCompositionException, MissingConfigException
 
     from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema)
 
+    if "--config-dir" in flags:  # Hydra adds it to the search path, ahead of the primary config's folder
+        searchpath = [o for o in overrides if o.startswith("hydra.searchpath=")]
+        extra = [f"file://{os.path.abspath(flags['--config-dir'])}"]
+        overrides = [o for o in overrides if o not in searchpath] + [f"hydra.searchpath=[{','.join(extra + _listed(searchpath))}]"]
+    if "--config-path" in flags:
+        init = initialize_config_dir(config_dir=os.path.abspath(flags["--config-path"]), version_base="1.3")
+    else:
+        init = initialize_config_module(config_module="hfsweep.conf", version_base="1.3")
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            compose(config_name="config", overrides=overrides)
+        with init:
+            compose(config_name=flags.get("--config-name", "config"), overrides=overrides)
     except MissingConfigException as err:
         raise _missing_option_error(err) from err
     except ConfigCompositionException as err:
         raise _composition_error(err) from err
+
+
+def _listed(searchpath_overrides: list[str]) -> list[str]:
+    """The entries of a `hydra.searchpath=[a,b]` override."""
+    entries = []
+    for override in searchpath_overrides:
+        entries += [e.strip() for e in override.split("=", 1)[1].strip("[]").split(",") if e.strip()]
+    return entries
 
 
 def _missing_option_error(err) -> ConfigError:

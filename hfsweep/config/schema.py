@@ -43,6 +43,7 @@ class DataConfig:
     max_train_samples: Optional[int] = None
     max_eval_samples: Optional[int] = None
     datasets_to_split: List[str] = field(default_factory=lambda: ["train"])
+    load_kwargs: Dict[str, Any] = field(default_factory=dict)  # passed to datasets.load_dataset (quoting, delimiter...)
 
 
 @dataclass

@@ -13,7 +13,15 @@ from hfsweep.config.errors import ConfigError, HubUnreachableError
 from hfsweep.data.cache import atomic_dir
 
 LOCAL_BUILDERS = {".txt": "text", ".raw": "text", ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
-SPLIT_NAMES = {"train": ("train",), "validation": ("validation", "valid", "val", "dev")}
+SPLITS = ("train", "validation")  # what a sweep reads; datasets' patterns also map valid, val and dev to validation
+# What usually fixes a file its builder cannot parse.
+PARSE_FIXES = {
+    "csv": "quote characters inside unquoted fields (as in GLUE's TSVs): +data.load_kwargs.quoting=3; "
+    "other pandas.read_csv options (delimiter, column_names, skiprows, encoding) go in data.load_kwargs too",
+    "json": "json files must hold one object per line (jsonl) or a list of records; data.load_kwargs.field names a nested list",
+    "text": "check data.load_kwargs.encoding",
+    "parquet": "check that the file is parquet",
+}
 
 
 def write_pydoc_topics(folder: str, file_names: tuple = ("train.txt", "validation.txt")) -> None:
@@ -35,30 +43,76 @@ def _pydoc_files(cache_dir: str) -> str:
 
 
 def _local_data_files(path: str) -> tuple[str, dict]:
-    """Find train/validation files in a folder; return the `datasets` builder and data_files."""
-    files = {}
-    for entry in sorted(os.listdir(path)):
-        stem, ext = os.path.splitext(entry)
-        for split, names in SPLIT_NAMES.items():
-            if ext in LOCAL_BUILDERS and (stem in names or stem.split(".")[-1] in names):
-                files.setdefault(split, os.path.join(path, entry))
-    missing = [s for s in SPLIT_NAMES if s not in files]
+    """The train and validation files of a folder, by `datasets`' own split-name patterns
+    (train, validation/valid/val/dev, with `-`, `_` or `.` around them), and their builder."""
+    from datasets.data_files import DataFilesDict, get_data_patterns
+
+    try:
+        found = DataFilesDict.from_patterns(get_data_patterns(path), base_path=path)
+    except FileNotFoundError:
+        found = {}
+    files = {split: [f for f in found.get(split, ()) if os.path.splitext(f)[1] in LOCAL_BUILDERS] for split in SPLITS}
+    missing = [split for split in SPLITS if not files[split]]
     if missing:
         raise ConfigError(
             f"data.path: '{path}' has no {' or '.join(missing)} file; name them train.txt and "
-            f"validation.txt (or .csv/.tsv/.json/.jsonl/.parquet)."
+            f"validation.txt (or dev, valid; .csv/.tsv/.json/.jsonl/.parquet/.raw)."
         )
-    builders = {LOCAL_BUILDERS[os.path.splitext(f)[1]] for f in files.values()}
+    builders = {LOCAL_BUILDERS[os.path.splitext(f)[1]] for split_files in files.values() for f in split_files}
     if len(builders) > 1:
         raise ConfigError(f"data.path: '{path}' mixes file types {sorted(builders)}; use one type.")
     return builders.pop(), files
+
+
+def _reader_options(builder: str, files: dict, load_kwargs: dict) -> dict:
+    """The builder's options: a TSV is tab-separated and a byte-order mark never reaches a column
+    name, unless `data.load_kwargs` says otherwise."""
+    options = {}
+    if builder == "csv":
+        options["encoding"] = "utf-8-sig"
+        if files["train"][0].endswith(".tsv"):
+            options["delimiter"] = "\t"
+    return {**options, **load_kwargs}
+
+
+def _load_local(builder: str, files: dict, options: dict) -> DatasetDict:
+    """`datasets.load_dataset` on local files; a file it cannot parse is refused in one line that
+    names the file, the reader's complaint and the usual fix."""
+    from datasets.exceptions import DatasetGenerationError
+
+    level = datasets.logging.get_verbosity()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its "Failed to read file" error log would repeat the refusal
+    datasets.disable_progress_bars()
+    try:
+        return datasets.load_dataset(builder, data_files=files, **options)
+    except (DatasetGenerationError, ValueError, TypeError) as err:
+        raise _parse_error(builder, files, options, err) from err
+    finally:
+        datasets.logging.set_verbosity(level)
+        datasets.enable_progress_bars()
+
+
+def _parse_error(builder: str, files: dict, options: dict, err: Exception) -> ConfigError:
+    """Which file failed (each is tried alone), and why, in one line."""
+    culprit, reason = None, err
+    for path in (f for split_files in files.values() for f in split_files):
+        try:
+            datasets.load_dataset(builder, data_files={"check": path}, **options)
+        except Exception as file_err:  # noqa: BLE001  (any reader error names this file)
+            culprit, reason = path, file_err
+            break
+    while reason.__cause__ is not None:
+        reason = reason.__cause__
+    what = " ".join(str(reason).split()) or type(reason).__name__
+    where = f"'{culprit}'" if culprit else f"the files of {sorted(files)}"
+    return ConfigError(f"data.path: cannot parse {where} as {builder} ({type(reason).__name__}: {what}); {PARSE_FIXES[builder]}.")
 
 
 def load_raw(data_cfg: dict, cache_dir: str) -> DatasetDict:
     """The raw train/validation splits, through `datasets`' own builders."""
     if data_cfg["source"] == "hub":
         try:
-            raw = datasets.load_dataset(data_cfg["name"], data_cfg["config_name"])
+            raw = datasets.load_dataset(data_cfg["name"], data_cfg["config_name"], **data_cfg["load_kwargs"])
         except (ConnectionError, OSError) as err:
             raise HubUnreachableError(
                 f"data: cannot load '{data_cfg['name']}' from the Hugging Face hub ({type(err).__name__}); "
@@ -74,5 +128,4 @@ def load_raw(data_cfg: dict, cache_dir: str) -> DatasetDict:
     if not os.path.isdir(path):
         raise ConfigError(f"data.path: '{path}' must be a folder holding train.* and validation.* files.")
     builder, files = _local_data_files(path)
-    kwargs = {"delimiter": "\t"} if builder == "csv" and files["train"].endswith(".tsv") else {}
-    return datasets.load_dataset(builder, data_files=files, **kwargs)
+    return _load_local(builder, files, _reader_options(builder, files, data_cfg["load_kwargs"]))
