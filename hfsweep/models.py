@@ -25,23 +25,27 @@ def check_pretrained_reachable(model_cfg: dict) -> None:
 
 
 def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None):
-    """A pretrained model, or one built from `model.config` with the tokenizer's vocabulary; a
-    classifier gets one output per class of the prepared data, named after it."""
+    """A pretrained model, or one built from `model.config` with the tokenizer's vocabulary,
+    through the task's Auto class; or whatever `model.factory` (a `_target_` callable taking
+    `model_cfg`, `tokenizer` and `label_names`) returns, for architectures the Auto classes do not
+    cover. A classifier gets one output per class of the prepared data, named after it."""
     task = get_task(model_cfg["task"])
-    model = _build(model_cfg, task.auto_model_class(), tokenizer, label_names)
+    if model_cfg.get("factory"):
+        from hydra.utils import instantiate
+
+        model = instantiate(model_cfg["factory"], model_cfg=model_cfg, tokenizer=tokenizer, label_names=label_names)
+    else:
+        model = _build(model_cfg, task.auto_model_class(), tokenizer, task.model_config_kwargs(label_names))
     if getattr(model, "loss_type", None) is None:
         model.loss_type = task.loss_type
     return model
 
 
-def _build(model_cfg: dict, auto_class, tokenizer, label_names: list[str] | None):
+def _build(model_cfg: dict, auto_class, tokenizer, from_data: dict):
     from transformers import AutoConfig
 
-    labels = {}
-    if label_names:
-        labels = {"id2label": dict(enumerate(label_names)), "label2id": {name: i for i, name in enumerate(label_names)}}
     if model_cfg["pretrained"]:
-        return auto_class.from_pretrained(model_cfg["pretrained"], **labels)
+        return auto_class.from_pretrained(model_cfg["pretrained"], **from_data)
     arch = dict(model_cfg["config"])
     config = AutoConfig.for_model(
         arch.pop("model_type"),
@@ -50,7 +54,7 @@ def _build(model_cfg: dict, auto_class, tokenizer, label_names: list[str] | None
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         **arch,
-        **labels,
+        **from_data,
     )
     return auto_class.from_config(config)
 

@@ -52,6 +52,27 @@ def apply_sampled(cfg: dict, sampled: dict) -> dict:
     return merged
 
 
+def import_object(dotted: str):
+    """The object a `_target_` names (`package.module.Name`), imported here. Raises ImportError
+    with one clean sentence (Hydra's own lookup also logs a multi-line error)."""
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError as err:
+            if err.name is None or not dotted.startswith(err.name) or cut == 1:
+                raise ImportError(f"No module named '{err.name}'") from err
+            continue
+        for part in parts[cut:]:
+            if not hasattr(obj, part):
+                raise ImportError(f"'{'.'.join(parts[:cut])}' has no '{part}'")
+            obj = getattr(obj, part)
+        return obj
+    raise ImportError(f"cannot import '{dotted}'")
+
+
 def unknown_key_error(key: str, known, what: str, fix: str = "remove it or fix the spelling") -> ConfigError:
     """One line for a key that does not exist, with the closest existing key when there is one."""
     close = difflib.get_close_matches(key.rsplit(".", 1)[-1], list(known), n=1)

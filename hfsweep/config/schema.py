@@ -21,10 +21,11 @@ class TokenizerConfig:
 
 @dataclass
 class ModelConfig:
-    task: str = "causal_lm"
+    task: Any = "causal_lm"  # a built-in task family's name, or {_target_: a Task class, ...}
     pretrained: Optional[str] = None
     config: Dict[str, Any] = field(default_factory=dict)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    factory: Optional[Dict[str, Any]] = None  # {_target_: a callable(model_cfg, tokenizer, label_names) -> model}
 
 
 @dataclass
@@ -68,6 +69,7 @@ class ClusterConfig:
     max_concurrent_trials: Optional[int] = None
     storage_path: Optional[str] = None
     max_failures: int = 1
+    runtime_env: Dict[str, Any] = field(default_factory=dict)  # Ray's runtime_env: working_dir, py_modules, pip...
 
 
 @dataclass

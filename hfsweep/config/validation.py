@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import unknown_key_error
+from hfsweep.config.loading import import_object, unknown_key_error
 from hfsweep.config.resources import resource_names, trial_resources, trial_shape
 from hfsweep.tasks import get_task
 
@@ -70,6 +70,25 @@ def validate(cfg: dict) -> None:
         )
     _validate_loop(cfg)
     _validate_training_argument_names(cfg["training"], cfg["strategy"]["training_args"])  # last: imports transformers
+    _validate_targets(cfg)  # imports every `_target_`'s module
+
+
+def _validate_targets(node, path: str = "") -> None:
+    """Every `_target_` imports here, on the driver: a typo or a module the workers cannot import
+    would otherwise fail every trial after Ray started."""
+    if isinstance(node, dict):
+        target = node.get("_target_")
+        if isinstance(target, str):
+            try:
+                import_object(target)
+            except ImportError as err:
+                raise ConfigError(
+                    f"{path}._target_: cannot import '{target}' ({err}); "
+                    f"fix the name, or make its module importable: install its package, or run from its folder "
+                    f"(workers get it with cluster.runtime_env.working_dir or py_modules)."
+                ) from err
+        for key, value in node.items():
+            _validate_targets(value, f"{path}.{key}" if path else key)
 
 
 def _validate_training_argument_names(training: dict, strategy_args: dict) -> None:

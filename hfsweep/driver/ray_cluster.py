@@ -31,22 +31,29 @@ def init_ray(cluster: dict) -> None:
         return
     env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
     env["TOKENIZERS_PARALLELISM"] = "false"
+    runtime_env = cluster.get("runtime_env") or {}
     if cluster["address"]:
         check_reachable(cluster["address"])
         try:
-            ray.init(address=cluster["address"], runtime_env={"env_vars": env})
+            ray.init(address=cluster["address"], runtime_env=with_env_vars(runtime_env, env))
         except (ConnectionError, TimeoutError) as err:
             raise ConfigError(
                 f"cluster.address: cannot reach a Ray cluster at '{cluster['address']}' ({type(err).__name__}); "
                 f"check the address (ray status on the head), or drop cluster.address to start a local Ray."
             ) from err
     else:
-        start_local_ray(cluster, env)
+        start_local_ray(cluster, env, runtime_env)
     ray.data.DataContext.get_current().enable_progress_bars = False
     logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
-def start_local_ray(cluster: dict, env: dict) -> None:
+def with_env_vars(runtime_env: dict, env: dict) -> dict:
+    """The configured `cluster.runtime_env` (working_dir, py_modules: how a user's `_target_` code
+    reaches the workers) with hfsweep's environment variables added to its own."""
+    return {**runtime_env, "env_vars": {**env, **runtime_env.get("env_vars", {})}}
+
+
+def start_local_ray(cluster: dict, env: dict, runtime_env: dict) -> None:
     """Start a Ray for this sweep on this machine, on a GCS port chosen here.
 
     Ray's own actors (Train's placement-group cleaner among them) find their cluster's State API
@@ -60,7 +67,7 @@ def start_local_ray(cluster: dict, env: dict) -> None:
     env = {**LOCAL_RAY_ENV, **env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
     with gcs_port(port):
         # "local": a new Ray even when `ray start` left one that a bare ray.init() would join
-        ray.init(address="local", num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"], runtime_env={"env_vars": env})
+        ray.init(address="local", num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"], runtime_env=with_env_vars(runtime_env, env))
 
 
 def check_reachable(address: str, timeout_s: float = 3.0) -> None:

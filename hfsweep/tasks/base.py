@@ -7,7 +7,7 @@ from typing import Callable, Optional
 
 
 class Task:
-    name: str = ""
+    name: str = ""  # also part of the prepared data's cache key: give a user task a name of its own
     columns: tuple[str, ...] = ()  # the data.* keys naming the columns it reads
     length_key: str = "max_length"  # the data.* key bounding an example's tokens
     metrics: tuple[str, ...] = ()  # the `eval_metrics` it can compute
@@ -15,6 +15,12 @@ class Task:
     # give it away (GPT2LMHeadModel): without it the Trainer counts a causal LM's tokens before the
     # shift and reports every loss (1 - 1/block_size) too low.
     loss_type: Optional[str] = None
+
+    def model_config_kwargs(self, label_names: Optional[list]) -> dict:
+        """What the model's config needs from the data: by default the classes' names, if any."""
+        if not label_names:
+            return {}
+        return {"id2label": dict(enumerate(label_names)), "label2id": {name: i for i, name in enumerate(label_names)}}
 
     def auto_model_class(self):
         """The transformers Auto class that builds and loads this family's models."""
