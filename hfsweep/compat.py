@@ -23,6 +23,15 @@ def quiet_train_report_log() -> bool:
     return True
 
 
+RAY_AUTH_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def quiet_ray_auth_notice() -> None:
+    """Ray 2.5x's notice at every `ray.init` that token authentication is enabled: a local Ray
+    started for one sweep has nothing for the user to act on (the logger is a private module's)."""
+    logging.getLogger(RAY_AUTH_NOTICE_LOGGER).setLevel(logging.ERROR)
+
+
 GCS_PORT_ENV = "RAY_GCS_SERVER_PORT"  # read by `ray.init` when it starts a new local Ray
 
 

@@ -3,6 +3,7 @@ before anything is written."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -12,7 +13,7 @@ import tempfile
 
 import ray
 
-from hfsweep.compat import gcs_port
+from hfsweep.compat import gcs_port, quiet_ray_auth_notice
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.resources import resource_names, trial_resources, trial_shape, trains_in_process
 
@@ -20,6 +21,14 @@ FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"
 # A Ray started for one sweep on one machine: notice a finished worker group sooner, and skip the
 # spot-preemption watcher (one more actor per trial) since nothing here is preemptible.
 LOCAL_RAY_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "1", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
+# What every Ray process of a sweep is told so that the console shows Tune's table, hfsweep's lines
+# and real errors: Ray Data's per-dataset INFO lines ("Starting execution", "Execution plan",
+# "Progress bars disabled") only at ERROR (they stay in Ray's session logs otherwise), and Ray
+# Data's own use of its deprecated `exclude_resources` not reported in every split coordinator.
+QUIET_ENV = {
+    "RAY_DATA_LOG_LEVEL": "ERROR",
+    "PYTHONWARNINGS": "ignore:`ExecutionOptions.exclude_resources`",
+}
 
 
 MIN_FREE_MB = 200
@@ -29,8 +38,9 @@ def init_ray(cluster: dict) -> None:
     """Connect to `cluster.address`, or start a local Ray with the declared logical CPUs."""
     if ray.is_initialized():
         return
-    env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+    env = {**QUIET_ENV, **{k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}}
     env["TOKENIZERS_PARALLELISM"] = "false"
+    quiet_ray_auth_notice()
     runtime_env = cluster.get("runtime_env") or {}
     if cluster["address"]:
         check_reachable(cluster["address"])
@@ -65,9 +75,29 @@ def start_local_ray(cluster: dict, env: dict, runtime_env: dict) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**LOCAL_RAY_ENV, **env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
-    with gcs_port(port):
+    with gcs_port(port), raylet_startup_concurrency(cluster["num_cpus"]):
         # "local": a new Ray even when `ray start` left one that a bare ray.init() would join
         ray.init(address="local", num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"], runtime_env=with_env_vars(runtime_env, env))
+
+
+@contextlib.contextmanager
+def raylet_startup_concurrency(num_cpus):
+    """Let the raylet start as many worker processes at once as the logical CPUs declared: it
+    counts physical cores, and warns at every trial that two DDP workers, a controller and a data
+    coordinator are "Nx the maximum expected startup concurrency"."""
+    previous = os.environ.get(STARTUP_CONCURRENCY_ENV)
+    if num_cpus:
+        os.environ[STARTUP_CONCURRENCY_ENV] = str(int(num_cpus))
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(STARTUP_CONCURRENCY_ENV, None)
+        else:
+            os.environ[STARTUP_CONCURRENCY_ENV] = previous
+
+
+STARTUP_CONCURRENCY_ENV = "RAY_worker_maximum_startup_concurrency"  # a RayConfig entry the raylet reads
 
 
 def check_reachable(address: str, timeout_s: float = 3.0) -> None:

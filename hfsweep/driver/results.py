@@ -74,9 +74,12 @@ def write_best(best: BestTrial, run_dir: str) -> None:
 def export_best(best: BestTrial, cfg: dict, out_dir: str) -> str:
     """The best checkpoint as a plain Hugging Face model directory: weights, config, tokenizer;
     no optimizer, scheduler or RNG state."""
+    import transformers
+
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.tasks import get_task
 
+    transformers.utils.logging.disable_progress_bar()  # "Loading weights", "Writing model shards"
     get_task(cfg["model"]["task"]).auto_model_class().from_pretrained(best.checkpoint_path).save_pretrained(out_dir)
     load_tokenizer(best.checkpoint_path).save_pretrained(out_dir)
     return out_dir
@@ -184,7 +187,7 @@ def evaluate_model(model, tokenizer, validation_path: str, batch_size: int = 16)
     from transformers import Trainer, TrainingArguments, default_data_collator
 
     with tempfile.TemporaryDirectory() as out:
-        args = TrainingArguments(output_dir=out, use_cpu=True, per_device_eval_batch_size=batch_size, report_to="none")
+        args = TrainingArguments(output_dir=out, use_cpu=True, per_device_eval_batch_size=batch_size, report_to="none", disable_tqdm=True)
         trainer = Trainer(model=model, args=args, data_collator=default_data_collator, processing_class=tokenizer)
         return trainer.evaluate(datasets.load_from_disk(validation_path))["eval_loss"]
 

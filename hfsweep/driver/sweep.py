@@ -57,8 +57,7 @@ def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, sto
             mode=cfg["mode"],
             scheduler=scheduler,
             search_alg=build_search_alg(cfg, concurrency),
-            num_samples=cfg["num_samples"],
-            max_concurrent_trials=concurrency,
+            num_samples=cfg["num_samples"],  # the concurrency cap is on the search algorithm (above)
             reuse_actors=in_process,
         ),
         run_config=tune.RunConfig(
