@@ -33,7 +33,8 @@ def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None
     if model_cfg.get("factory"):
         from hydra.utils import instantiate
 
-        model = instantiate(model_cfg["factory"], model_cfg=model_cfg, tokenizer=tokenizer, label_names=label_names)
+        factory = instantiate(model_cfg["factory"], _partial_=True)  # called here: Hydra would instantiate model_cfg too
+        model = factory(model_cfg=model_cfg, tokenizer=tokenizer, label_names=label_names)
     else:
         model = _build(model_cfg, task.auto_model_class(), tokenizer, task.model_config_kwargs(label_names))
     if getattr(model, "loss_type", None) is None:

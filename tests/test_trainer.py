@@ -103,3 +103,50 @@ def test_resumed_hyperparameters_keep_the_schedules_progress_and_a_plateau_sched
     schedule.step(2.0)  # worse: one reduction
     apply_hyperparameters(plateau, schedule, {"learning_rate": 1e-3})  # its own checkpoint's values
     assert plateau.param_groups[0]["lr"] == pytest.approx(5e-4)
+
+
+def three_layer_gpt2(model_cfg, tokenizer, label_names):
+    """A model factory of a user's: the architecture's sizes its own."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    return GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_layer=3, n_embd=32, n_head=2, n_positions=16))
+
+
+def highest_logit_share(eval_pred) -> dict:
+    """A compute_metrics of a user's: how often class 1 has the higher logit."""
+    logits, _ = eval_pred
+    return {"positive_share": float((np.argmax(logits, axis=-1) == 1).mean())}
+
+
+def test_a_model_factory_from_config_builds_the_model(tmp_path):
+    cfg = resolved_config(["+model.factory._target_=tests.test_trainer.three_layer_gpt2"], tmp_path, tmp_path)
+    model = build_model(cfg["model"], OneToken())
+    assert model.config.n_layer == 3 and model.loss_type == "ForCausalLM"
+
+
+class CountingCollator:
+    """A data collator of a user's, built with the tokenizer: the default one, counting its batches."""
+
+    batches = 0
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def __call__(self, features):
+        from transformers import default_data_collator
+
+        CountingCollator.batches += 1
+        return default_data_collator(features)
+
+
+def test_compute_metrics_and_data_collator_from_config_reach_the_trainer(tmp_path):
+    overrides = [
+        "+compute_metrics._target_=tests.test_trainer.highest_logit_share",
+        "+data_collator._target_=tests.test_trainer.CountingCollator",
+        "metric=eval_positive_share",
+        "mode=max",
+    ]
+    trainer = trainer_from(overrides, tmp_path)
+    metrics = trainer.evaluate()
+    assert metrics["eval_positive_share"] in (0.0, 1.0), "the configured compute_metrics ran"
+    assert CountingCollator.batches == 1, "the configured collator built the batch"

@@ -25,7 +25,7 @@ class ModelConfig:
     pretrained: Optional[str] = None
     config: Dict[str, Any] = field(default_factory=dict)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
-    factory: Optional[Dict[str, Any]] = None  # {_target_: a callable(model_cfg, tokenizer, label_names) -> model}
+    factory: Dict[str, Any] = field(default_factory=dict)  # {_target_: a callable(model_cfg, tokenizer, label_names) -> model}
 
 
 @dataclass
@@ -93,6 +93,8 @@ class SweepConfig:
     callbacks: Dict[str, Any] = field(default_factory=dict)
     trainer: Dict[str, Any] = field(default_factory=dict)
     eval_metrics: List[str] = field(default_factory=list)
+    compute_metrics: Dict[str, Any] = field(default_factory=dict)  # {_target_: a function (eval_pred) -> {name: value}}; else the task's
+    data_collator: Dict[str, Any] = field(default_factory=dict)  # {_target_: a collator built with tokenizer=}; else the task's
     checkpoints: CheckpointsConfig = field(default_factory=CheckpointsConfig)
     name: str = "sweep"
     seed: int = 42

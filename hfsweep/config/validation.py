@@ -154,7 +154,12 @@ def _validate_strategy(strategy: dict, cluster: dict) -> None:
 
 
 def _validate_metrics(cfg: dict) -> None:
-    """Every eval metric is one the task computes, and the sweep metric is reported."""
+    """Every eval metric is one the task computes, and the sweep metric is reported. A
+    `compute_metrics` of the user's reports names only it knows: the metric need only be eval_*."""
+    if cfg["compute_metrics"]:
+        if not cfg["metric"].startswith("eval_") and cfg["metric"] not in REPORTED_METRICS:
+            raise ConfigError(f"metric: '{cfg['metric']}' is not reported; compute_metrics' values are reported as eval_NAME.")
+        return
     task = get_task(cfg["model"]["task"])
     for name in cfg["eval_metrics"]:
         if not task.metrics:

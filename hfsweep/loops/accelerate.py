@@ -36,7 +36,7 @@ from hfsweep.loops.common import (
     with_perplexity,
 )
 from hfsweep.models import build_model, weights_digest
-from hfsweep.tasks import get_task
+from hfsweep.tasks import compute_metrics_for, data_collator_for, get_task
 from hfsweep.trial.bridge import checkpoint_dir_name, checkpoint_step
 
 TRAINER_DEFAULTS = {"gradient_accumulation_steps": 1, "max_grad_norm": 1.0, "weight_decay": 0.0, "warmup_steps": 0, "logging_steps": 500,
@@ -53,24 +53,24 @@ def _optimizer(model, training: dict) -> torch.optim.Optimizer:
     )
 
 
-def _evaluate(accelerator: Accelerator, model, loader, task, metric_names: list[str]) -> dict:
+def _evaluate(accelerator: Accelerator, model, loader, compute_metrics) -> dict:
     """Mean eval loss over the whole validation set (or every worker's shard of it), each example
-    counted once, their number, and the configured `eval_metrics` on the gathered logits, as the
-    Trainer computes them."""
+    counted once, their number, and `compute_metrics` on the gathered logits, as the Trainer
+    computes them."""
     model.eval()
     losses, logits, labels = [], [], []
     with torch.no_grad():
         for batch in loader:
             outputs = model(**batch)
             losses.append(accelerator.gather_for_metrics(outputs.loss.repeat(batch["input_ids"].shape[0])))
-            if metric_names:
+            if compute_metrics:
                 logits.append(accelerator.gather_for_metrics(outputs.logits).float().cpu())
                 labels.append(accelerator.gather_for_metrics(batch["labels"]).cpu())
     model.train()
     losses = torch.cat(losses)
     metrics = {"eval_loss": losses.mean().item(), "eval_samples": len(losses)}
-    if metric_names:
-        computed = task.compute_metrics(metric_names)((torch.cat(logits).numpy(), torch.cat(labels).numpy()))
+    if compute_metrics:
+        computed = compute_metrics((torch.cat(logits).numpy(), torch.cat(labels).numpy()))
         metrics.update({f"eval_{name}": value for name, value in computed.items()})
     return metrics
 
@@ -116,9 +116,10 @@ def train_loop_per_worker(config: dict) -> None:
     if eval_loader is None:  # the whole split on every worker: Accelerate's prepared loader splits it
         eval_loader = accelerator.prepare(
             DataLoader(validation.with_format("torch"), batch_size=training["per_device_eval_batch_size"],
-                       collate_fn=task.data_collator(tokenizer))
+                       collate_fn=data_collator_for(cfg, task, tokenizer))
         )
 
+    compute_metrics = compute_metrics_for(cfg, task)
     step, extra, logged, reported_once = 0, {}, {}, {}
     resume_from = resume_checkpoint(config)
     if resume_from:
@@ -161,7 +162,7 @@ def train_loop_per_worker(config: dict) -> None:
                 check_finite("loss", logged["loss"], step)
                 step_losses = []
             if step % training["eval_steps"] == 0 or step == training["max_steps"]:  # the Trainer evaluates at the end too
-                logged.update(_evaluate(accelerator, model, eval_loader, task, cfg["eval_metrics"]))
+                logged.update(_evaluate(accelerator, model, eval_loader, compute_metrics))
                 check_finite("eval_loss", logged["eval_loss"], step)
             if step % training["save_steps"] == 0 or step == training["max_steps"]:
                 metrics = with_perplexity({**extra, **logged, "step": step, "trainer_finished": step >= training["max_steps"]})

@@ -31,7 +31,7 @@ from hfsweep.loops.common import (
     with_perplexity,
 )
 from hfsweep.models import build_model, weights_digest
-from hfsweep.tasks import get_task
+from hfsweep.tasks import compute_metrics_for, data_collator_for, get_task
 from hfsweep.trial.bridge import checkpoint_dir_name
 
 
@@ -126,9 +126,9 @@ def build_trainer(cfg: dict, *, model, tokenizer, args: TrainingArguments, train
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         processing_class=tokenizer,
-        data_collator=task.data_collator(tokenizer),
+        data_collator=data_collator_for(cfg, task, tokenizer),
         callbacks=callbacks,
-        compute_metrics=task.compute_metrics(cfg["eval_metrics"]),
+        compute_metrics=compute_metrics_for(cfg, task),
     )
 
 
