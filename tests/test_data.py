@@ -164,3 +164,20 @@ def test_glue_tsv_is_refused_in_one_line_without_quoting_and_read_with_it(tmp_pa
     )
     prepared = prepare(classification_config(tmp_path / "cache", folder, load_kwargs={"quoting": 3}, **columns))
     assert prepared.label_names == ["0", "1"] and prepared.num_train_blocks == 20 and prepared.num_validation_blocks == 10
+
+
+def test_a_file_the_reader_cannot_parse_is_refused_by_the_cli_in_one_line_before_ray(tmp_path):
+    import subprocess
+    import sys
+
+    folder = write_glue_pairs(tmp_path / "mrpc", counts={"train": 20, "dev": 10})
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "hfsweep", "+experiment=bert_mrpc_offline", f"data.path={folder}", "data.text_column='#1 String'",
+         "data.pair_column='#2 String'", "data.label_column=Quality", f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={run_dir}"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 2 and not run_dir.exists()
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"hfsweep: error: data.path: cannot parse '{folder}/train.tsv' as csv (ParserError: ")
+    assert line.endswith("+data.load_kwargs.quoting=3; other pandas.read_csv options (delimiter, column_names, skiprows, encoding) go in data.load_kwargs too.")
