@@ -60,16 +60,6 @@ def test_a_user_primary_config_pulls_in_hfsweeps_defaults(tmp_path):
     assert "model=bert_regresor: no such option (did you mean 'bert_regressor'?)" in refused.stderr
 
 
-def test_a_target_that_does_not_import_is_refused_before_ray(tmp_path):
-    proc = hfsweep("+callbacks.mine._target_=my_project.NoSuchCallback", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
-    assert proc.returncode == 2 and not (tmp_path / "run").exists()
-    assert proc.stderr.strip().splitlines() == [
-        "hfsweep: error: callbacks.mine._target_: cannot import 'my_project.NoSuchCallback' (No module named 'my_project'); "
-        "fix the name, or make its module importable: install its package, or run from its folder "
-        "(workers get it with cluster.runtime_env.working_dir or py_modules)."
-    ]
-
-
 @pytest.mark.slow
 def test_the_example_project_sweeps_its_own_task_metric_and_loss_from_its_folder(tmp_path, cache_dir):
     data = subprocess.run([sys.executable, "-m", "score_project.data", str(tmp_path / "data")], cwd=EXAMPLE, capture_output=True, text=True)
