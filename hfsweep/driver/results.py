@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import os
 import tempfile
@@ -19,6 +20,7 @@ from typing import Optional
 import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
+logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)  # "building the font cache" on a fresh machine
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
