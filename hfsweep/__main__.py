@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema in the ConfigStore)
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import check_composition, resolve, searched_overrides
+from hfsweep.config.loading import check_composition, resolvable_here, resolve, searched_overrides
 from hfsweep.config.validation import validate
 
 
@@ -52,11 +52,19 @@ def remove_hydra_output(run_dir: str) -> None:
         os.rmdir(run_dir)
 
 
+PRINT_ONLY_FLAGS = {"--cfg", "-c"}  # Hydra prints the config and exits: nothing to validate
+
+
 def cli() -> None:
-    """Refuse a command line Hydra cannot compose in one line (Hydra's own messages span several,
-    and are printed after its run directory is made), then run Hydra's app."""
+    """Refuse a bad command line in one line before Hydra's app starts: what Hydra cannot compose
+    (its own messages span several, printed after its run directory is made), and a config that
+    fails validation (without the app's second composition, so a refusal takes about a second)."""
+    argv = sys.argv[1:]
     try:
-        check_composition(sys.argv[1:])
+        for cfg in check_composition(argv):
+            resolved = None if PRINT_ONLY_FLAGS & set(argv) else resolvable_here(cfg)
+            if resolved is not None:
+                validate(resolved)
     except ConfigError as err:
         fail(err)
     main()

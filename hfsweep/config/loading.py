@@ -29,6 +29,17 @@ def to_plain_dict(cfg: DictConfig) -> dict:
         raise ConfigError(f"{err.full_key}: has no value (???); set it, e.g. {err.full_key}=VALUE.") from err
 
 
+def resolvable_here(cfg: DictConfig) -> dict | None:
+    """The composed config resolved before Hydra's app runs, or None when it needs what only the
+    app sets (`${hydra:...}`, a relative storage path's run directory): validated there instead."""
+    from omegaconf.errors import InterpolationResolutionError
+
+    try:
+        return resolve(cfg, os.path.join(os.getcwd(), "hfsweep-check"))
+    except InterpolationResolutionError:
+        return None
+
+
 def resolve(cfg: DictConfig, run_dir: str) -> dict:
     """The composed config as a plain dict, with the storage path made absolute first, so that
     `${cluster.storage_path}` (a logger's store, its group) resolves to this run's directory."""
@@ -89,27 +100,28 @@ _VALUE_FLAGS = {"-cp": "--config-path", "--config-path": "--config-path", "-cn":
                 "--config-name": "--config-name", "-cd": "--config-dir", "--config-dir": "--config-dir"}
 
 
-def check_composition(argv: list[str]) -> None:
+def check_composition(argv: list[str]) -> list[DictConfig]:
     """Compose the config as `python -m hfsweep ARGV` will, with the same primary config and
     search path (`--config-path`, `--config-name`, `--config-dir`, `hydra.searchpath`); raise
     ConfigError in one line where Hydra would fail with a multi-line message (a misspelt key, a
     value of the wrong type, an unknown group option). In a multirun every value of every sweep
-    is composed once."""
+    is composed once. Returns the composed configs."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
     if _NO_COMPOSE_FLAGS & set(argv):
-        return
+        return []
     flags, args = _split_flags(argv)
     try:
         overrides = OverridesParser.create().parse_overrides(args)
     except OverrideParseException as err:
         raise ConfigError(" ".join(str(err).split())) from err
     first = [_with_value(o, _values(o)[0]) for o in overrides]
-    _compose(flags, first)
+    composed = [_compose(flags, first)]
     for i, override in enumerate(overrides):
         for value in _values(override)[1:]:
-            _compose(flags, [*first[:i], _with_value(override, value), *first[i + 1 :]])
+            composed.append(_compose(flags, [*first[:i], _with_value(override, value), *first[i + 1 :]]))
+    return composed
 
 
 def _split_flags(argv: list[str]) -> tuple[dict, list[str]]:
@@ -134,7 +146,7 @@ def _with_value(override, value: str) -> str:
     return f"{override.get_key_element()}={value}"
 
 
-def _compose(flags: dict, overrides: list[str]) -> None:
+def _compose(flags: dict, overrides: list[str]) -> DictConfig:
     from hydra import compose, initialize_config_dir, initialize_config_module
     from hydra.errors import ConfigCompositionException, MissingConfigException
 
@@ -150,7 +162,7 @@ def _compose(flags: dict, overrides: list[str]) -> None:
         init = initialize_config_module(config_module="hfsweep.conf", version_base="1.3")
     try:
         with init:
-            compose(config_name=flags.get("--config-name", "config"), overrides=overrides)
+            return compose(config_name=flags.get("--config-name", "config"), overrides=overrides)
     except MissingConfigException as err:
         raise _missing_option_error(err) from err
     except ConfigCompositionException as err:
