@@ -88,3 +88,11 @@ def dataset_fingerprint(dataset) -> str:
     from datasets.fingerprint import Hasher
 
     return Hasher.hash(dataset.data.table)
+
+
+def classic_parquet_reader(context) -> None:
+    """Ray Data's file-datasource V1 for `read_parquet`: in Ray 2.60 the V2 path (ListFiles →
+    ReadFilesParquetV2) took 14-17 s to read a 350 KB shard on this project's 2-core machine, V1
+    0.3-0.6 s (see BENCHMARKS.md, worker ingest). A no-op once the switch is gone."""
+    if hasattr(context, "use_datasource_v2"):
+        context.use_datasource_v2 = False

@@ -74,12 +74,12 @@ def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, tmp_path, cach
 
 
 def test_a_trial_survives_losing_the_node_that_runs_its_workers(no_ray_connection, tmp_path, cache_dir):
-    """Head: 1 CPU for the trial process. Two worker nodes with 2 `train_slot`s each and no CPU,
+    """Head: 1 CPU for the trial process, 1 for Ray Data's read tasks. Two worker nodes with 2 `train_slot`s each and no CPU,
     so the workers (and only they) land there; the node running them is removed mid-trial."""
     import ray
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, connect=True, head_node_args={"num_cpus": 1})
+    cluster = Cluster(initialize_head=True, connect=True, head_node_args={"num_cpus": 2})
     try:
         nodes = [cluster.add_node(num_cpus=0, resources={"train_slot": 2}) for _ in range(2)]
         cluster.wait_for_nodes()

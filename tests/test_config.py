@@ -89,6 +89,12 @@ def test_every_strategy_composes_and_gpu_only_ones_are_refused_on_cpu(strategy, 
         validate(cfg)
 
 
+def test_training_argument_names_read_from_the_source_are_the_dataclass_fields():
+    from hfsweep.config.validation import _imported_training_argument_names, _training_argument_names
+
+    assert _training_argument_names() == _imported_training_argument_names()
+
+
 def test_precision_and_activation_checkpointing_switches_reach_the_training_arguments(tmp_path):
     from hfsweep.loops.hf_trainer import training_arguments
 
@@ -131,6 +137,10 @@ REFUSED = [
     (["data.source=local", "data.path=/no/such/dir"], "data.path: '/no/such/dir' does not exist; point it at a folder of train.*/validation.* files."),
     (["data.source=hub"], "data.name: data.source=hub needs a dataset name, e.g. data.name=wikitext."),
     (["data.source=ftp"], "data.source: 'ftp' is not one of pydoc, hub, local."),
+    (["data.chunk_rows=0"], "data.chunk_rows: must be a positive integer, not 0; e.g. data.chunk_rows=10000."),
+    (["data.max_train_tokens=-5"], "data.max_train_tokens: must be a positive integer, not -5; e.g. data.max_train_tokens=10000000 or null (no budget)."),
+    (["data.streaming=true"], "data.streaming: a tokenizer is trained on the whole train split, which a stream does not hold; set model.tokenizer.pretrained (a hub name or a local directory)."),
+    (["model=bert_tiny", "data.streaming=true", "model.tokenizer.pretrained=/tmp"], "data.streaming: the sequence_classification task reads the whole train split before tokenizing (e.g. to list its labels); set data.streaming=false (data.max_train_samples bounds what is read)."),
     (["data.datasets_to_split=[validation]"], "data.datasets_to_split: ['validation'] is neither [train] (every worker evaluates the whole validation split) nor [train,validation] (each evaluates its Ray Data shard); use one of them."),
     (["+experiment=gpt2_wikitext"], "data: cannot load 'wikitext' from the Hugging Face hub (ConnectionError); run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt)."),
     # metrics
@@ -139,9 +149,11 @@ REFUSED = [
     (["model=bert_tiny", "metric=eval_f1", "eval_metrics=[accuracy]"], "metric: eval_f1 is never computed; add it, e.g. eval_metrics=[accuracy,f1]."),
     (["model=bert_tiny", "data.max_length=256"], "data.max_length (256): larger than the model's 128 positions; lower it (data.max_length=128) or raise the model's positions."),
     # cluster and hardware
-    (["cluster.num_cpus=4", "cluster.num_workers=4"], "cluster.num_workers: one trial needs 5 CPUs (1 CPU for the trial + 4 workers) but cluster.num_cpus is 4; raise cluster.num_cpus or lower cluster.num_workers."),
+    (["cluster.num_cpus=4", "cluster.num_workers=4"], "cluster.num_workers: one trial needs 5 CPUs (1 CPU for the trial + 4 workers) and reading its data 1 more, but cluster.num_cpus is 4; raise cluster.num_cpus or lower cluster.num_workers."),
     (["cluster.use_gpu=true"], "cluster.use_gpu: this machine has no CUDA GPU; set cluster.use_gpu=false."),
     (["+cluster.resources_per_worker.GPU=1"], "cluster.resources_per_worker.GPU: this machine has no CUDA GPU; remove it (~cluster.resources_per_worker.GPU)."),
+    (["cluster.use_gpu=true", "cluster.num_gpus=1", "+cluster.resources_per_worker.GPU=0.25", "strategy=fsdp"], "strategy=fsdp: shards a model across whole GPUs, not a share of one (cluster.resources_per_worker.GPU=0.25); use strategy=ddp, or GPU=1."),
+    (["cluster.use_gpu=true", "cluster.num_gpus=1", "+cluster.resources_per_worker.GPU=0.25"], "cluster.num_workers: trials packed onto shared GPUs (cluster.resources_per_worker.GPU=0.25) train in one process each, as NCCL needs a GPU per worker; set cluster.num_workers=1, or GPU=1."),
     # loops
     (["loop=accelerate", "+training.optim=adafactor"], "training.optim: loop=accelerate does not use it; remove it, or use loop=hf_trainer."),
     (["loop=accelerate", "callbacks=early_stopping"], "callbacks: TrainerCallbacks need loop=hf_trainer; use callbacks=none with loop=accelerate."),

@@ -53,17 +53,18 @@ def test_pydoc_prose_is_prepared_once_and_cached(tmp_path, monkeypatch):
     tokenized = []
     preprocess = TASK.preprocess
     monkeypatch.setattr(TASK, "preprocess", lambda *args: tokenized.append(args[-1]) or preprocess(*args))
-    first = prepare(data_config(tmp_path))
-    assert tokenized == ["train", "validation"]
+    first = prepare(data_config(tmp_path, num_proc=1))  # in this process, where the counter is
+    assert tokenized[-1] == "validation" and set(tokenized) == {"train", "validation"}
     assert first.num_train_blocks > 10 * first.num_validation_blocks > 0
     tokenizer = load_tokenizer(first.tokenizer_path)
     assert len(tokenizer) == 300
     validation = datasets.load_from_disk(first.validation_path)
     assert validation.column_names == ["input_ids", "attention_mask", "labels"]
     assert all(len(row) == 32 for row in validation["input_ids"])
-    again = prepare(data_config(tmp_path))
+    calls = len(tokenized)
+    again = prepare(data_config(tmp_path))  # num_proc is not part of the data
     assert again == first
-    assert tokenized == ["train", "validation"], "the second sweep on the same data tokenized it again"
+    assert len(tokenized) == calls, "the second sweep on the same data tokenized it again"
 
 
 def test_local_text_files_with_wikitext_names(tmp_path):
@@ -181,3 +182,67 @@ def test_a_file_the_reader_cannot_parse_is_refused_by_the_cli_in_one_line_before
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(f"hfsweep: error: data.path: cannot parse '{folder}/train.tsv' as csv (ParserError: ")
     assert line.endswith("+data.load_kwargs.quoting=3; other pandas.read_csv options (delimiter, column_names, skiprows, encoding) go in data.load_kwargs too.")
+
+
+def write_prose_folder(folder, lines: int = 400):
+    """Numbered lines of prose (each line a document) as train.txt and validation.txt."""
+    folder.mkdir(parents=True, exist_ok=True)
+    words = "the quick brown fox jumps over the lazy dog while a sweep tunes its learning rate".split()
+    (folder / "train.txt").write_text("\n".join(f"{i} " + " ".join(words[i % 7 :] + words[: i % 7]) for i in range(lines)))
+    (folder / "validation.txt").write_text("\n".join(" ".join(words) for _ in range(20)))
+    return folder
+
+
+def shard_tables(prepared) -> list:
+    import glob
+
+    return [pyarrow.parquet.read_table(p) for p in sorted(glob.glob(f"{prepared.train_path}/*.parquet"))]
+
+
+def test_the_train_split_is_tokenized_in_chunks_into_the_same_shards_by_one_process_or_two(tmp_path):
+    folder = write_prose_folder(tmp_path / "prose")
+    by = {n: prepare(data_config(tmp_path / f"cache{n}", source="local", path=str(folder), chunk_rows=50, num_proc=n)) for n in (1, 2)}
+    one, two = shard_tables(by[1]), shard_tables(by[2])
+    assert len(one) == len(two) == 8  # 400 lines / 50 per chunk
+    assert all(a.equals(b) for a, b in zip(one, two))
+    assert by[1].num_train_blocks == by[2].num_train_blocks == sum(t.num_rows for t in one) > 0
+    assert by[1].num_train_tokens == 32 * by[1].num_train_blocks  # packed blocks: every token is real
+
+
+def test_a_token_budget_stops_preparation_once_the_shards_hold_that_many_tokens(tmp_path):
+    folder = write_prose_folder(tmp_path / "prose")
+    whole = prepare(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1))
+    budget = prepare(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1, max_train_tokens=1000))
+    assert budget.num_train_tokens == 1024 and budget.num_train_blocks == 32  # the 32-token block that reaches 1000
+    tables = shard_tables(budget)
+    assert sum(t.num_rows for t in tables) == 32 < whole.num_train_blocks
+    assert tables[0].equals(shard_tables(whole)[0].slice(0, tables[0].num_rows)), "a budget keeps the split's beginning"
+
+
+def test_a_streamed_split_is_prepared_as_the_same_shards_as_the_file_read_whole(tmp_path):
+    folder = write_prose_folder(tmp_path / "prose")
+    whole = prepare(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1))
+    streamed_cfg = data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=2, streaming=True)
+    streamed_cfg["model"]["tokenizer"]["pretrained"] = whole.tokenizer_path
+    streamed = prepare(streamed_cfg)
+    assert streamed.train_path != whole.train_path
+    assert [t.to_pydict() for t in shard_tables(streamed)] == [t.to_pydict() for t in shard_tables(whole)]
+    assert streamed.num_validation_blocks == whole.num_validation_blocks
+
+
+def test_workers_stream_every_shard_in_an_order_set_by_the_seed(ray_cluster, tmp_path):
+    from hfsweep.data.prepare import load_ray_datasets
+
+    folder = write_prose_folder(tmp_path / "prose")
+    prepared = prepare(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1))
+    expected = sorted(map(tuple, (row for t in shard_tables(prepared) for row in t.column("input_ids").to_pylist())))
+
+    def order(seed: int) -> list:
+        train = load_ray_datasets(prepared, ["train"], seed)["train"]
+        train.context.execution_options.preserve_order = True  # as the trials' DataConfig sets it
+        return [tuple(row["input_ids"]) for row in train.iter_rows()]
+
+    first = order(1)
+    assert sorted(first) == expected, "every block of every shard, once"
+    assert order(1) == first
+    assert order(2) != first

@@ -103,14 +103,16 @@ def test_a_crash_in_the_middle_of_a_save_resumes_from_the_last_complete_checkpoi
 def test_a_trial_shape_the_cluster_cannot_hold_fails_at_once_and_writes_nothing(ray_cluster, tmp_path, cache_dir):
     """A reachable cluster (the test's Ray, 8 logical CPUs) too small for one trial."""
     cfg = resolved_config(["cluster.address=auto", "cluster.resources_per_worker.CPU=8"], tmp_path, cache_dir)
-    with pytest.raises(ConfigError, match=r"^cluster\.resources_per_worker: one trial needs 17 CPU \(1 CPU for the trial \+ 2 workers\) but the cluster has 8;"):
+    with pytest.raises(ConfigError, match=r"^cluster\.resources_per_worker: one trial needs 18 CPU \(1 CPU for the trial \+ 2 workers and 1 to read its data\) but the cluster has 8;"):
         sweep.run(cfg)
     assert not (tmp_path / "resolved_config.yaml").exists() and not (tmp_path / "provenance.json").exists()
 
 
 def test_a_local_ray_runs_single_process_trials_at_most_one_per_core(ray_cluster, tmp_path, cache_dir):
-    """8 logical CPUs: two 2-worker trials fit (3 CPUs each), single-process ones one per core."""
+    """8 logical CPUs, 1 left for Ray Data: two 2-worker trials fit (3 CPUs each), one 3-worker
+    trial (4 CPUs; two would take all 8), single-process ones one per core."""
     in_process = resolved_config(["cluster.num_workers=1"], tmp_path, cache_dir)["cluster"]
     assert max_concurrent_trials(in_process) == min(8, os.cpu_count())
     assert max_concurrent_trials({**in_process, "max_concurrent_trials": 5}) == 5
     assert max_concurrent_trials(resolved_config([], tmp_path, cache_dir)["cluster"]) == 2
+    assert max_concurrent_trials(resolved_config(["cluster.num_workers=3"], tmp_path, cache_dir)["cluster"]) == 1

@@ -45,6 +45,11 @@ class DataConfig:
     max_eval_samples: Optional[int] = None
     datasets_to_split: List[str] = field(default_factory=lambda: ["train"])
     load_kwargs: Dict[str, Any] = field(default_factory=dict)  # passed to datasets.load_dataset (quoting, delimiter...)
+    streaming: bool = False  # read the train split as a stream (hub or local), chunk by chunk
+    max_train_tokens: Optional[int] = None  # stop preparing the train split once it holds this many tokens
+    chunk_rows: int = 10000  # raw examples per chunk: the unit of parallel tokenization and one parquet shard
+    num_proc: Optional[int] = None  # processes tokenizing the train split; null: every core of the driver
+    shuffle_buffer_rows: int = 1024  # each worker's local shuffle buffer over the streamed shards
 
 
 @dataclass

@@ -11,8 +11,9 @@ import os
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object, unknown_key_error
-from hfsweep.config.resources import resource_names, trial_resources, trial_shape
+from hfsweep.config.resources import DATA_CPUS, resource_names, trial_resources, trial_shape
 from hfsweep.tasks import get_task
+from hfsweep.tasks.base import Task
 
 LOOPS = ("hf_trainer", "accelerate")
 # The training.* keys the Accelerate loop honours, and those it may ignore (the Trainer's cadence
@@ -32,6 +33,25 @@ POSITIVE_TRAINING_KEYS = ("per_device_train_batch_size", "per_device_eval_batch_
 
 
 def _training_argument_names() -> set[str]:
+    """TrainingArguments' fields, read from transformers' source without importing it (importing
+    takes torch: seconds, where a refusal should take one); imported if the source's layout is
+    not the one expected. A test checks the two lists agree."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("transformers")
+    source = os.path.join(os.path.dirname(spec.origin), "training_args.py")
+    with open(source, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "TrainingArguments":
+            names = {n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+            if len(names) > 50:
+                return names
+    return _imported_training_argument_names()
+
+
+def _imported_training_argument_names() -> set[str]:
     import dataclasses
 
     from transformers import TrainingArguments
@@ -51,6 +71,7 @@ def validate(cfg: dict) -> None:
             f"model.tokenizer.kind: cannot train '{cfg['model']['tokenizer']['kind']}'; use one of {', '.join(TOKENIZER_KINDS)}."
         )
     _validate_training(cfg["training"])
+    _validate_packed_gpus(cfg["strategy"], cfg["cluster"])
     _validate_strategy(cfg["strategy"], cfg["cluster"])
     _validate_precision(cfg["training"], cfg["cluster"])
     _validate_metrics(cfg)
@@ -153,6 +174,25 @@ def _validate_strategy(strategy: dict, cluster: dict) -> None:
         )
 
 
+def _validate_packed_gpus(strategy: dict, cluster: dict) -> None:
+    """Trials packed onto shared GPUs (`cluster.resources_per_worker.GPU` below 1) each train in
+    one process: NCCL refuses two ranks of one group on one GPU, and FSDP and DeepSpeed shard a
+    model across whole GPUs."""
+    gpus = resource_names(cluster["resources_per_worker"]).get("GPU", 1 if cluster["use_gpu"] else 0)
+    if not 0 < gpus < 1:
+        return
+    if any(strategy["training_args"].get(key) for key in GPU_ONLY_TRAINING_ARGS):
+        raise ConfigError(
+            f"strategy={strategy['name']}: shards a model across whole GPUs, not a share of one "
+            f"(cluster.resources_per_worker.GPU={gpus:g}); use strategy=ddp, or GPU=1."
+        )
+    if cluster["num_workers"] > 1:
+        raise ConfigError(
+            f"cluster.num_workers: trials packed onto shared GPUs (cluster.resources_per_worker.GPU={gpus:g}) train in "
+            f"one process each, as NCCL needs a GPU per worker; set cluster.num_workers=1, or GPU=1."
+        )
+
+
 def _validate_metrics(cfg: dict) -> None:
     """Every eval metric is one the task computes, and the sweep metric is reported. A
     `compute_metrics` of the user's reports names only it knows: the metric need only be eval_*."""
@@ -184,6 +224,21 @@ def _validate_data(data: dict, model: dict) -> None:
         )
     if data["source"] not in DATA_SOURCES:
         raise ConfigError(f"data.source: '{data['source']}' is not one of {', '.join(DATA_SOURCES)}.")
+    for key, example in (("chunk_rows", 10000), ("num_proc", 4), ("max_train_tokens", 10_000_000), ("shuffle_buffer_rows", 1024)):
+        if data[key] is not None and data[key] < 1:
+            what = "or null (all the driver's cores)" if key == "num_proc" else "or null (no budget)" if key == "max_train_tokens" else ""
+            raise ConfigError(f"data.{key}: must be a positive integer, not {data[key]}; e.g. data.{key}={example}{' ' + what if what else ''}.")
+    if data["streaming"] and not model["tokenizer"]["pretrained"]:
+        raise ConfigError(
+            "data.streaming: a tokenizer is trained on the whole train split, which a stream does not hold; "
+            "set model.tokenizer.pretrained (a hub name or a local directory)."
+        )
+    task = get_task(model["task"])
+    if data["streaming"] and type(task).prepare_raw is not Task.prepare_raw:
+        raise ConfigError(
+            f"data.streaming: the {task.name or type(task).__name__} task reads the whole train split before tokenizing "
+            f"(e.g. to list its labels); set data.streaming=false (data.max_train_samples bounds what is read)."
+        )
     if data["source"] == "hub" and not data["name"]:
         raise ConfigError("data.name: data.source=hub needs a dataset name, e.g. data.name=wikitext.")
     if data["path"] and data["source"] != "local":
@@ -243,10 +298,10 @@ def _validate_cluster(cluster: dict) -> None:
             raise ConfigError(f"{key}: this machine has no CUDA GPU; {fix}.")
     if cluster["address"] is None and cluster["num_cpus"] is not None:
         per_trial = trial_resources(cluster)["CPU"]
-        if per_trial > cluster["num_cpus"]:
+        if per_trial + DATA_CPUS > cluster["num_cpus"]:
             raise ConfigError(
-                f"cluster.num_workers: one trial needs {per_trial:g} CPUs ({trial_shape(cluster)}) "
-                f"but cluster.num_cpus is {cluster['num_cpus']:g}; raise cluster.num_cpus or lower cluster.num_workers."
+                f"cluster.num_workers: one trial needs {per_trial:g} CPUs ({trial_shape(cluster)}) and reading its data "
+                f"{DATA_CPUS} more, but cluster.num_cpus is {cluster['num_cpus']:g}; raise cluster.num_cpus or lower cluster.num_workers."
             )
 
 

@@ -1,8 +1,9 @@
 """Load → tokenizer → the task's preprocessing → disk, once per sweep on the driver.
 
 Cached by content under `cache_dir`: a second sweep on the same data prepares nothing, and trials
-only read the result. The train split goes to the workers through Ray Data (sharded); validation
-is read whole by every worker (the Trainer's distributed evaluation splits it), or sharded too.
+only read the result. The train split is written as parquet shards (`hfsweep.data.shards`) that
+the workers stream through Ray Data; validation is read whole by every worker (the Trainer's
+distributed evaluation splits it), or sharded too.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 import datasets
-import pyarrow.parquet
 from datasets import ClassLabel, Dataset, DatasetDict
 
-from hfsweep.compat import dataset_fingerprint
+from hfsweep.compat import classic_parquet_reader, dataset_fingerprint
 from hfsweep.config.errors import ConfigError
 from hfsweep.data.cache import atomic_dir
-from hfsweep.data.sources import load_raw
+from hfsweep.data.shards import write_shards
+from hfsweep.data.sources import load_raw, source_identity
 from hfsweep.data.tokenizers import load_tokenizer, tokenizer_for
 from hfsweep.tasks import get_task
 
@@ -34,6 +35,7 @@ class PreparedData:
     validation_path: str
     num_train_blocks: int  # training examples (packed blocks for causal LM)
     num_validation_blocks: int
+    num_train_tokens: int = 0  # real (unpadded) tokens in the train split
     label_names: Optional[list] = None  # classification: the classes, in label order
 
 
@@ -41,7 +43,8 @@ def _check_columns(raw: DatasetDict, data_cfg: dict, keys) -> None:
     for key in keys:
         column = data_cfg[key]
         for split in raw:
-            if column is not None and column not in raw[split].column_names:
+            names = raw[split].column_names  # None for a stream whose builder does not know its columns
+            if column is not None and names is not None and column not in names:
                 raise ConfigError(
                     f"data.{key}: '{column}' is not a column of the {split} split "
                     f"(columns: {', '.join(raw[split].column_names)}); set data.{key}."
@@ -60,56 +63,78 @@ def prepare(cfg: dict) -> PreparedData:
     task = get_task(cfg["model"]["task"])
     raw = load_raw(data_cfg, cache_dir)
     _check_columns(raw, data_cfg, task.columns)
+    if data_cfg["streaming"]:
+        raw = _from_stream(raw, data_cfg)
     for split, limit in (("train", data_cfg["max_train_samples"]), ("validation", data_cfg["max_eval_samples"])):
-        if limit:
+        if limit and isinstance(raw[split], Dataset):
             raw[split] = raw[split].select(range(min(limit, len(raw[split]))))
     raw = task.prepare_raw(raw, data_cfg)
     text_columns = [data_cfg[k] for k in ("text_column", "pair_column") if k in task.columns and data_cfg[k]]
     tokenizer_path = tokenizer_for(cfg["model"]["tokenizer"], raw["train"], text_columns, cache_dir)
-    tokenized_by = {k: v for k, v in data_cfg.items() if k != "datasets_to_split"}  # how workers get it is not the data
+    # what the workers do with the data (how many processes prepare it, how it is split) is not the data
+    tokenized_by = {k: v for k, v in data_cfg.items() if k not in ("datasets_to_split", "num_proc", "shuffle_buffer_rows")}
+    train_identity = source_identity(data_cfg, cache_dir) if data_cfg["streaming"] else dataset_fingerprint(raw["train"])
     key = hashlib.sha256(
         json.dumps(
-            [dataset_fingerprint(raw["train"]), dataset_fingerprint(raw["validation"]), tokenizer_path, tokenized_by, task.name],
+            [train_identity, dataset_fingerprint(raw["validation"]), tokenizer_path, tokenized_by, task.name],
             sort_keys=True,
         ).encode()
     ).hexdigest()[:16]
     out = os.path.join(cache_dir, "tokenized", key)
 
     def write(tmp: str) -> None:
-        tokenizer = load_tokenizer(tokenizer_path)
-        for split, ds in raw.items():
-            processed = task.preprocess(ds, tokenizer, data_cfg, split)
-            if split == "train":
-                processed.to_parquet(os.path.join(tmp, "train", "data.parquet"))
-            else:
-                processed.save_to_disk(os.path.join(tmp, "validation"))
+        written = write_shards(raw["train"], cfg["model"]["task"], tokenizer_path, data_cfg, os.path.join(tmp, "train"))
+        if written.num_rows == 0:
+            raise ConfigError(
+                f"data: the train split gives no training examples after tokenization (for causal LM: fewer than "
+                f"data.block_size={data_cfg['block_size']} tokens per chunk); add data or lower data.block_size."
+            )
+        processed = task.preprocess(raw["validation"], load_tokenizer(tokenizer_path), data_cfg, "validation")
+        processed.save_to_disk(os.path.join(tmp, "validation"))
+        with open(os.path.join(tmp, "train_summary.json"), "w") as f:
+            json.dump({"shards": written.num_shards, "rows": written.num_rows, "tokens": written.num_tokens}, f)
 
     atomic_dir(out, write)
     validation = datasets.load_from_disk(os.path.join(out, "validation"))
-    num_train = pyarrow.parquet.read_metadata(os.path.join(out, "train", "data.parquet")).num_rows
+    with open(os.path.join(out, "train_summary.json")) as f:
+        train = json.load(f)
     return PreparedData(
         tokenizer_path=tokenizer_path,
         train_path=os.path.join(out, "train"),
         validation_path=os.path.join(out, "validation"),
-        num_train_blocks=num_train,
+        num_train_blocks=train["rows"],
         num_validation_blocks=validation.num_rows,
         label_names=label_names(validation),
+        num_train_tokens=train["tokens"],
     )
 
 
-def load_ray_datasets(data: PreparedData, datasets_to_split: list, seed: int) -> dict:
-    """What Ray Train hands the workers, read into the object store by this process (no read
-    tasks to schedule) so trials share it: the packed train split, and the validation split
-    when it is sharded too (`data.datasets_to_split`); otherwise workers read it from disk.
+def _from_stream(raw, data_cfg: dict) -> DatasetDict:
+    """A streamed dataset made ready for preparation: the train split stays a stream (read chunk
+    by chunk, up to `max_train_samples` examples), the validation split is read whole (or its
+    first `max_eval_samples`)."""
+    train, validation = raw["train"], raw["validation"]
+    if data_cfg["max_train_samples"]:
+        train = train.take(data_cfg["max_train_samples"])
+    if data_cfg["max_eval_samples"]:
+        validation = validation.take(data_cfg["max_eval_samples"])
+    return DatasetDict(train=train, validation=Dataset.from_list(list(validation)))
 
-    The train split is shuffled here once, seeded, as the Trainer's sampler shuffles: packed
-    blocks are in document order, and a worker's local shuffle buffer alone would fill each batch
-    from one or two documents."""
-    import numpy as np
+
+def load_ray_datasets(data: PreparedData, datasets_to_split: list, seed: int) -> dict:
+    """What Ray Train hands the workers: the train split's shards, streamed from parquet by Ray
+    Data's read tasks (nothing is read here), and the validation split when it is sharded too
+    (`data.datasets_to_split`); otherwise workers read it from disk.
+
+    Shuffling is seeded and needs no process to hold the split: the shards' order is shuffled
+    (anew each epoch), and each worker's local shuffle buffer (`data.shuffle_buffer_rows`) mixes
+    rows from the shards it is reading. BENCHMARKS.md measures how close that comes to a global
+    permutation."""
     import ray.data
 
-    train = pyarrow.parquet.read_table(data.train_path)
-    ray_datasets = {"train": ray.data.from_arrow(train.take(np.random.default_rng(seed).permutation(train.num_rows)))}
+    classic_parquet_reader(ray.data.DataContext.get_current())
+    train = ray.data.read_parquet(data.train_path, shuffle=ray.data.FileShuffleConfig(seed=seed))
+    ray_datasets = {"train": train}
     if "validation" in datasets_to_split:
         ray_datasets["validation"] = ray.data.from_arrow(datasets.load_from_disk(data.validation_path).data.table)
     return ray_datasets

@@ -75,7 +75,7 @@ def _reader_options(builder: str, files: dict, load_kwargs: dict) -> dict:
     return {**options, **load_kwargs}
 
 
-def _load_local(builder: str, files: dict, options: dict) -> DatasetDict:
+def _load_local(builder: str, files: dict, options: dict, streaming: bool = False) -> DatasetDict:
     """`datasets.load_dataset` on local files; a file it cannot parse is refused in one line that
     names the file, the reader's complaint and the usual fix."""
     from datasets.exceptions import DatasetGenerationError
@@ -84,7 +84,7 @@ def _load_local(builder: str, files: dict, options: dict) -> DatasetDict:
     datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its "Failed to read file" error log would repeat the refusal
     datasets.disable_progress_bars()
     try:
-        return datasets.load_dataset(builder, data_files=files, **options)
+        return datasets.load_dataset(builder, data_files=files, streaming=streaming, **options)
     except (DatasetGenerationError, ValueError, TypeError) as err:
         raise _parse_error(builder, files, options, err) from err
     finally:
@@ -108,11 +108,22 @@ def _parse_error(builder: str, files: dict, options: dict, err: Exception) -> Co
     return ConfigError(f"data.path: cannot parse {where} as {builder} ({type(reason).__name__}: {what}); {PARSE_FIXES[builder]}.")
 
 
+def source_identity(data_cfg: dict, cache_dir: str) -> list:
+    """What names a streamed source's content without reading it: the hub dataset's name (and
+    `data.load_kwargs.revision`, when pinned), or the local files with their sizes and times."""
+    if data_cfg["source"] == "hub":
+        return [data_cfg["name"], data_cfg["config_name"]]
+    _, files = _local_data_files(local_path(data_cfg, cache_dir))
+    return [[f, os.path.getsize(f), os.path.getmtime(f)] for split_files in files.values() for f in split_files]
+
+
 def load_raw(data_cfg: dict, cache_dir: str) -> DatasetDict:
-    """The raw train/validation splits, through `datasets`' own builders."""
+    """The raw train/validation splits, through `datasets`' own builders; streamed
+    (`IterableDataset`s, nothing downloaded or converted up front) with `data.streaming`."""
+    streaming = data_cfg["streaming"]
     if data_cfg["source"] == "hub":
         try:
-            raw = datasets.load_dataset(data_cfg["name"], data_cfg["config_name"], **data_cfg["load_kwargs"])
+            raw = datasets.load_dataset(data_cfg["name"], data_cfg["config_name"], streaming=streaming, **data_cfg["load_kwargs"])
         except (ConnectionError, OSError) as err:
             raise HubUnreachableError(
                 f"data: cannot load '{data_cfg['name']}' from the Hugging Face hub ({type(err).__name__}); "
@@ -124,8 +135,14 @@ def load_raw(data_cfg: dict, cache_dir: str) -> DatasetDict:
                 f"(splits: {', '.join(raw)}); set data.validation_split."
             )
         return DatasetDict(train=raw["train"], validation=raw[data_cfg["validation_split"]])
+    path = local_path(data_cfg, cache_dir)
+    builder, files = _local_data_files(path)
+    return _load_local(builder, files, _reader_options(builder, files, data_cfg["load_kwargs"]), streaming)
+
+
+def local_path(data_cfg: dict, cache_dir: str) -> str:
+    """The folder of a local source (the pydoc prose is written once into the cache)."""
     path = _pydoc_files(cache_dir) if data_cfg["source"] == "pydoc" else data_cfg["path"]
     if not os.path.isdir(path):
         raise ConfigError(f"data.path: '{path}' must be a folder holding train.* and validation.* files.")
-    builder, files = _local_data_files(path)
-    return _load_local(builder, files, _reader_options(builder, files, data_cfg["load_kwargs"]))
+    return path

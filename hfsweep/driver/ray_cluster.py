@@ -15,7 +15,7 @@ import ray
 
 from hfsweep.compat import gcs_port, quiet_ray_auth_notice
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.resources import resource_names, trial_resources, trial_shape, trains_in_process
+from hfsweep.config.resources import DATA_CPUS, resource_names, trial_resources, trial_shape, trains_in_process
 
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE", "HF_HOME", "HFSWEEP_CACHE")
 # A Ray started for one sweep on one machine: notice a finished worker group sooner, and skip the
@@ -118,11 +118,13 @@ def check_trial_fits(cluster: dict) -> None:
     """Refuse at once a trial shape that no cluster node can hold, instead of Ray retrying the
     worker group start forever."""
     need = trial_resources(cluster)
+    need["CPU"] = need.get("CPU", 0) + DATA_CPUS
     total = ray.cluster_resources()
     for key, amount in need.items():
         if total.get(key, 0) < amount:
+            data = f" and {DATA_CPUS} to read its data" if key == "CPU" else ""
             raise ConfigError(
-                f"cluster.resources_per_worker: one trial needs {amount:g} {key} ({trial_shape(cluster)}) "
+                f"cluster.resources_per_worker: one trial needs {amount:g} {key} ({trial_shape(cluster)}{data}) "
                 f"but the cluster has {total.get(key, 0):g}; lower "
                 f"cluster.num_workers or cluster.resources_per_worker, or add nodes."
             )
@@ -140,11 +142,12 @@ def max_concurrent_trials(cluster: dict) -> int:
     On a Ray started here, single-process trials are also capped at this machine's cores: its
     logical CPUs are declared so that a worker group's processes fit, and more single-process
     trainings than cores only share them, so every trial runs slower and a scheduler's early
-    stops free nothing until late.
+    stops free nothing until late. `DATA_CPUS` stay free for reading the data.
     """
     if cluster["max_concurrent_trials"]:
         return cluster["max_concurrent_trials"]
     available = ray.cluster_resources()
+    available["CPU"] = available.get("CPU", 0) - DATA_CPUS
     fits = max(1, min(math.floor(available.get(k, 0) / v) for k, v in trial_resources(cluster).items() if v))
     if not cluster["address"] and trains_in_process(cluster):
         return min(fits, os.cpu_count() or 1)

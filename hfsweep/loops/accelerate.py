@@ -136,7 +136,7 @@ def train_loop_per_worker(config: dict) -> None:
     model.train()
     while step < training["max_steps"]:
         epoch_seed = cfg["seed"] + step  # a fresh shuffle each pass over the shard
-        for batch in shard.iter_torch_batches(batch_size=batch_size, local_shuffle_buffer_size=4 * batch_size,
+        for batch in shard.iter_torch_batches(batch_size=batch_size, local_shuffle_buffer_size=cfg["data"]["shuffle_buffer_rows"],
                                               local_shuffle_seed=epoch_seed, device=accelerator.device):
             with accelerator.accumulate(model):
                 loss = model(**batch).loss

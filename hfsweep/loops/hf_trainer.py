@@ -145,7 +145,7 @@ def train_loop_per_worker(config: dict) -> None:
 
     batch_size = cfg["training"]["per_device_train_batch_size"]
     train_shard = ray.train.get_dataset_shard("train").iter_torch_batches(
-        batch_size=batch_size, local_shuffle_buffer_size=4 * batch_size, local_shuffle_seed=cfg["seed"]
+        batch_size=batch_size, local_shuffle_buffer_size=cfg["data"]["shuffle_buffer_rows"], local_shuffle_seed=cfg["seed"]
     )
 
     extra_metrics: dict = {}

@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Optional
 
+import ray.data
 import ray.exceptions
 import ray.train
 from ray import tune
@@ -68,7 +69,11 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, ray_datasets: dic
         "trial_started_at": started_at,
         "in_process": trains_in_process(cluster),
     }
-    data_config = ray.train.DataConfig(datasets_to_split=trial_cfg["data"]["datasets_to_split"])
+    data_config = ray.train.DataConfig(
+        datasets_to_split=trial_cfg["data"]["datasets_to_split"],
+        # shards read in parallel still arrive in their seeded order: a seed gives one sequence of batches
+        execution_options=ray.data.ExecutionOptions(preserve_order=True),
+    )
     if loop_config["in_process"]:
         TorchTrainer(
             train_loop,

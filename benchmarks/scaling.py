@@ -1,0 +1,273 @@
+"""Benchmark 6: how hfsweep's cost grows with the corpus and with the number of trials.
+
+1. data: preparing a causal-LM train split of 10 MB, 100 MB and 1 GB of text (CPython's pydoc
+   prose, repeated, with each line numbered so no two lines are equal): wall time, tokens/s and the
+   driver's peak RSS, each size in a fresh process. Baseline in the same invocation: the
+   `tokenizers` library's own `encode_batch` on all cores over the smallest corpus (the ceiling).
+2. trials: 8, 64 and 256 in-process trials of a trivial trainable (three reports with pointer
+   checkpoints each) through hfsweep's own Tuner (search space, ASHA, checkpoint budget), then
+   `write_report`: non-training seconds per trial and the report's time.
+3. ingest: one in-process hfsweep trial (tiny GPT-2, 1 worker) streaming its shards from parquet,
+   against the same trial on the split read whole into memory and permuted (the path before
+   streaming), in the same invocation: tokens/s of the training loop.
+Also the streamed order's shuffle quality against a global permutation (`bench_shuffle`).
+
+    python benchmarks/scaling.py --smoke                 # 10 MB, 8 trials, ingest: about a minute or two
+    python benchmarks/scaling.py --sizes 10 100 1000 --trials 8 64 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import config
+
+HERE = Path(__file__).resolve().parent
+
+
+def write_corpus(folder: Path, megabytes: int) -> Path:
+    """train.txt of about `megabytes` MB of numbered pydoc prose, and a small validation.txt."""
+    from pydoc_data.topics import topics
+
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [line for name in sorted(topics) for line in topics[name].splitlines() if line.strip()]
+    target, written, i = megabytes * 2**20, 0, 0
+    with open(folder / "train.txt", "w", encoding="utf-8") as f:
+        while written < target:
+            line = f"{i} {lines[i % len(lines)]}\n"
+            f.write(line)
+            written += len(line.encode())
+            i += 1
+    (folder / "validation.txt").write_text("\n".join(lines[:200]))
+    return folder
+
+
+def tokenizer_dir(root: Path) -> str:
+    """A byte-level BPE tokenizer trained once on the pydoc prose (as the embedded default trains it)."""
+    from hfsweep.data.prepare import prepare
+
+    prepared = prepare({**config([], str(root / "run")), "cache_dir": str(root / "tok-cache")})
+    return prepared.tokenizer_path
+
+
+def ceiling_tokens_per_s(corpus: Path, tokenizer_path: str, repeats: int = 3) -> float:
+    """`tokenizers`' `encode_batch` (Rust, every core) over the corpus in batches of 10,000 lines."""
+    from tokenizers import Tokenizer
+
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"
+    tokenizer = Tokenizer.from_file(os.path.join(tokenizer_path, "tokenizer.json"))
+    lines = (corpus / "train.txt").read_text(encoding="utf-8").splitlines()
+    rates = []
+    for _ in range(repeats):
+        start, tokens = time.perf_counter(), 0
+        for i in range(0, len(lines), 10000):
+            tokens += sum(len(e.ids) for e in tokenizer.encode_batch(lines[i : i + 10000]))
+        rates.append(tokens / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def prepare_once(corpus: str, tokenizer_path: str, cache: str) -> dict:
+    """(In a fresh process.) hfsweep's preparation of the corpus: wall, tokens, peak RSS."""
+    from hfsweep.data.prepare import prepare
+
+    cfg = config(["data.source=local", f"data.path={corpus}", f"model.tokenizer.pretrained={tokenizer_path}"], tempfile.mkdtemp())
+    cfg["cache_dir"] = cache
+    start = time.perf_counter()
+    prepared = prepare(cfg)
+    wall = time.perf_counter() - start
+    return {
+        "wall_s": wall,
+        "tokens": prepared.num_train_tokens,
+        "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "pool_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    }
+
+
+def bench_data(sizes: list[int], root: Path) -> None:
+    tokenizer_path = tokenizer_dir(root)
+    corpora = {size: write_corpus(root / f"corpus-{size}mb", size) for size in sizes}
+    ceiling = ceiling_tokens_per_s(corpora[min(sizes)], tokenizer_path)
+    print(f"ceiling: tokenizers encode_batch on {os.cpu_count()} cores: {ceiling:,.0f} tokens/s")
+    first = None
+    for size in sizes:
+        out = subprocess.run(
+            [sys.executable, __file__, "_prepare", str(corpora[size]), tokenizer_path, str(root / f"cache-{size}")],
+            check=True, capture_output=True, text=True,
+        )
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        first = first or result
+        rate = result["tokens"] / result["wall_s"]
+        print(
+            f"data {size} MB: {result['wall_s']:.1f} s, {result['tokens']:,} tokens, {rate:,.0f} tokens/s "
+            f"({rate / ceiling:.2f}x the ceiling), driver peak RSS {result['driver_peak_rss_mb']:.0f} MB "
+            f"({result['driver_peak_rss_mb'] / first['driver_peak_rss_mb']:.2f}x the {min(sizes)} MB figure), "
+            f"tokenizing processes' peak RSS {result['pool_peak_rss_mb']:.0f} MB"
+        )
+
+
+def tiny_trial(config: dict) -> None:
+    """Three reports, each with a pointer checkpoint, and no training."""
+    from hfsweep.trial.bridge import report_to_tune
+
+    for step in (10, 20, 30):
+        report_to_tune({"eval_loss": 1.0 / (config["training"]["learning_rate"] * step), "step": step}, f"/nonexistent/checkpoint-{step}")
+
+
+def bench_trials(counts: list[int], root: Path) -> None:
+    from ray import tune
+
+    from hfsweep.driver import sweep
+    from hfsweep.driver.ray_cluster import init_ray
+
+    init_ray({"address": None, "num_cpus": 8, "num_gpus": None, "runtime_env": {}})
+    real_trainable_for = sweep.trainable_for
+    sweep.trainable_for = lambda cfg, data: tune.with_resources(tiny_trial, {"CPU": 1})
+    try:
+        _run_trial_counts(counts, root)
+    finally:
+        sweep.trainable_for = real_trainable_for
+
+
+def _run_trial_counts(counts: list[int], root: Path) -> None:
+    import yaml
+
+    from hfsweep.driver import sweep
+    from hfsweep.driver.checkpoint_budget import build_checkpoint_budget
+    from hfsweep.driver.results import write_report
+    from hfsweep.driver.schedulers import build_scheduler, build_stopper
+    from hfsweep.driver.search_space import compile_search_space
+
+    for count in counts:
+        storage = str(root / f"trials-{count}")
+        cfg = config(
+            ["cluster.num_workers=1", f"num_samples={count}", "search_space=learning_rate_loguniform", "checkpoints.keep_per_trial=1"],
+            storage,
+        )
+        os.makedirs(storage, exist_ok=True)
+        with open(os.path.join(storage, "resolved_config.yaml"), "w") as f:  # what write_report reads
+            yaml.safe_dump(cfg, f)
+        param_space = compile_search_space(cfg["search_space"], cfg)
+        callbacks = [build_checkpoint_budget(cfg)]
+        tuner = sweep.build_tuner(cfg, param_space, None, build_scheduler(cfg, param_space), build_stopper(cfg), callbacks)
+        start = time.perf_counter()
+        results = tuner.fit()
+        fit_s = time.perf_counter() - start
+        assert results.num_terminated == count, (results.num_terminated, count)
+        start = time.perf_counter()
+        write_report(storage)
+        report_s = time.perf_counter() - start
+        print(f"trials {count}: {fit_s / count:.3f} s per trial (Tune fit {fit_s:.1f} s), report {report_s:.1f} s")
+
+
+def bench_ingest(root: Path, steps: int) -> None:
+    """The same 1-worker trial on the streamed shards and on the split held in memory."""
+    import numpy as np
+    import pyarrow.parquet as pq
+    import ray.data
+
+    from throughput import tokens_per_second
+
+    from hfsweep.data import prepare as prepare_module
+    from hfsweep.driver import sweep
+
+    streamed = prepare_module.load_ray_datasets
+
+    def in_memory(data, datasets_to_split, seed):
+        train = pq.read_table(data.train_path)
+        return {"train": ray.data.from_arrow(train.take(np.random.default_rng(seed).permutation(train.num_rows)))}
+
+    rates = {}
+    for name, loader in (("in-memory", in_memory), ("streamed", streamed), ("in-memory again", in_memory), ("streamed again", streamed)):
+        sweep.load_ray_datasets = loader
+        storage = str(root / f"ingest-{name.replace(' ', '-')}")
+        cfg = config(["cluster.num_workers=1", "search_space.training.learning_rate.values=[1e-3]",
+                      "scheduler=fifo", f"training.max_steps={steps}", f"cache_dir={root / 'ingest-cache'}"], storage)
+        history = sweep.run(cfg)[0].metrics_dataframe
+        seconds = history["time_this_iter_s"].iloc[1:].sum()  # from the first report to the last, as throughput.py
+        rates[name] = tokens_per_second(list(history["step"]), seconds, cfg, 1)
+        print(f"ingest {name}: {rates[name]:,.0f} tokens/s")
+    ratio = statistics.median([rates["streamed"] / rates["in-memory"], rates["streamed again"] / rates["in-memory again"]])
+    print(f"ingest: streamed / in-memory = {ratio:.3f}")
+
+
+def bench_shuffle(root: Path, size: int, batches: int = 500, batch_size: int = 8) -> None:
+    """How well the streamed order mixes the split, against a global permutation: the mean
+    distance between the original positions of two examples in one batch, as a fraction of the
+    split (a global permutation gives 1/3), and the share of batches whose examples all come from
+    one shard."""
+    import glob
+
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from hfsweep.data.prepare import PreparedData, load_ray_datasets
+    from hfsweep.driver.ray_cluster import init_ray
+
+    init_ray({"address": None, "num_cpus": 8, "num_gpus": None, "runtime_env": {}})
+    train_path = glob.glob(str(root / f"cache-{size}" / "tokenized" / "*" / "train"))[0]
+    shards = [pq.read_table(p, columns=["input_ids"]).column("input_ids").to_pylist() for p in sorted(glob.glob(f"{train_path}/*.parquet"))]
+    position = {tuple(row): (k, i) for k, shard in enumerate(shards) for i, row in enumerate(shard)}
+    offsets = np.cumsum([0] + [len(shard) for shard in shards])
+    total = offsets[-1]
+
+    def measure(order_batches) -> tuple[float, float]:
+        spread, single = [], 0
+        for batch in order_batches:
+            where = [position[tuple(row)] for row in batch]
+            flat = np.array([offsets[k] + i for k, i in where])
+            spread.append(np.abs(flat[:, None] - flat[None, :]).sum() / (len(flat) * (len(flat) - 1)) / total)
+            single += len({k for k, _ in where}) == 1
+        return float(np.mean(spread)), single / len(spread)
+
+    rng = np.random.default_rng(0)
+    everything = [row for shard in shards for row in shard]
+    permuted = [everything[i] for i in rng.permutation(total)]
+    print(f"shuffle ({total:,} blocks in {len(shards)} shards): global permutation: spread %.3f, single-shard batches %.0f%%"
+          % (lambda m: (m[0], 100 * m[1]))(measure(permuted[i : i + batch_size] for i in range(0, batches * batch_size, batch_size))))
+    prepared = PreparedData("", train_path, "", total, 0)
+    for buffer in (1024, 8192):
+        train = load_ray_datasets(prepared, ["train"], seed=0)["train"]
+        train.context.execution_options.preserve_order = True
+        order = (b["input_ids"].tolist() for _, b in zip(range(batches), train.iter_batches(
+            batch_size=batch_size, batch_format="numpy", local_shuffle_buffer_size=buffer, local_shuffle_seed=0)))
+        spread, single = measure(order)
+        print(f"shuffle: streamed, shard order seeded, local buffer {buffer} rows: spread {spread:.3f}, single-shard batches {100 * single:.0f}%")
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_prepare":
+        print(json.dumps(prepare_once(*sys.argv[2:5])))
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="10 MB, 8 trials and a short ingest run")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000], help="corpus sizes in MB")
+    parser.add_argument("--trials", type=int, nargs="+", default=[8, 64, 256])
+    parser.add_argument("--ingest-steps", type=int, default=200)
+    parser.add_argument("--only", choices=("data", "shuffle", "trials", "ingest"), nargs="+", default=["data", "shuffle", "trials", "ingest"])
+    parser.add_argument("--root", default=None, help="working folder (default: a new temporary one)")
+    args = parser.parse_args()
+    if args.smoke:
+        args.sizes, args.trials, args.ingest_steps = [10], [8], 60
+    root = Path(args.root or tempfile.mkdtemp(prefix="hfsweep-scaling-"))
+    print(f"working in {root}")
+    if "data" in args.only:
+        bench_data(args.sizes, root)
+    if "shuffle" in args.only:
+        bench_shuffle(root, min(args.sizes))
+    if "trials" in args.only:
+        bench_trials(args.trials, root)
+    if "ingest" in args.only:
+        bench_ingest(root, args.ingest_steps)
+
+
+if __name__ == "__main__":
+    main()

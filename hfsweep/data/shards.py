@@ -1,0 +1,159 @@
+"""The training split, tokenized in fixed-size chunks on all the driver's cores, as parquet shards.
+
+Each chunk of `data.chunk_rows` raw examples goes through the task's own `preprocess` and becomes
+one shard, `part-NNNNN.parquet`. Chunks are the unit of work and of output, so the shards are the
+same whatever `data.num_proc` is, the driver holds only the chunks in flight (its memory does not
+grow with the corpus), a stream (`data.streaming`) is prepared like a file, and a token budget
+(`data.max_train_tokens`) stops reading once the shards hold that many tokens. Grouping (causal
+LM's blocks) happens within a chunk, as run_clm groups within each batch of 1000 texts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SHARD_PATTERN = "part-{:05d}.parquet"
+
+
+@dataclass
+class ShardsWritten:
+    num_shards: int
+    num_rows: int
+    num_tokens: int
+
+
+def default_num_proc() -> int:
+    """Every core this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def row_tokens(table: pa.Table) -> np.ndarray:
+    """Real (unpadded) tokens per row: the attention mask's ones, else the input ids' length."""
+    column = table.column("attention_mask" if "attention_mask" in table.column_names else "input_ids").combine_chunks()
+    values = column.flatten().to_numpy(zero_copy_only=False)
+    if "attention_mask" not in table.column_names:
+        values = np.ones_like(values)
+    if pa.types.is_fixed_size_list(column.type):
+        return values.reshape(len(column), column.type.list_size).sum(axis=1)
+    offsets = column.offsets.to_numpy()
+    return np.add.reduceat(values, offsets[:-1]) if len(values) else np.zeros(len(column), dtype=np.int64)
+
+
+# One chunk's work, in a pool process or in this one: what `_start` loads once per process.
+_worker: dict = {}
+
+
+def _start(task_spec, tokenizer_path: str, data_cfg: dict, in_pool: bool = False) -> None:
+    """Load the task and the tokenizer once per process, quietly (one bar for the whole split).
+    A pool process tokenizes on one thread: the pool already uses every core."""
+    if in_pool:
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    import datasets
+
+    from hfsweep.data.tokenizers import load_tokenizer
+    from hfsweep.tasks import get_task
+
+    if in_pool:
+        datasets.disable_progress_bars()
+        datasets.logging.set_verbosity_error()
+    _worker.update(task=get_task(task_spec), tokenizer=load_tokenizer(tokenizer_path), data_cfg=data_cfg)
+
+
+def _process(index: int, chunk: pa.Table, out_dir: str) -> tuple[str, np.ndarray]:
+    """Preprocess one chunk with the task and write it as shard `index`; return its path and
+    the cumulative token count of its rows."""
+    from datasets import Dataset
+
+    processed = _worker["task"].preprocess(Dataset(chunk), _worker["tokenizer"], _worker["data_cfg"], "train")
+    path = os.path.join(out_dir, SHARD_PATTERN.format(index))
+    table = processed.data.table
+    pq.write_table(table, path)
+    return path, np.cumsum(row_tokens(table)) if table.num_rows else np.zeros(0, dtype=np.int64)
+
+
+def _chunks(split, chunk_rows: int):
+    """The split as Arrow tables of `chunk_rows` examples: a `Dataset` or a streamed `IterableDataset`."""
+    from datasets import Dataset
+
+    if isinstance(split, Dataset):
+        yield from split.with_format("arrow").iter(batch_size=chunk_rows)
+        return
+    for batch in split.iter(batch_size=chunk_rows):
+        yield pa.Table.from_pydict(batch)
+
+
+def write_shards(split, task_spec, tokenizer_path: str, data_cfg: dict, out_dir: str) -> ShardsWritten:
+    """Tokenize `split` chunk by chunk into `out_dir`, with `data.num_proc` processes when there
+    is more than one chunk, in chunk order, stopping at `data.max_train_tokens`."""
+    from tqdm.auto import tqdm
+
+    chunk_rows, budget = data_cfg["chunk_rows"], data_cfg["max_train_tokens"]
+    num_proc = data_cfg["num_proc"] or default_num_proc()
+    total = -(-len(split) // chunk_rows) if hasattr(split, "__len__") else None
+    if total is not None and total < 2 * num_proc:
+        num_proc = 1  # a pool's start-up (each process imports transformers: seconds) pays off only past a few chunks each
+    os.makedirs(out_dir, exist_ok=True)
+    rows = tokens = shards = 0
+    bar = tqdm(total=total, desc="tokenize train", unit="chunk", disable=total is not None and total <= 1)
+    with _runner(num_proc, task_spec, tokenizer_path, data_cfg) as run:
+        for path, cumulative in run(((i, chunk, out_dir) for i, chunk in enumerate(_chunks(split, chunk_rows)))):
+            shards += 1
+            if budget and tokens + (int(cumulative[-1]) if len(cumulative) else 0) >= budget:
+                keep = int(np.searchsorted(cumulative, budget - tokens)) + 1  # the row that reaches the budget
+                pq.write_table(pq.read_table(path).slice(0, keep), path)
+                rows, tokens = rows + keep, tokens + int(cumulative[keep - 1])
+                break
+            rows, tokens = rows + len(cumulative), tokens + (int(cumulative[-1]) if len(cumulative) else 0)
+            bar.update()
+            bar.set_postfix(tokens=f"{tokens:,}")
+    bar.close()
+    for name in os.listdir(out_dir):  # shards that workers finished past the budget
+        if name.startswith("part-") and int(name[5:10]) >= shards:
+            os.remove(os.path.join(out_dir, name))
+    return ShardsWritten(num_shards=shards, num_rows=rows, num_tokens=tokens)
+
+
+@contextlib.contextmanager
+def _runner(num_proc: int, task_spec, tokenizer_path: str, data_cfg: dict):
+    """Yield `run(jobs)`, which yields `_process`'s results in job order: in this process, or on
+    a pool of `num_proc` spawned processes with at most two jobs per process in flight (so a
+    stream is read only as fast as it is tokenized)."""
+    if num_proc == 1:
+        import datasets
+
+        _start(task_spec, tokenizer_path, data_cfg)
+        bars = datasets.is_progress_bar_enabled()
+        datasets.disable_progress_bars()
+        try:
+            yield lambda jobs: (_process(*job) for job in jobs)
+        finally:
+            if bars:
+                datasets.enable_progress_bars()
+        return
+    pool = ProcessPoolExecutor(
+        num_proc, mp_context=multiprocessing.get_context("spawn"), initializer=_start, initargs=(task_spec, tokenizer_path, data_cfg, True)
+    )
+
+    def run(jobs):
+        pending: deque = deque()
+        for job in jobs:
+            pending.append(pool.submit(_process, *job))
+            if len(pending) >= 2 * num_proc:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+    try:
+        yield run
+    finally:
+        pool.shutdown(cancel_futures=True)
