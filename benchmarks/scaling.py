@@ -76,7 +76,10 @@ def ceiling_tokens_per_s(corpus: Path, tokenizer_path: str, repeats: int = 3) ->
 
 
 def prepare_once(corpus: str, tokenizer_path: str, cache: str) -> dict:
-    """(In a fresh process.) hfsweep's preparation of the corpus: wall, tokens, peak RSS."""
+    """(In a fresh process.) hfsweep's preparation of the corpus: wall, tokens, peak RSS. The
+    imports are paid before the clock starts."""
+    import transformers  # noqa: F401
+
     from hfsweep.data.prepare import prepare
 
     cfg = config(["data.source=local", f"data.path={corpus}", f"model.tokenizer.pretrained={tokenizer_path}"], tempfile.mkdtemp())
@@ -99,9 +102,10 @@ def bench_data(sizes: list[int], root: Path) -> None:
     print(f"ceiling: tokenizers encode_batch on {os.cpu_count()} cores: {ceiling:,.0f} tokens/s")
     first = None
     for size in sizes:
+        cache = Path(tempfile.mkdtemp(prefix=f"cache-{size}-", dir=root))  # nothing prepared before, by hfsweep or by datasets
         out = subprocess.run(
-            [sys.executable, __file__, "_prepare", str(corpora[size]), tokenizer_path, str(root / f"cache-{size}")],
-            check=True, capture_output=True, text=True,
+            [sys.executable, __file__, "_prepare", str(corpora[size]), tokenizer_path, str(cache)],
+            check=True, capture_output=True, text=True, env={**os.environ, "HF_DATASETS_CACHE": str(cache / "datasets")},
         )
         result = json.loads(out.stdout.strip().splitlines()[-1])
         first = first or result
@@ -213,7 +217,7 @@ def bench_shuffle(root: Path, size: int, batches: int = 500, batch_size: int = 8
     from hfsweep.driver.ray_cluster import init_ray
 
     init_ray({"address": None, "num_cpus": 8, "num_gpus": None, "runtime_env": {}})
-    train_path = glob.glob(str(root / f"cache-{size}" / "tokenized" / "*" / "train"))[0]
+    train_path = sorted(glob.glob(str(root / f"cache-{size}-*" / "tokenized" / "*" / "train")))[-1]
     shards = [pq.read_table(p, columns=["input_ids"]).column("input_ids").to_pylist() for p in sorted(glob.glob(f"{train_path}/*.parquet"))]
     position = {tuple(row): (k, i) for k, shard in enumerate(shards) for i, row in enumerate(shard)}
     offsets = np.cumsum([0] + [len(shard) for shard in shards])

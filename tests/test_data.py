@@ -42,9 +42,10 @@ def read_csv(path) -> list[dict]:
 
 
 def test_group_texts_packs_full_blocks_with_labels():
-    out = group_texts({"input_ids": [[1, 2, 3], [4, 5, 6, 7]], "attention_mask": [[1] * 3, [1] * 4]}, block_size=3)
-    assert out["input_ids"] == [[1, 2, 3], [4, 5, 6]]
-    assert out["labels"] == out["input_ids"]
+    out = group_texts([[1, 2, 3], [4, 5, 6, 7]], block_size=3)
+    assert out["input_ids"].tolist() == [[1, 2, 3], [4, 5, 6]]
+    assert out["labels"].tolist() == out["input_ids"].tolist()
+    assert out["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 1]]
 
 
 def test_pydoc_prose_is_prepared_once_and_cached(tmp_path, monkeypatch):

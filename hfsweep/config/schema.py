@@ -49,7 +49,7 @@ class DataConfig:
     max_train_tokens: Optional[int] = None  # stop preparing the train split once it holds this many tokens
     chunk_rows: int = 10000  # raw examples per chunk: the unit of parallel tokenization and one parquet shard
     num_proc: Optional[int] = None  # processes tokenizing the train split; null: every core of the driver
-    shuffle_buffer_rows: int = 1024  # each worker's local shuffle buffer over the streamed shards
+    shuffle_buffer_rows: int = 8192  # each worker's local shuffle buffer over the streamed shards (BENCHMARKS.md row 6)
 
 
 @dataclass

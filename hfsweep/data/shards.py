@@ -69,12 +69,13 @@ def _start(task_spec, tokenizer_path: str, data_cfg: dict, in_pool: bool = False
     _worker.update(task=get_task(task_spec), tokenizer=load_tokenizer(tokenizer_path), data_cfg=data_cfg)
 
 
-def _process(index: int, chunk: pa.Table, out_dir: str) -> tuple[str, np.ndarray]:
-    """Preprocess one chunk with the task and write it as shard `index`; return its path and
-    the cumulative token count of its rows."""
+def _process(index: int, chunk, out_dir: str) -> tuple[str, np.ndarray]:
+    """Preprocess one chunk (a `Dataset` slice or an Arrow table) with the task and write it as
+    shard `index`; return its path and the cumulative token count of its rows."""
     from datasets import Dataset
 
-    processed = _worker["task"].preprocess(Dataset(chunk), _worker["tokenizer"], _worker["data_cfg"], "train")
+    chunk = chunk if isinstance(chunk, Dataset) else Dataset(chunk)
+    processed = _worker["task"].preprocess(chunk, _worker["tokenizer"], _worker["data_cfg"], "train")
     path = os.path.join(out_dir, SHARD_PATTERN.format(index))
     table = processed.data.table
     pq.write_table(table, path)
@@ -82,11 +83,14 @@ def _process(index: int, chunk: pa.Table, out_dir: str) -> tuple[str, np.ndarray
 
 
 def _chunks(split, chunk_rows: int):
-    """The split as Arrow tables of `chunk_rows` examples: a `Dataset` or a streamed `IterableDataset`."""
+    """The split in chunks of `chunk_rows` examples. A `Dataset`'s chunks are slices of its
+    memory-mapped files, which a pool process receives as a file reference and reads itself, so
+    the driver never reads the data; a streamed `IterableDataset`'s are Arrow tables."""
     from datasets import Dataset
 
     if isinstance(split, Dataset):
-        yield from split.with_format("arrow").iter(batch_size=chunk_rows)
+        for start in range(0, len(split), chunk_rows):
+            yield split.select(range(start, min(start + chunk_rows, len(split))))
         return
     for batch in split.iter(batch_size=chunk_rows):
         yield pa.Table.from_pydict(batch)
