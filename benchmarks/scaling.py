@@ -75,27 +75,46 @@ def ceiling_tokens_per_s(corpus: Path, tokenizer_path: str, repeats: int = 3) ->
     return statistics.median(rates)
 
 
-def prepare_once(corpus: str, tokenizer_path: str, cache: str) -> dict:
-    """(In a fresh process.) hfsweep's preparation of the corpus: wall, tokens, peak RSS. The
-    imports are paid before the clock starts."""
+def anonymous_rss_mb() -> float:
+    """This process's resident memory that is not a file's pages (RSS also counts the pages of
+    memory-mapped files it has read, which the kernel may drop at any time)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:")) / 1024
+
+
+def prepare_once(corpus: str, tokenizer_path: str, cache: str, streaming: str) -> dict:
+    """(In a fresh process.) hfsweep's preparation of the corpus: wall, tokens, peak RSS and
+    peak anonymous RSS (sampled every 0.2 s). The imports are paid before the clock starts."""
+    import threading
+
     import transformers  # noqa: F401
 
     from hfsweep.data.prepare import prepare
 
-    cfg = config(["data.source=local", f"data.path={corpus}", f"model.tokenizer.pretrained={tokenizer_path}"], tempfile.mkdtemp())
+    overrides = ["data.source=local", f"data.path={corpus}", f"model.tokenizer.pretrained={tokenizer_path}", f"data.streaming={streaming}"]
+    cfg = config(overrides, tempfile.mkdtemp())
     cfg["cache_dir"] = cache
+    peak_anon, done = [anonymous_rss_mb()], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.2):
+            peak_anon[0] = max(peak_anon[0], anonymous_rss_mb())
+
+    threading.Thread(target=sample, daemon=True).start()
     start = time.perf_counter()
     prepared = prepare(cfg)
     wall = time.perf_counter() - start
+    done.set()
     return {
         "wall_s": wall,
         "tokens": prepared.num_train_tokens,
         "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "driver_peak_anon_mb": peak_anon[0],
         "pool_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }
 
 
-def bench_data(sizes: list[int], root: Path) -> None:
+def bench_data(sizes: list[int], root: Path, streaming: bool) -> None:
     tokenizer_path = tokenizer_dir(root)
     corpora = {size: write_corpus(root / f"corpus-{size}mb", size) for size in sizes}
     ceiling = ceiling_tokens_per_s(corpora[min(sizes)], tokenizer_path)
@@ -104,16 +123,17 @@ def bench_data(sizes: list[int], root: Path) -> None:
     for size in sizes:
         cache = Path(tempfile.mkdtemp(prefix=f"cache-{size}-", dir=root))  # nothing prepared before, by hfsweep or by datasets
         out = subprocess.run(
-            [sys.executable, __file__, "_prepare", str(corpora[size]), tokenizer_path, str(cache)],
+            [sys.executable, __file__, "_prepare", str(corpora[size]), tokenizer_path, str(cache), str(streaming).lower()],
             check=True, capture_output=True, text=True, env={**os.environ, "HF_DATASETS_CACHE": str(cache / "datasets")},
         )
         result = json.loads(out.stdout.strip().splitlines()[-1])
         first = first or result
         rate = result["tokens"] / result["wall_s"]
         print(
-            f"data {size} MB: {result['wall_s']:.1f} s, {result['tokens']:,} tokens, {rate:,.0f} tokens/s "
+            f"data {size} MB{' streamed' if streaming else ''}: {result['wall_s']:.1f} s, {result['tokens']:,} tokens, {rate:,.0f} tokens/s "
             f"({rate / ceiling:.2f}x the ceiling), driver peak RSS {result['driver_peak_rss_mb']:.0f} MB "
-            f"({result['driver_peak_rss_mb'] / first['driver_peak_rss_mb']:.2f}x the {min(sizes)} MB figure), "
+            f"({result['driver_peak_rss_mb'] / first['driver_peak_rss_mb']:.2f}x the {min(sizes)} MB figure), anonymous "
+            f"{result['driver_peak_anon_mb']:.0f} MB ({result['driver_peak_anon_mb'] / first['driver_peak_anon_mb']:.2f}x), "
             f"tokenizing processes' peak RSS {result['pool_peak_rss_mb']:.0f} MB"
         )
 
@@ -249,7 +269,7 @@ def bench_shuffle(root: Path, size: int, batches: int = 500, batch_size: int = 8
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_prepare":
-        print(json.dumps(prepare_once(*sys.argv[2:5])))
+        print(json.dumps(prepare_once(*sys.argv[2:6])))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="10 MB, 8 trials and a short ingest run")
@@ -257,6 +277,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, nargs="+", default=[8, 64, 256])
     parser.add_argument("--ingest-steps", type=int, default=200)
     parser.add_argument("--only", choices=("data", "shuffle", "trials", "ingest"), nargs="+", default=["data", "shuffle", "trials", "ingest"])
+    parser.add_argument("--streaming", action="store_true", help="prepare with data.streaming=true (no Arrow copy, no memory map)")
     parser.add_argument("--root", default=None, help="working folder (default: a new temporary one)")
     args = parser.parse_args()
     if args.smoke:
@@ -264,7 +285,7 @@ def main() -> None:
     root = Path(args.root or tempfile.mkdtemp(prefix="hfsweep-scaling-"))
     print(f"working in {root}")
     if "data" in args.only:
-        bench_data(args.sizes, root)
+        bench_data(args.sizes, root, args.streaming)
     if "shuffle" in args.only:
         bench_shuffle(root, min(args.sizes))
     if "trials" in args.only:
