@@ -112,12 +112,13 @@ def write_shards(split, task_spec, tokenizer_path: str, data_cfg: dict, out_dir:
     with _runner(num_proc, task_spec, tokenizer_path, data_cfg) as run:
         for path, cumulative in run(((i, chunk, out_dir) for i, chunk in enumerate(_chunks(split, chunk_rows)))):
             shards += 1
-            if budget and tokens + (int(cumulative[-1]) if len(cumulative) else 0) >= budget:
+            chunk_tokens = int(cumulative[-1]) if len(cumulative) else 0
+            if budget and tokens + chunk_tokens >= budget:
                 keep = int(np.searchsorted(cumulative, budget - tokens)) + 1  # the row that reaches the budget
                 pq.write_table(pq.read_table(path).slice(0, keep), path)
                 rows, tokens = rows + keep, tokens + int(cumulative[keep - 1])
                 break
-            rows, tokens = rows + len(cumulative), tokens + (int(cumulative[-1]) if len(cumulative) else 0)
+            rows, tokens = rows + len(cumulative), tokens + chunk_tokens
             bar.update()
             bar.set_postfix(tokens=f"{tokens:,}")
     bar.close()
