@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -27,7 +28,16 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def ray_head(no_ray_connection):
+def token_auth():
+    """Ray's token authentication as a real cluster runs it: the head and every client share
+    `RAY_AUTH_MODE=token` and the token. (Ray 2.60's `ray start` turns it on by itself when
+    ~/.ray/auth_token exists, which any earlier local `ray.init()` writes, while a client given an
+    explicit address does not: the test must not depend on which ran first.)"""
+    return {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+
+
+@pytest.fixture
+def ray_head(no_ray_connection, token_auth):
     """`ray start --head --block` on loopback, stopped by its PID (never `ray stop`). Its own
     short temp dir: Ray's socket paths must fit in 107 bytes, and other Rays here keep theirs."""
     temp_dir = tempfile.mkdtemp(prefix="ray-head-", dir="/tmp")
@@ -40,6 +50,7 @@ def ray_head(no_ray_connection):
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=token_auth,
         start_new_session=True,  # its raylet and GCS form one process group, ended together below
     )
     deadline = time.time() + 60
@@ -59,14 +70,14 @@ def ray_head(no_ray_connection):
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, tmp_path, cache_dir):
+def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, token_auth, tmp_path, cache_dir):
     run_dir = tmp_path / "run"
     command = [
         sys.executable, "-m", "hfsweep", f"cluster.address={ray_head}", "cluster.num_workers=2",
         "debug=tiny", "training.max_steps=10",
         f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=400)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=400, env=token_auth)
     assert done.returncode == 0, done.stderr[-3000:]
     table = pd.read_csv(run_dir / "results.csv")
     assert list(table["ended"]) == ["completed"] and list(table["step"]) == [10]

@@ -49,12 +49,20 @@ def init_ray(cluster: dict) -> None:
         except (ConnectionError, TimeoutError) as err:
             raise ConfigError(
                 f"cluster.address: cannot reach a Ray cluster at '{cluster['address']}' ({type(err).__name__}); "
-                f"check the address (ray status on the head), or drop cluster.address to start a local Ray."
+                f"check the address (ray status on the head){auth_hint()}, or drop cluster.address to start a local Ray."
             ) from err
     else:
         start_local_ray(cluster, env, runtime_env)
     ray.data.DataContext.get_current().enable_progress_bars = False
     logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+def auth_hint() -> str:
+    """Ray (2.59+) turns token authentication on for a `ray start` head by itself when
+    ~/.ray/auth_token exists, but a client given an address sends the token only when told to."""
+    if os.environ.get("RAY_AUTH_MODE"):
+        return ""
+    return "; if the cluster uses token authentication, set RAY_AUTH_MODE=token (token in RAY_AUTH_TOKEN or ~/.ray/auth_token)"
 
 
 def with_env_vars(runtime_env: dict, env: dict) -> dict:
