@@ -144,8 +144,9 @@ REFUSED = [
     (["data.datasets_to_split=[validation]"], "data.datasets_to_split: ['validation'] is neither [train] (every worker evaluates the whole validation split) nor [train,validation] (each evaluates its Ray Data shard); use one of them."),
     (["+experiment=gpt2_wikitext"], "data: cannot load 'wikitext' from the Hugging Face hub (ConnectionError); run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt)."),
     # metrics
-    (["eval_metrics=[accuracy]"], "eval_metrics: model.task=causal_lm computes no eval metrics; set eval_metrics=[]."),
-    (["model=bert_tiny", "eval_metrics=[auc]"], "eval_metrics: 'auc' is not one of accuracy, f1, precision, recall."),
+    (["eval_metrics=[accuracy]"], "eval_metrics: 'accuracy' scores labels, and this task predicts none of them; use perplexity."),
+    (["model=bert_tiny", "eval_metrics=[auc]"], "eval_metrics: 'auc' is not computed locally and evaluate.load cannot load it (FileNotFoundError; HF_HUB_OFFLINE is set); use accuracy, f1, glue, matthews_correlation, pearsonr, precision, recall, spearmanr, perplexity, or a path to an evaluate module."),
+    (["model=bert_tiny", "eval_metrics=[{name:glue,config_name:mrcp}]"], "eval_metrics: glue needs config_name, one of cola, sst2, mrpc, qqp, stsb, mnli, mnli_matched, mnli_mismatched, qnli, rte, wnli, hans; e.g. {name: glue, config_name: mrpc}."),
     (["model=bert_tiny", "metric=eval_f1", "eval_metrics=[accuracy]"], "metric: eval_f1 is never computed; add it, e.g. eval_metrics=[accuracy,f1]."),
     (["model=bert_tiny", "data.max_length=256"], "data.max_length (256): larger than the model's 128 positions; lower it (data.max_length=128) or raise the model's positions."),
     # cluster and hardware

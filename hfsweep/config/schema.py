@@ -97,7 +97,7 @@ class SweepConfig:
     stopper: Dict[str, Any] = field(default_factory=dict)
     callbacks: Dict[str, Any] = field(default_factory=dict)
     trainer: Dict[str, Any] = field(default_factory=dict)
-    eval_metrics: List[str] = field(default_factory=list)
+    eval_metrics: List[Any] = field(default_factory=list)  # names, {name, config_name, ...}, module paths or {_target_}
     compute_metrics: Dict[str, Any] = field(default_factory=dict)  # {_target_: a function (eval_pred) -> {name: value}}; else the task's
     data_collator: Dict[str, Any] = field(default_factory=dict)  # {_target_: a collator built with tokenizer=}; else the task's
     checkpoints: CheckpointsConfig = field(default_factory=CheckpointsConfig)

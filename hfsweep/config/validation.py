@@ -8,11 +8,12 @@ composition; `validate` checks what types cannot: that values make sense togethe
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object, unknown_key_error
 from hfsweep.config.resources import DATA_CPUS, resource_names, trial_resources, trial_shape
-from hfsweep.tasks import get_task
+from hfsweep.tasks import get_task, metrics
 from hfsweep.tasks.base import Task
 
 LOOPS = ("hf_trainer", "accelerate")
@@ -194,26 +195,48 @@ def _validate_packed_gpus(strategy: dict, cluster: dict) -> None:
 
 
 def _validate_metrics(cfg: dict) -> None:
-    """Every eval metric is one the task computes, and the sweep metric is reported. A
-    `compute_metrics` of the user's reports names only it knows: the metric need only be eval_*."""
+    """Every eval metric loads and fits the task's predictions, and the sweep metric is reported.
+    Where only the results will tell a metric's names (a `compute_metrics` or metric of the
+    user's), the sweep metric need only be eval_*."""
     if cfg["compute_metrics"]:
-        if not cfg["metric"].startswith("eval_") and cfg["metric"] not in REPORTED_METRICS:
-            raise ConfigError(f"metric: '{cfg['metric']}' is not reported; compute_metrics' values are reported as eval_NAME.")
+        _check_reported(cfg["metric"], None)
         return
     task = get_task(cfg["model"]["task"])
-    for name in cfg["eval_metrics"]:
-        if not task.metrics:
-            raise ConfigError(f"eval_metrics: model.task={task.name} computes no eval metrics; set eval_metrics=[].")
-        if name not in task.metrics:
-            raise ConfigError(f"eval_metrics: '{name}' is not one of {', '.join(task.metrics)}.")
+    if task.metrics:  # a task computing metrics of its own names
+        for name in cfg["eval_metrics"]:
+            if name not in task.metrics:
+                raise ConfigError(f"eval_metrics: '{name}' is not one of {', '.join(task.metrics)}.")
+        metric = cfg["metric"].removeprefix("eval_")
+        if metric in task.metrics and metric not in cfg["eval_metrics"]:
+            raise ConfigError(
+                f"metric: {cfg['metric']} is never computed; add it, e.g. eval_metrics=[{','.join([*cfg['eval_metrics'], metric])}]."
+            )
+        _check_reported(cfg["metric"], list(cfg["eval_metrics"]))
+        return
+    names = []
+    for entry in cfg["eval_metrics"]:
+        reported = metrics.reported_names(metrics.check_entry(entry, task.inputs))
+        if reported is None:
+            _check_reported(cfg["metric"], None)
+            return
+        names.extend(reported)
     metric = cfg["metric"].removeprefix("eval_")
-    if metric in task.metrics and metric not in cfg["eval_metrics"]:
+    if metric not in names and metric in metrics.LOCAL_METRICS and metrics.LOCAL_METRICS[metric].inputs == task.inputs:
         raise ConfigError(
-            f"metric: {cfg['metric']} is never computed; add it, e.g. eval_metrics=[{','.join([*cfg['eval_metrics'], metric])}]."
+            f"metric: {cfg['metric']} is never computed; add it, e.g. eval_metrics=[{','.join([*map(str, cfg['eval_metrics']), metric])}]."
         )
-    reported = [*REPORTED_METRICS, *(f"eval_{name}" for name in cfg["eval_metrics"])]
-    if cfg["metric"] not in reported:
-        raise ConfigError(f"metric: no trial reports '{cfg['metric']}'; choose one of {', '.join(reported)}.")
+    _check_reported(cfg["metric"], names)
+
+
+def _check_reported(metric: str, names: Optional[list]) -> None:
+    """`names`: what the eval metrics report (before the Trainer's `eval_`), or None if unknown."""
+    if names is None:
+        if not metric.startswith("eval_") and metric not in REPORTED_METRICS:
+            raise ConfigError(f"metric: '{metric}' is not reported; eval metrics are reported as eval_NAME.")
+        return
+    reported = [*REPORTED_METRICS, *(f"eval_{name}" for name in names if f"eval_{name}" not in REPORTED_METRICS)]
+    if metric not in reported:
+        raise ConfigError(f"metric: no trial reports '{metric}'; choose one of {', '.join(reported)}.")
 
 
 def _validate_data(data: dict, model: dict) -> None:

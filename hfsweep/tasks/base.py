@@ -10,7 +10,10 @@ class Task:
     name: str = ""  # also part of the prepared data's cache key: give a user task a name of its own
     columns: tuple[str, ...] = ()  # the data.* keys naming the columns it reads
     length_key: str = "max_length"  # the data.* key bounding an example's tokens
-    metrics: tuple[str, ...] = ()  # the `eval_metrics` it can compute
+    # What its predictions are for `evaluate`-named metrics (`hfsweep.tasks.metrics.LABELS`, TAGS,
+    # ANSWERS or TEXTS); None: it predicts nothing they score (language modelling: perplexity only).
+    inputs: Optional[str] = None
+    metrics: tuple[str, ...] = ()  # names the task computes itself (a user task's own), instead of evaluate's
     # transformers' name for the loss (`LOSS_MAPPING`), set on models whose class name does not
     # give it away (GPT2LMHeadModel): without it the Trainer counts a causal LM's tokens before the
     # shift and reports every loss (1 - 1/block_size) too low.
@@ -39,6 +42,13 @@ class Task:
 
         return default_data_collator
 
-    def compute_metrics(self, names: list[str]) -> Optional[Callable]:
+    def predictions_and_references(self, eval_pred) -> tuple:
+        """The evaluation output (`EvalPrediction`: logits or generated ids, and labels) as the
+        predictions and references `evaluate`'s metrics take, and the number of classes (or None)."""
+        raise NotImplementedError
+
+    def compute_metrics(self, entries: list) -> Optional[Callable]:
         """The Trainer's `compute_metrics` for the configured `eval_metrics`, or None for none."""
-        return None
+        from hfsweep.tasks.metrics import metrics_function
+
+        return metrics_function(entries, self.predictions_and_references) if entries else None

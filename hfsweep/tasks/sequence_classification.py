@@ -6,7 +6,7 @@ from __future__ import annotations
 from hfsweep.config.errors import ConfigError
 from hfsweep.tasks.base import Task
 from hfsweep.tasks.causal_lm import token_features
-from hfsweep.tasks.metrics import CLASSIFICATION_METRICS, compute_metrics_for
+from hfsweep.tasks.metrics import LABELS
 
 
 def encode_labels(raw, column: str, num_labels: int | None):
@@ -39,7 +39,7 @@ def encode_labels(raw, column: str, num_labels: int | None):
 class SequenceClassification(Task):
     name = "sequence_classification"
     columns = ("text_column", "pair_column", "label_column")
-    metrics = CLASSIFICATION_METRICS
+    inputs = LABELS
 
     def auto_model_class(self):
         from transformers import AutoModelForSequenceClassification
@@ -63,8 +63,14 @@ class SequenceClassification(Task):
         features = Features({**token_features(tokenizer.model_input_names, length), "labels": ds.features[data_cfg["label_column"]]})
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
 
-    def compute_metrics(self, names: list[str]):
-        return compute_metrics_for(names)
+    def predictions_and_references(self, eval_pred):
+        """Class ids (argmax of the logits), or the score itself for a one-output regression (STS-B)."""
+        import numpy as np
+
+        logits, labels = eval_pred
+        if logits.shape[-1] == 1:
+            return logits.reshape(-1), labels, None
+        return np.argmax(logits, axis=-1), labels, logits.shape[-1]
 
 
 TASK = SequenceClassification()
