@@ -6,6 +6,7 @@ with the wall-clock time of every checkpoint save, on rank 0.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import sys
@@ -34,7 +35,7 @@ def main(spec_path: str) -> None:
     tokenizer = load_tokenizer(data["tokenizer_path"])
     set_seed(cfg["seed"])
     model = build_model(cfg["model"], tokenizer)
-    train = datasets.Dataset.from_parquet(os.path.join(data["train_path"], "data.parquet"))
+    train = datasets.Dataset.from_parquet(sorted(glob.glob(os.path.join(data["train_path"], "*.parquet"))))
     validation = datasets.load_from_disk(data["validation_path"])
     args = TrainingArguments(
         output_dir=spec["output_dir"], use_cpu=True, report_to="none", **cfg["training"], **cfg["strategy"]["training_args"]

@@ -10,6 +10,7 @@ Target: hfsweep at 1 worker per trial no slower (ratio <= 1.0) with an equal or 
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import tempfile
 import time
@@ -37,7 +38,7 @@ def hf_search(cfg: dict) -> tuple[float, float]:
         set_seed(cfg["seed"])
         return build_model(cfg["model"], tokenizer)
 
-    train = datasets.Dataset.from_parquet(os.path.join(data.train_path, "data.parquet"))
+    train = datasets.Dataset.from_parquet(sorted(glob.glob(os.path.join(data.train_path, "*.parquet"))))
     validation = datasets.load_from_disk(data.validation_path)
     training = {k: v for k, v in cfg["training"].items() if k != "learning_rate"}
     with tempfile.TemporaryDirectory() as out:

@@ -51,7 +51,9 @@ def test_correlations_match_hand_computed_values():
 def test_seqeval_scores_entities_overall_and_per_type():
     refs = [["B-PER", "I-PER", "O", "B-LOC"]]
     preds = [["B-PER", "I-PER", "O", "B-ORG"]]  # PER found; LOC missed; ORG spurious
-    result = score("seqeval", preds, refs)
+    overall = {"overall_precision": 0.5, "overall_recall": 0.5, "overall_f1": 0.5, "overall_accuracy": 0.75}
+    assert score("seqeval", preds, refs) == pytest.approx(overall)
+    result = score({"name": "seqeval", "per_entity": True}, preds, refs)
     assert result == pytest.approx({
         "overall_precision": 0.5, "overall_recall": 0.5, "overall_f1": 0.5, "overall_accuracy": 0.75,  # 3 of 4 tags
         "PER_precision": 1.0, "PER_recall": 1.0, "PER_f1": 1.0, "PER_number": 1.0,

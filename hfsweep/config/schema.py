@@ -41,6 +41,7 @@ class DataConfig:
     num_labels: Optional[int] = None
     block_size: int = 128
     max_length: int = 128
+    label_all_tokens: bool = False  # token classification: a word's tag on every sub-token, not just its first
     max_train_samples: Optional[int] = None
     max_eval_samples: Optional[int] = None
     datasets_to_split: List[str] = field(default_factory=lambda: ["train"])

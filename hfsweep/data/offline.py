@@ -15,12 +15,16 @@ not how BERT does on MRPC or Yelp.
 - `wikitext_proxy/` (`wiki.train.raw`, `wiki.valid.raw`, wikitext-2-raw's file names): the
   documentation topics as running text, split as the embedded default splits them (every tenth
   topic validates), for the gpt2_wikitext preset's local-files path.
+- `conll_proxy/` (`train.txt`, `validation.txt` in CoNLL-2003's four-column layout, IOB2 tags):
+  documentation sentences, tagged O, each with one or two made-up person, place, organisation or
+  other (MISC) names inserted after a word that hints at the kind ("by", "in", "at", "the"); the
+  names come from fixed lists, shared by both splits.
 
 For the classification proxies, each topic's first four fifths of sentences train, the rest
 validate, so no sentence is in both.
 The output is the same on every machine with the same Python version.
 
-    python -m hfsweep.datasets_offline DIR    # DIR/mrpc_proxy/, DIR/yelp_proxy/ (train.csv, validation.csv), DIR/wikitext_proxy/
+    python -m hfsweep.datasets_offline DIR    # DIR/mrpc_proxy/, DIR/yelp_proxy/ (train.csv, validation.csv), DIR/wikitext_proxy/, DIR/conll_proxy/
 """
 
 from __future__ import annotations
@@ -93,6 +97,42 @@ def largest_topic_sentences(splits: dict, rng: random.Random) -> dict[str, list[
     return out
 
 
+ENTITIES = {
+    "PER": ("by", ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Guido van Rossum", "Barbara Liskov", "Edsger Dijkstra",
+                   "Donald Knuth", "Margaret Hamilton", "Ken Thompson", "Frances Allen", "John Backus", "Niklaus Wirth"]),
+    "LOC": ("in", ["Oslo", "Lisbon", "Nairobi", "Kyoto", "Santiago", "Reykjavik", "Montreal", "Zurich", "Hanoi", "Lagos",
+                   "Buenos Aires", "New Delhi"]),
+    "ORG": ("at", ["Acme Corp", "Globex", "Initech", "Umbrella Labs", "Stark Industries", "Wayne Enterprises", "Hooli",
+                   "Vandelay Industries", "Cyberdyne Systems", "Soylent Co", "Tyrell Corporation", "Aperture Science"]),
+    "MISC": ("the", ["Olympics", "Nobel Prize", "Turing Award", "World Cup", "Renaissance", "Esperanto", "Byzantine",
+                     "Victorian", "Mandarin", "Gothic", "Baroque", "Celtic"]),
+}
+
+
+def tagged_sentence(sentence: str, rng: random.Random) -> list[tuple[str, str]]:
+    """The sentence's words tagged O, with one or two names inserted after their hint word."""
+    words = [(w, "O") for w in sentence.split()]
+    for _ in range(rng.choice((1, 2))):
+        kind = rng.choice(sorted(ENTITIES))
+        hint, names = ENTITIES[kind]
+        name = rng.choice(names).split()
+        mention = [(hint, "O")] + [(w, ("B-" if i == 0 else "I-") + kind) for i, w in enumerate(name)]
+        at = rng.randrange(len(words) + 1)
+        words[at:at] = mention
+    return words
+
+
+def write_conll(path: str, sentences_: list[list[tuple[str, str]]]) -> None:
+    """CoNLL-2003's layout: -DOCSTART-, then a token per line (word, POS, chunk, NER; the middle two
+    unknown here), a blank line after each sentence."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("-DOCSTART- -X- -X- O\n\n")
+        for sentence in sentences_:
+            f.writelines(f"{word} _ _ {tag}\n" for word, tag in sentence)
+            f.write("\n")
+
+
 def write_csv(path: str, rows: list[dict]) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as f:
@@ -105,7 +145,7 @@ def write(out_dir: str) -> dict[str, str]:
     """Write the proxy datasets under out_dir; return their folders by name."""
     rng = random.Random(SEED)
     splits = topic_sentences()
-    folders = {name: os.path.join(out_dir, name) for name in ("mrpc_proxy", "yelp_proxy", "wikitext_proxy")}
+    folders = {name: os.path.join(out_dir, name) for name in ("mrpc_proxy", "yelp_proxy", "wikitext_proxy", "conll_proxy")}
     pair_topics = {n for n in splits["train"] if len(splits["train"][n]) + len(splits["validation"][n]) >= MIN_TOPIC_SENTENCES}
     for split, count in PAIRS.items():
         by_topic = {n: s for n, s in splits[split].items() if n in pair_topics}
@@ -114,12 +154,15 @@ def write(out_dir: str) -> dict[str, str]:
         write_csv(os.path.join(folders["yelp_proxy"], f"{split}.csv"), rows)
     os.makedirs(folders["wikitext_proxy"], exist_ok=True)
     write_pydoc_topics(folders["wikitext_proxy"], ("wiki.train.raw", "wiki.valid.raw"))
+    for split, by_topic in splits.items():
+        tagged = [tagged_sentence(s, rng) for name in sorted(by_topic) for s in by_topic[name]]
+        write_conll(os.path.join(folders["conll_proxy"], f"{split}.txt"), tagged)
     return folders
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out_dir", help="folder to write mrpc_proxy/, yelp_proxy/ and wikitext_proxy/ into")
+    parser.add_argument("out_dir", help="folder to write mrpc_proxy/, yelp_proxy/, wikitext_proxy/ and conll_proxy/ into")
     for name, folder in write(parser.parse_args().out_dir).items():
         print(f"{name}: {folder}")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import datasets
-from datasets import ClassLabel, Dataset, DatasetDict
+from datasets import Dataset, DatasetDict
 
 from hfsweep.compat import classic_parquet_reader, dataset_fingerprint
 from hfsweep.config.errors import ConfigError
@@ -24,6 +24,9 @@ from hfsweep.data.shards import write_shards
 from hfsweep.data.sources import load_raw, source_identity
 from hfsweep.data.tokenizers import load_tokenizer, tokenizer_for
 from hfsweep.tasks import get_task
+
+
+PREPARED_LAYOUT = 2  # what a prepared folder holds; a change makes earlier caches miss instead of misread
 
 
 @dataclass
@@ -51,17 +54,11 @@ def _check_columns(raw: DatasetDict, data_cfg: dict, keys) -> None:
                 )
 
 
-def label_names(dataset: Dataset) -> list[str] | None:
-    """The class names a prepared classification split carries in its `labels` column."""
-    feature = dataset.features.get("labels")
-    return feature.names if isinstance(feature, ClassLabel) else None
-
-
 def prepare(cfg: dict) -> PreparedData:
     """Tokenize the configured data once, as `model.task` needs it; return where trials find it."""
     data_cfg, cache_dir = cfg["data"], os.path.expanduser(cfg["cache_dir"])
     task = get_task(cfg["model"]["task"])
-    raw = load_raw(data_cfg, cache_dir)
+    raw = load_raw(data_cfg, cache_dir, task)
     _check_columns(raw, data_cfg, task.columns)
     if data_cfg["streaming"]:
         raw = _from_stream(raw, data_cfg)
@@ -76,7 +73,7 @@ def prepare(cfg: dict) -> PreparedData:
     train_identity = source_identity(data_cfg, cache_dir) if data_cfg["streaming"] else dataset_fingerprint(raw["train"])
     key = hashlib.sha256(
         json.dumps(
-            [train_identity, dataset_fingerprint(raw["validation"]), tokenizer_path, tokenized_by, task.name],
+            [PREPARED_LAYOUT, train_identity, dataset_fingerprint(raw["validation"]), tokenizer_path, tokenized_by, task.name],
             sort_keys=True,
         ).encode()
     ).hexdigest()[:16]
@@ -92,7 +89,8 @@ def prepare(cfg: dict) -> PreparedData:
         processed = task.preprocess(raw["validation"], load_tokenizer(tokenizer_path), data_cfg, "validation")
         processed.save_to_disk(os.path.join(tmp, "validation"))
         with open(os.path.join(tmp, "train_summary.json"), "w") as f:
-            json.dump({"shards": written.num_shards, "rows": written.num_rows, "tokens": written.num_tokens}, f)
+            json.dump({"shards": written.num_shards, "rows": written.num_rows, "tokens": written.num_tokens,
+                       "label_names": task.label_names(raw["train"], data_cfg)}, f)
 
     atomic_dir(out, write)
     validation = datasets.load_from_disk(os.path.join(out, "validation"))
@@ -104,7 +102,7 @@ def prepare(cfg: dict) -> PreparedData:
         validation_path=os.path.join(out, "validation"),
         num_train_blocks=train["rows"],
         num_validation_blocks=validation.num_rows,
-        label_names=label_names(validation),
+        label_names=train["label_names"],
         num_train_tokens=train["tokens"],
     )
 

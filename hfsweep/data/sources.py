@@ -12,7 +12,7 @@ from datasets import DatasetDict
 from hfsweep.config.errors import ConfigError, HubUnreachableError
 from hfsweep.data.cache import atomic_dir
 
-LOCAL_BUILDERS = {".txt": "text", ".raw": "text", ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+LOCAL_BUILDERS = {".txt": "text", ".raw": "text", ".conll": "text", ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 SPLITS = ("train", "validation")  # what a sweep reads; datasets' patterns also map valid, val and dev to validation
 # What usually fixes a file its builder cannot parse.
 PARSE_FIXES = {
@@ -56,7 +56,7 @@ def _local_data_files(path: str) -> tuple[str, dict]:
     if missing:
         raise ConfigError(
             f"data.path: '{path}' has no {' or '.join(missing)} file; name them train.txt and "
-            f"validation.txt (or dev, valid; .csv/.tsv/.json/.jsonl/.parquet/.raw)."
+            f"validation.txt (or dev, valid; .csv/.tsv/.json/.jsonl/.parquet/.raw/.conll)."
         )
     builders = {LOCAL_BUILDERS[os.path.splitext(f)[1]] for split_files in files.values() for f in split_files}
     if len(builders) > 1:
@@ -75,16 +75,22 @@ def _reader_options(builder: str, files: dict, load_kwargs: dict) -> dict:
     return {**options, **load_kwargs}
 
 
-def _load_local(builder: str, files: dict, options: dict, streaming: bool = False) -> DatasetDict:
-    """`datasets.load_dataset` on local files; a file it cannot parse is refused in one line that
-    names the file, the reader's complaint and the usual fix."""
+def _load_local(builder: str, files: dict, options: dict, streaming: bool = False, task=None) -> DatasetDict:
+    """The task's own reader for a format `datasets` has no builder for (CoNLL columns, SQuAD's
+    nested json), else `datasets.load_dataset` on local files; a file it cannot parse is refused
+    in one line that names the file, the reader's complaint and the usual fix."""
     from datasets.exceptions import DatasetGenerationError
 
     level = datasets.logging.get_verbosity()
     datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its "Failed to read file" error log would repeat the refusal
     datasets.disable_progress_bars()
     try:
+        read_by_task = task.read_local(builder, files) if task is not None and not streaming else None
+        if read_by_task is not None:
+            return read_by_task
         return datasets.load_dataset(builder, data_files=files, streaming=streaming, **options)
+    except ConfigError:  # a task's reader refused the file in its own words
+        raise
     except (DatasetGenerationError, ValueError, TypeError) as err:
         raise _parse_error(builder, files, options, err) from err
     finally:
@@ -117,9 +123,10 @@ def source_identity(data_cfg: dict, cache_dir: str) -> list:
     return [[f, os.path.getsize(f), os.path.getmtime(f)] for split_files in files.values() for f in split_files]
 
 
-def load_raw(data_cfg: dict, cache_dir: str) -> DatasetDict:
-    """The raw train/validation splits, through `datasets`' own builders; streamed
-    (`IterableDataset`s, nothing downloaded or converted up front) with `data.streaming`."""
+def load_raw(data_cfg: dict, cache_dir: str, task=None) -> DatasetDict:
+    """The raw train/validation splits, through `datasets`' own builders (or the task's reader of a
+    format it knows); streamed (`IterableDataset`s, nothing downloaded or converted up front)
+    with `data.streaming`."""
     streaming = data_cfg["streaming"]
     if data_cfg["source"] == "hub":
         try:
@@ -137,7 +144,7 @@ def load_raw(data_cfg: dict, cache_dir: str) -> DatasetDict:
         return DatasetDict(train=raw["train"], validation=raw[data_cfg["validation_split"]])
     path = local_path(data_cfg, cache_dir)
     builder, files = _local_data_files(path)
-    return _load_local(builder, files, _reader_options(builder, files, data_cfg["load_kwargs"]), streaming)
+    return _load_local(builder, files, _reader_options(builder, files, data_cfg["load_kwargs"]), streaming, task)
 
 
 def local_path(data_cfg: dict, cache_dir: str) -> str:

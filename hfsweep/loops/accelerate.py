@@ -23,7 +23,6 @@ from accelerate import Accelerator
 from torch.utils.data import DataLoader
 from transformers import get_scheduler
 
-from hfsweep.data.prepare import label_names
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.loops.common import (
     apply_hyperparameters,
@@ -102,7 +101,7 @@ def train_loop_per_worker(config: dict) -> None:
     tokenizer = load_tokenizer(config["tokenizer_path"])
     validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
-    model = build_model(cfg["model"], tokenizer, label_names(validation))
+    model = build_model(cfg["model"], tokenizer, config["label_names"])
     transformers.set_seed(training.get("seed", cfg["seed"]))  # as the Trainer seeds itself, after the model
     if training.get("activation_checkpointing"):
         model.gradient_checkpointing_enable()
@@ -119,7 +118,7 @@ def train_loop_per_worker(config: dict) -> None:
                        collate_fn=data_collator_for(cfg, task, tokenizer))
         )
 
-    compute_metrics = compute_metrics_for(cfg, task)
+    compute_metrics = compute_metrics_for(cfg, task, config["label_names"])
     step, extra, logged, reported_once = 0, {}, {}, {}
     resume_from = resume_checkpoint(config)
     if resume_from:

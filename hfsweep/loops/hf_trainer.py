@@ -18,7 +18,6 @@ from hydra.utils import instantiate  # only to build `_target_` callbacks; Hydra
 from ray.train.huggingface.transformers import prepare_trainer
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
-from hfsweep.data.prepare import label_names
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.loops.common import (
     apply_hyperparameters,
@@ -115,7 +114,7 @@ def training_arguments(cfg: dict, output_dir: str) -> TrainingArguments:
     )
 
 
-def build_trainer(cfg: dict, *, model, tokenizer, args: TrainingArguments, train_dataset, eval_dataset, callbacks) -> Trainer:
+def build_trainer(cfg: dict, *, model, tokenizer, args: TrainingArguments, train_dataset, eval_dataset, callbacks, label_names=None) -> Trainer:
     """The configured Trainer class (`trainer._target_`: transformers.Trainer or a subclass, with
     its own arguments from config), with the task's collator and the configured `eval_metrics`."""
     task = get_task(cfg["model"]["task"])
@@ -128,7 +127,7 @@ def build_trainer(cfg: dict, *, model, tokenizer, args: TrainingArguments, train
         processing_class=tokenizer,
         data_collator=data_collator_for(cfg, task, tokenizer),
         callbacks=callbacks,
-        compute_metrics=compute_metrics_for(cfg, task),
+        compute_metrics=compute_metrics_for(cfg, task, label_names),
     )
 
 
@@ -141,7 +140,7 @@ def train_loop_per_worker(config: dict) -> None:
     tokenizer = load_tokenizer(config["tokenizer_path"])
     validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
-    model = build_model(cfg["model"], tokenizer, label_names(validation))
+    model = build_model(cfg["model"], tokenizer, config["label_names"])
 
     batch_size = cfg["training"]["per_device_train_batch_size"]
     train_shard = ray.train.get_dataset_shard("train").iter_torch_batches(
@@ -163,6 +162,7 @@ def train_loop_per_worker(config: dict) -> None:
         train_dataset=train_shard,
         eval_dataset=validation if (shard := validation_shard(cfg)) is None else shard,
         callbacks=callbacks,
+        label_names=config["label_names"],
     )
     trainer.remove_callback(PrinterCallback)  # Tune's table reports progress
     trainer = prepare_trainer(trainer)

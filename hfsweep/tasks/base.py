@@ -29,6 +29,22 @@ class Task:
         """The transformers Auto class that builds and loads this family's models."""
         raise NotImplementedError
 
+    def read_local(self, builder: str, files: dict):
+        """Local files in a format `datasets` has no builder for, as a DatasetDict of the splits'
+        `files`; None: `datasets`' `builder` (text, csv, json, parquet) reads them."""
+        return None
+
+    def label_names(self, train, data_cfg: dict) -> Optional[list]:
+        """The classes, in label order, that the model's config names: those of the (prepared raw)
+        train split's label column when it is a ClassLabel or a sequence of them."""
+        from datasets import ClassLabel
+
+        if "label_column" not in self.columns:
+            return None
+        feature = train.features.get(data_cfg["label_column"])
+        feature = getattr(feature, "feature", feature)  # a sequence's items
+        return feature.names if isinstance(feature, ClassLabel) else None
+
     def prepare_raw(self, raw, data_cfg: dict):
         """The raw splits made ready for tokenization (e.g. labels encoded); by default as they are."""
         return raw
@@ -42,13 +58,15 @@ class Task:
 
         return default_data_collator
 
-    def predictions_and_references(self, eval_pred) -> tuple:
+    def predictions_and_references(self, eval_pred, label_names: Optional[list]) -> tuple:
         """The evaluation output (`EvalPrediction`: logits or generated ids, and labels) as the
         predictions and references `evaluate`'s metrics take, and the number of classes (or None)."""
         raise NotImplementedError
 
-    def compute_metrics(self, entries: list) -> Optional[Callable]:
+    def compute_metrics(self, entries: list, label_names: Optional[list] = None) -> Optional[Callable]:
         """The Trainer's `compute_metrics` for the configured `eval_metrics`, or None for none."""
+        from functools import partial
+
         from hfsweep.tasks.metrics import metrics_function
 
-        return metrics_function(entries, self.predictions_and_references) if entries else None
+        return metrics_function(entries, partial(self.predictions_and_references, label_names=label_names)) if entries else None

@@ -111,7 +111,9 @@ def _glue(predictions, references, config_name=None, num_classes=None):
     return result
 
 
-def _seqeval(predictions, references, **kwargs):
+def _seqeval(predictions, references, per_entity: bool = False, **kwargs):
+    """`evaluate`'s seqeval; the per-entity scores only with `per_entity` (run_ner's
+    `return_entity_level_metrics`), as they are a column per entity type and score."""
     from seqeval.metrics import accuracy_score, classification_report
 
     if kwargs.get("scheme"):
@@ -125,6 +127,7 @@ def _seqeval(predictions, references, **kwargs):
     scores = {
         entity: {"precision": s["precision"], "recall": s["recall"], "f1": s["f1-score"], "number": s["support"]}
         for entity, s in report.items()
+        if per_entity
     }
     scores.update(
         overall_precision=overall["precision"],
@@ -339,6 +342,8 @@ def reported_names(spec: MetricSpec, task_outputs: Optional[tuple] = None) -> Op
     if spec.name == "glue":
         return GLUE_CONFIGS.get(spec.config_name)
     if spec.name == "seqeval":
+        if spec.kwargs.get("per_entity"):
+            return None  # one per entity type of the data
         return ("overall_precision", "overall_recall", "overall_f1", "overall_accuracy")
     if spec.name == "squad_v2":
         return ("exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact", "NoAns_f1", "NoAns_total")

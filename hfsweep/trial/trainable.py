@@ -64,6 +64,7 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, ray_datasets: dic
         "cfg": trial_cfg,
         "tokenizer_path": data.tokenizer_path,
         "validation_path": data.validation_path,
+        "label_names": data.label_names,
         "output_dir": os.path.join(train_runs, run_name, HF_CHECKPOINTS),
         "resume_from": resume_from,
         "trial_started_at": started_at,

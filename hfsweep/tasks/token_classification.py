@@ -1,0 +1,98 @@
+"""Token classification (NER, POS), as transformers' run_ner.py: words split into sub-tokens, each
+word's tag on its first sub-token (or on all of them: `data.label_all_tokens`, where a B- tag
+becomes I- after the first), -100 elsewhere; scored with seqeval on the tag sequences.
+
+Data: a hub dataset with `tokens` and `ner_tags` columns (`data.text_column`, `data.label_column`),
+json/jsonl with the same, or CoNLL column files (train.txt, validation.txt) read by
+`hfsweep.data.formats.read_conll`. The tags are the training split's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.data.formats import read_conll
+from hfsweep.tasks.base import Task
+from hfsweep.tasks.causal_lm import token_features
+from hfsweep.tasks.metrics import TAGS
+
+IGNORED = -100  # what the loss and seqeval skip: special tokens, padding, later sub-tokens
+
+
+def encode_tags(raw, column: str):
+    """Make the tag column a sequence of ClassLabel named by the training split's tags (sorted, as
+    run_ner does for string tags), so both splits and the model share them."""
+    from datasets import ClassLabel, List
+
+    feature = raw["train"].features[column]
+    if isinstance(getattr(feature, "feature", None), ClassLabel):
+        return raw
+    names = sorted({tag for tags in raw["train"][column] for tag in tags})
+    if names and not isinstance(names[0], str):
+        raise ConfigError(f"data.label_column: '{column}' holds tag ids without names; give tag strings, or a ClassLabel sequence.")
+    unknown = sorted({tag for tags in raw["validation"][column] for tag in tags} - set(names))
+    if unknown:
+        raise ConfigError(f"data.label_column: the validation split has tags the train split lacks ({', '.join(unknown[:5])}); add them to train.")
+    return raw.cast_column(column, List(ClassLabel(names=names)))
+
+
+class TokenClassification(Task):
+    name = "token_classification"
+    columns = ("text_column", "label_column")
+    inputs = TAGS
+
+    def auto_model_class(self):
+        from transformers import AutoModelForTokenClassification
+
+        return AutoModelForTokenClassification
+
+    def read_local(self, builder: str, files: dict):
+        return read_conll(files) if builder == "text" else None
+
+    def prepare_raw(self, raw, data_cfg: dict):
+        return encode_tags(raw, data_cfg["label_column"])
+
+    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+        """Sub-tokens padded and truncated to `data.max_length`, with the word-aligned labels."""
+        from datasets import Features, List, Value
+
+        words, tags, length = data_cfg["text_column"], data_cfg["label_column"], data_cfg["max_length"]
+        names = ds.features[tags].feature.names
+        inside = [names.index("I-" + n[2:]) if n.startswith("B-") and "I-" + n[2:] in names else i for i, n in enumerate(names)]
+
+        def encode(batch: dict) -> dict:
+            encoded = tokenizer(batch[words], is_split_into_words=True, padding="max_length", truncation=True, max_length=length)
+            labels = []
+            for row, word_tags in enumerate(batch[tags]):
+                previous, row_labels = None, []
+                for word in encoded.word_ids(row):
+                    if word is None:
+                        row_labels.append(IGNORED)
+                    elif word != previous:
+                        row_labels.append(word_tags[word])
+                    else:
+                        row_labels.append(inside[word_tags[word]] if data_cfg["label_all_tokens"] else IGNORED)
+                    previous = word
+                labels.append(row_labels)
+            return {**encoded, "labels": labels}
+
+        features = Features({**token_features(tokenizer.model_input_names, length), "labels": List(Value("int64"), length=length)})
+        return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
+
+    def data_collator(self, tokenizer):
+        from transformers import DataCollatorForTokenClassification
+
+        return DataCollatorForTokenClassification(tokenizer)
+
+    def predictions_and_references(self, eval_pred, label_names=None):
+        """Tag sequences over the labelled positions (what run_ner scores)."""
+        logits, labels = eval_pred
+        predicted = np.argmax(logits, axis=-1)
+        keep = labels != IGNORED
+        predictions = [[label_names[p] for p in row[mask]] for row, mask in zip(predicted, keep)]
+        references = [[label_names[t] for t in row[mask]] for row, mask in zip(labels, keep)]
+        return predictions, references, None
+
+
+TASK = TokenClassification()

@@ -1,0 +1,97 @@
+"""Token classification's data: CoNLL files as distributed, json with tokens and tags, and the
+labels aligned to sub-tokens as run_ner aligns them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from datasets import Dataset, DatasetDict
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.data.sources import load_raw
+from hfsweep.data.tokenizers import BERT_SPECIAL_TOKENS
+from hfsweep.tasks.token_classification import IGNORED, TASK
+from tests.conftest import resolved_config
+
+CONLL_TRAIN = """-DOCSTART- -X- -X- O
+
+EU NNP B-NP B-ORG
+rejects VBZ B-VP O
+German JJ B-NP B-MISC
+call NN I-NP O
+
+Peter\tNNP\tB-NP\tB-PER
+Blackburn\tNNP\tB-NP\tI-PER
+"""  # CoNLL-2003's four columns, then tabs, and no blank line at the end
+CONLL_VALIDATION = "-DOCSTART- O\n\nBrussels B-LOC\nvisits O\n"  # two columns are as good as four
+
+
+def local_data_cfg(tmp_path, files: dict, **overrides) -> dict:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    cfg = resolved_config(["+experiment=bert_conll2003_offline", f"data.path={tmp_path}"], tmp_path / "run", tmp_path / "cache")
+    return {**cfg["data"], **overrides}
+
+
+def test_conll_files_are_read_as_sentences_of_tokens_and_tags(tmp_path):
+    data_cfg = local_data_cfg(tmp_path, {"train.txt": CONLL_TRAIN, "validation.txt": CONLL_VALIDATION})
+    raw = load_raw(data_cfg, str(tmp_path / "cache"), TASK)
+    assert raw["train"]["tokens"] == [["EU", "rejects", "German", "call"], ["Peter", "Blackburn"]]
+    assert raw["train"]["ner_tags"] == [["B-ORG", "O", "B-MISC", "O"], ["B-PER", "I-PER"]]
+    assert raw["validation"]["tokens"] == [["Brussels", "visits"]]
+
+
+def test_the_tag_list_comes_from_the_training_split(tmp_path):
+    data_cfg = local_data_cfg(tmp_path, {"train.txt": CONLL_TRAIN, "validation.txt": "Peter B-PER\n"})
+    raw = TASK.prepare_raw(load_raw(data_cfg, str(tmp_path / "cache"), TASK), data_cfg)
+    assert TASK.label_names(raw["train"], data_cfg) == ["B-MISC", "B-ORG", "B-PER", "I-PER", "O"]
+    assert raw["validation"]["ner_tags"] == [[2]]
+
+
+def test_a_validation_tag_the_training_split_lacks_is_refused(tmp_path):
+    data_cfg = local_data_cfg(tmp_path, {"train.txt": CONLL_TRAIN, "validation.txt": CONLL_VALIDATION})
+    with pytest.raises(ConfigError, match=r"^data\.label_column: the validation split has tags the train split lacks \(B-LOC\); add them to train\.$"):
+        TASK.prepare_raw(load_raw(data_cfg, str(tmp_path / "cache"), TASK), data_cfg)
+
+
+def test_a_line_without_a_tag_is_refused_with_its_file_and_line(tmp_path):
+    data_cfg = local_data_cfg(tmp_path, {"train.txt": "EU B-ORG\nrejects\n", "validation.txt": CONLL_VALIDATION})
+    with pytest.raises(ConfigError, match=r"^data\.path: '.*/train\.txt' line 2 is not CoNLL: 'rejects' has no tag column; "):
+        load_raw(data_cfg, str(tmp_path / "cache"), TASK)
+
+
+def test_jsonl_with_tokens_and_tags_is_read_by_datasets(tmp_path):
+    rows = [{"tokens": ["Peter", "runs"], "ner_tags": ["B-PER", "O"]}]
+    jsonl = "\n".join(json.dumps(r) for r in rows) + "\n"
+    data_cfg = local_data_cfg(tmp_path, {"train.jsonl": jsonl, "validation.jsonl": jsonl})
+    raw = TASK.prepare_raw(load_raw(data_cfg, str(tmp_path / "cache"), TASK), data_cfg)
+    assert raw["train"]["tokens"] == [["Peter", "runs"]] and raw["train"]["ner_tags"] == [[0, 1]]
+
+
+def wordpiece_tokenizer(words: list[str]):
+    """A BERT tokenizer whose vocabulary is exactly `words` (and the special tokens)."""
+    from tokenizers import processors
+    from tokenizers.implementations import BertWordPieceTokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate([*BERT_SPECIAL_TOKENS.values(), *words])}
+    wordpiece = BertWordPieceTokenizer(vocab, lowercase=False)
+    wordpiece.post_processor = processors.BertProcessing(("[SEP]", vocab["[SEP]"]), ("[CLS]", vocab["[CLS]"]))
+    return PreTrainedTokenizerFast(tokenizer_object=wordpiece._tokenizer, **BERT_SPECIAL_TOKENS)
+
+
+@pytest.mark.parametrize(("label_all_tokens", "expected"), [(False, ["B-PER", None, "O"]), (True, ["B-PER", "I-PER", "O"])])
+def test_a_words_tag_goes_on_its_first_sub_token_or_on_all_of_them(label_all_tokens, expected):
+    tokenizer = wordpiece_tokenizer(["Black", "##burn", "runs"])
+    rows = {"tokens": [["Blackburn", "runs"], ["runs", "Blackburn"]], "ner_tags": [["B-PER", "O"], ["O", "I-PER"]]}
+    raw = DatasetDict(train=Dataset.from_dict(rows))
+    raw["validation"] = raw["train"]
+    data_cfg = {"text_column": "tokens", "label_column": "ner_tags", "max_length": 8, "label_all_tokens": label_all_tokens}
+    raw = TASK.prepare_raw(raw, data_cfg)
+    row = TASK.preprocess(raw["train"], tokenizer, data_cfg, "train")[0]
+    names = raw["train"].features["ner_tags"].feature.names
+    tokens = tokenizer.convert_ids_to_tokens(row["input_ids"])
+    assert tokens[:4] == ["[CLS]", "Black", "##burn", "runs"]  # "Blackburn" is two sub-tokens
+    labels = [None if label == IGNORED else names[label] for label in row["labels"]]
+    assert labels[0] is None and labels[1:4] == expected and set(labels[4:]) == {None}  # [CLS], [SEP] and padding ignored

@@ -1,0 +1,72 @@
+"""End to end: the bert_conll2003 offline variant (a small BERT and a WordPiece tokenizer trained
+from scratch) on CoNLL column files, swept under ASHA on seqeval's entity-level F1."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import transformers
+from transformers import AutoModelForTokenClassification, TrainingArguments
+
+from hfsweep.data.offline import write as write_offline_data
+from hfsweep.data.prepare import prepare
+from hfsweep.data.tokenizers import load_tokenizer
+from hfsweep.driver import sweep
+from hfsweep.driver.results import best_trial
+from hfsweep.loops.hf_trainer import build_trainer
+from hfsweep.models import build_model
+from tests.conftest import resolved_config
+
+pytestmark = pytest.mark.slow
+
+MAX_STEPS = 120
+MARGIN = 0.3  # entity F1 above the untrained model's that the best trial must reach
+
+
+def untrained_f1(cfg: dict, out_dir: str) -> float:
+    """seqeval's overall F1 of the model every trial starts from, on the prepared validation split."""
+    import datasets
+
+    data = prepare(cfg)
+    tokenizer = load_tokenizer(data.tokenizer_path)
+    transformers.set_seed(cfg["seed"])
+    model = build_model(cfg["model"], tokenizer, data.label_names)
+    args = TrainingArguments(output_dir=out_dir, use_cpu=True, report_to="none", per_device_eval_batch_size=64)
+    trainer = build_trainer(cfg, model=model, tokenizer=tokenizer, args=args, train_dataset=None,
+                            eval_dataset=datasets.load_from_disk(data.validation_path), callbacks=[], label_names=data.label_names)
+    return trainer.evaluate()["eval_overall_f1"]
+
+
+def test_bert_conll2003_offline_learns_entities_and_asha_acts_on_entity_f1(ray_cluster, tmp_path, cache_dir):
+    folder = write_offline_data(str(tmp_path / "data"))["conll_proxy"]
+    overrides = [
+        "+experiment=bert_conll2003_offline",
+        f"data.path={folder}",
+        "data.max_length=48",
+        "data.max_train_samples=600",
+        "cluster.num_workers=1",
+        "cluster.max_concurrent_trials=1",  # in grid order: the learning trials reach the rung first
+        f"training.max_steps={MAX_STEPS}",
+        "training.eval_steps=40",
+        "training.save_steps=40",
+        "training.logging_steps=40",
+        "training.warmup_steps=0",
+        "scheduler.grace_period=40",
+        "search_space.training.learning_rate.values=[3e-3,1e-3,1e-5]",
+    ]
+    cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
+    before = untrained_f1(cfg, str(tmp_path / "untrained"))
+    results = sweep.run(cfg)
+    assert results.errors == [] and len(results) == 3
+
+    final_step = {r.config["training"]["learning_rate"]: r.metrics["step"] for r in results}
+    assert final_step[3e-3] == MAX_STEPS and final_step[1e-5] < MAX_STEPS, f"ASHA on eval_overall_f1, final steps: {final_step}"
+    best = best_trial(results, cfg)
+    assert best.metric == "eval_overall_f1" and best.value >= before + MARGIN, f"untrained F1 {before:.3f}, best {best.value:.3f}"
+    for result in results:
+        history = result.metrics_dataframe
+        assert history[["eval_overall_precision", "eval_overall_recall", "eval_overall_f1", "eval_overall_accuracy"]].stack().between(0, 1).all()
+
+    model = AutoModelForTokenClassification.from_pretrained(os.path.join(cfg["cluster"]["storage_path"], "best"))
+    assert sorted(model.config.id2label.values()) == ["B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", "I-PER", "O"]
