@@ -42,6 +42,9 @@ class DataConfig:
     block_size: int = 128
     max_length: int = 128
     label_all_tokens: bool = False  # token classification: a word's tag on every sub-token, not just its first
+    mlm_probability: float = 0.15  # masked LM: the share of tokens masked in each training batch (searchable)
+    eval_mlm_probability: float = 0.15  # masked LM: the share masked, once and seeded, in the validation split
+    whole_word_mask: bool = False  # masked LM: mask every sub-token of a chosen word together
     max_train_samples: Optional[int] = None
     max_eval_samples: Optional[int] = None
     datasets_to_split: List[str] = field(default_factory=lambda: ["train"])

@@ -26,7 +26,7 @@ ACCELERATE_LOOP_KEYS = {
     "logging_steps", "disable_tqdm", "average_tokens_across_devices",
 }
 DATA_SOURCES = ("pydoc", "hub", "local")
-TOKENIZER_KINDS = ("byte_level_bpe", "wordpiece")
+TOKENIZER_KINDS = ("byte_level_bpe", "roberta_bpe", "wordpiece")  # hfsweep.data.tokenizers.TOKENIZER_TRAINERS, without importing it
 REPORTED_METRICS = ("eval_loss", "eval_perplexity", "loss")  # every trial's reports, plus eval_<eval_metrics>
 PLATEAU = "reduce_lr_on_plateau"  # the one LR schedule that is not a function of the step
 GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fsdp (plain DDP) and DeepSpeed needs CUDA

@@ -54,6 +54,16 @@ def _check_columns(raw: DatasetDict, data_cfg: dict, keys) -> None:
                 )
 
 
+# How the data is prepared and used, not what is prepared: processes, sharding, shuffling, and the
+# masking of training batches, which happens on the workers.
+NOT_PREPARED = ("datasets_to_split", "num_proc", "shuffle_buffer_rows", "mlm_probability")
+
+
+def what_is_prepared(data_cfg: dict) -> dict:
+    """The data.* keys the prepared data depends on (its cache key)."""
+    return {k: v for k, v in data_cfg.items() if k not in NOT_PREPARED}
+
+
 def prepare(cfg: dict) -> PreparedData:
     """Tokenize the configured data once, as `model.task` needs it; return where trials find it."""
     data_cfg, cache_dir = cfg["data"], os.path.expanduser(cfg["cache_dir"])
@@ -68,8 +78,7 @@ def prepare(cfg: dict) -> PreparedData:
     raw = task.prepare_raw(raw, data_cfg)
     text_columns = [data_cfg[k] for k in ("text_column", "pair_column") if k in task.columns and data_cfg[k]]
     tokenizer_path = tokenizer_for(cfg["model"]["tokenizer"], raw["train"], text_columns, cache_dir)
-    # what the workers do with the data (how many processes prepare it, how it is split) is not the data
-    tokenized_by = {k: v for k, v in data_cfg.items() if k not in ("datasets_to_split", "num_proc", "shuffle_buffer_rows")}
+    tokenized_by = what_is_prepared(data_cfg)
     train_identity = source_identity(data_cfg, cache_dir) if data_cfg["streaming"] else dataset_fingerprint(raw["train"])
     key = hashlib.sha256(
         json.dumps(

@@ -1,5 +1,6 @@
 """Tokenizers: a pretrained one by name or directory, or one trained on the training split with
-the `tokenizers` library (byte-level BPE as GPT-2's, WordPiece as BERT's), cached by content."""
+the `tokenizers` library (byte-level BPE as GPT-2's or RoBERTa's, WordPiece as BERT's), cached by
+content."""
 
 from __future__ import annotations
 
@@ -51,7 +52,23 @@ def _wordpiece(texts: Iterable[str], vocab_size: int):
     )
 
 
-TOKENIZER_TRAINERS = {"byte_level_bpe": _byte_level_bpe, "wordpiece": _wordpiece}
+ROBERTA_SPECIAL_TOKENS = {"bos_token": "<s>", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>", "mask_token": "<mask>"}
+
+
+def _roberta_bpe(texts: Iterable[str], vocab_size: int):
+    """RoBERTa-like: byte-level BPE with <s> text </s>, padding and a <mask> token for masked LM.
+    Words after the first are told apart by their leading space (add_prefix_space, so that a
+    pre-split word gets one too, as token classification needs)."""
+    from tokenizers import ByteLevelBPETokenizer, processors
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer(add_prefix_space=True)
+    bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2, special_tokens=list(ROBERTA_SPECIAL_TOKENS.values()))
+    bpe.post_processor = processors.RobertaProcessing(("</s>", bpe.token_to_id("</s>")), ("<s>", bpe.token_to_id("<s>")), add_prefix_space=True)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, model_input_names=["input_ids", "attention_mask"], **ROBERTA_SPECIAL_TOKENS)
+
+
+TOKENIZER_TRAINERS = {"byte_level_bpe": _byte_level_bpe, "wordpiece": _wordpiece, "roberta_bpe": _roberta_bpe}
 
 
 def tokenizer_for(tok_cfg: dict, train, text_columns: list[str], cache_dir: str) -> str:

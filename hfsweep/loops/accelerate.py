@@ -33,6 +33,7 @@ from hfsweep.loops.common import (
     resume_checkpoint,
     validation_shard,
     with_perplexity,
+    worker_seed,
 )
 from hfsweep.models import build_model, weights_digest
 from hfsweep.tasks import compute_metrics_for, data_collator_for, get_task
@@ -129,6 +130,7 @@ def train_loop_per_worker(config: dict) -> None:
 
     batch_size = training["per_device_train_batch_size"]
     shard = ray.train.get_dataset_shard("train")
+    train_collate = task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process))
     extra["startup_s"] = time.time() - config["trial_started_at"]
     step_losses: list[float] = []  # one per optimizer step since the last log
     micro_losses: list[torch.Tensor] = []  # one per micro-batch of the current optimizer step
@@ -136,7 +138,7 @@ def train_loop_per_worker(config: dict) -> None:
     while step < training["max_steps"]:
         epoch_seed = cfg["seed"] + step  # a fresh shuffle each pass over the shard
         for batch in shard.iter_torch_batches(batch_size=batch_size, local_shuffle_buffer_size=cfg["data"]["shuffle_buffer_rows"],
-                                              local_shuffle_seed=epoch_seed, device=accelerator.device):
+                                              local_shuffle_seed=epoch_seed, device=accelerator.device, collate_fn=train_collate):
             with accelerator.accumulate(model):
                 loss = model(**batch).loss
                 micro_losses.append(loss.detach())

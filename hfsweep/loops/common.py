@@ -31,6 +31,12 @@ def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
     )
 
 
+def worker_seed(seed: int, in_process: bool) -> int:
+    """The trial's seed made distinct per worker, for what each worker draws on its own (masked
+    LM's masks): reproducible, and not the same masks on every worker."""
+    return seed + (0 if in_process else ray.train.get_context().get_world_rank())
+
+
 def with_perplexity(metrics: dict) -> dict:
     """`eval_perplexity` beside `eval_loss` (capped: exp(50) is already meaningless)."""
     if "eval_loss" in metrics:

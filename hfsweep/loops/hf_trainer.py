@@ -28,6 +28,7 @@ from hfsweep.loops.common import (
     resume_checkpoint,
     validation_shard,
     with_perplexity,
+    worker_seed,
 )
 from hfsweep.models import build_model, weights_digest
 from hfsweep.tasks import compute_metrics_for, data_collator_for, get_task
@@ -141,10 +142,12 @@ def train_loop_per_worker(config: dict) -> None:
     validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
     model = build_model(cfg["model"], tokenizer, config["label_names"])
+    task = get_task(cfg["model"]["task"])
 
     batch_size = cfg["training"]["per_device_train_batch_size"]
     train_shard = ray.train.get_dataset_shard("train").iter_torch_batches(
-        batch_size=batch_size, local_shuffle_buffer_size=cfg["data"]["shuffle_buffer_rows"], local_shuffle_seed=cfg["seed"]
+        batch_size=batch_size, local_shuffle_buffer_size=cfg["data"]["shuffle_buffer_rows"], local_shuffle_seed=cfg["seed"],
+        collate_fn=task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process)),
     )
 
     extra_metrics: dict = {}

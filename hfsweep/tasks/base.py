@@ -53,6 +53,12 @@ class Task:
         """One raw split as model inputs (a `datasets.Dataset` of fixed-length token columns)."""
         raise NotImplementedError
 
+    def train_collator(self, tokenizer, data_cfg: dict, seed: int) -> Optional[Callable]:
+        """What turns a batch of prepared training rows (column -> numpy array, as Ray Data hands
+        them to the worker) into model inputs, for tasks that do work per batch (masked LM's
+        masking); None: the rows are the inputs. `seed` differs per worker."""
+        return None
+
     def data_collator(self, tokenizer):
         from transformers import default_data_collator
 

@@ -27,7 +27,7 @@ from ray.util.queue import Queue
 
 from hfsweep.config.loading import apply_sampled
 from hfsweep.config.resources import resource_names, trains_in_process
-from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare
+from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, what_is_prepared
 from hfsweep.trial.bridge import read_pointer, report_to_tune
 from hfsweep.trial.train_fn import ForwardToTune, train_loop
 
@@ -43,7 +43,8 @@ def train_run_name(trial_id: str, resume_from: Optional[str]) -> str:
 
 
 def data_changed(cfg: dict, trial_cfg: dict) -> bool:
-    return trial_cfg["data"] != cfg["data"] or trial_cfg["model"]["tokenizer"] != cfg["model"]["tokenizer"]
+    """A searched key the prepared data depends on (mlm_probability, say, is applied on the workers)."""
+    return what_is_prepared(trial_cfg["data"]) != what_is_prepared(cfg["data"]) or trial_cfg["model"]["tokenizer"] != cfg["model"]["tokenizer"]
 
 
 def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, ray_datasets: dict) -> None:

@@ -1,0 +1,94 @@
+"""Masked language modelling, as transformers' run_mlm.py: texts tokenized and grouped into blocks
+of `data.block_size`, masked by `DataCollatorForLanguageModeling`.
+
+Training batches are masked afresh as the worker reads them (`data.mlm_probability`, searchable;
+`data.whole_word_mask` masks all sub-tokens of a word together), from a generator seeded by the
+trial's seed and the worker's rank. The validation split is masked once, at preparation, with its
+own seeded generator and `data.eval_mlm_probability`: every evaluation of every trial scores the
+same masked tokens, so eval_loss (and eval_perplexity) compare across steps and trials, even when
+`mlm_probability` is searched.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from hfsweep.tasks.base import Task
+from hfsweep.tasks.causal_lm import token_features
+
+EVAL_MASK_SEED = 0
+IGNORED = -100
+
+
+def masking_collator(tokenizer, data_cfg: dict, probability: float, seed: int):
+    from transformers import DataCollatorForLanguageModeling
+
+    # transformers replaces whole words by <mask> only (no random or kept tokens), and warns at
+    # every batch unless told so
+    replace = {"mask_replace_prob": 1.0, "random_replace_prob": 0.0} if data_cfg["whole_word_mask"] else {}
+    return DataCollatorForLanguageModeling(
+        tokenizer, mlm_probability=probability, whole_word_mask=data_cfg["whole_word_mask"], seed=seed, **replace
+    )
+
+
+def group_columns(encoded: dict, names: list[str], block_size: int) -> dict:
+    """run_mlm's group_texts over several columns: each concatenated and cut into whole blocks;
+    an offset pair column keeps its pairs."""
+    from itertools import chain
+
+    out = {}
+    for name in names:
+        width = 2 if name == "offset_mapping" else 1
+        flat = np.fromiter(chain.from_iterable(chain.from_iterable(encoded[name]) if width == 2 else encoded[name]), dtype=np.int64)
+        blocks = flat[: len(flat) // (block_size * width) * block_size * width].reshape(-1, block_size, width)
+        out[name] = blocks if width == 2 else blocks[..., 0]
+    return out
+
+
+class MaskedLM(Task):
+    name = "masked_lm"
+    columns = ("text_column",)
+    length_key = "block_size"
+
+    def auto_model_class(self):
+        from transformers import AutoModelForMaskedLM
+
+        return AutoModelForMaskedLM
+
+    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+        from datasets import Features, List, Value
+
+        block, whole_words = data_cfg["block_size"], data_cfg["whole_word_mask"]
+        names = ["input_ids", "attention_mask", "special_tokens_mask"] + (["offset_mapping"] if whole_words else [])
+
+        def tokenize_and_group(batch: dict) -> dict:
+            encoded = tokenizer(batch[data_cfg["text_column"]], return_special_tokens_mask=True, return_offsets_mapping=whole_words)
+            return group_columns(encoded, names, block)
+
+        features = token_features(names[:3], block)
+        if whole_words:
+            features["offset_mapping"] = List(List(Value("int64"), length=2), length=block)
+        blocks = ds.map(tokenize_and_group, batched=True, remove_columns=ds.column_names, features=Features(features), desc=f"tokenize {split}")
+        if split != "validation":
+            return blocks
+        collator = masking_collator(tokenizer, data_cfg, data_cfg["eval_mlm_probability"], EVAL_MASK_SEED)
+
+        def mask(batch: dict) -> dict:
+            masked = collator([dict(zip(batch, row)) for row in zip(*batch.values())])
+            return {"input_ids": masked["input_ids"].numpy(), "attention_mask": masked["attention_mask"].numpy(), "labels": masked["labels"].numpy()}
+
+        masked_features = Features(token_features(("input_ids", "attention_mask", "labels"), block))
+        return blocks.map(mask, batched=True, remove_columns=blocks.column_names, features=masked_features, desc="mask validation")
+
+    def train_collator(self, tokenizer, data_cfg: dict, seed: int) -> Optional[object]:
+        collator = masking_collator(tokenizer, data_cfg, data_cfg["mlm_probability"], seed)
+
+        def collate(batch: dict):  # a Ray Data batch: column -> numpy array
+            return collator([dict(zip(batch, row)) for row in zip(*batch.values())])
+
+        return collate
+
+
+TASK = MaskedLM()

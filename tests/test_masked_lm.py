@@ -1,0 +1,69 @@
+"""Masked LM's data: blocks as run_mlm groups them, a validation split masked once and the same
+every time, training batches masked afresh per worker seed, and whole-word masking."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from datasets import Dataset
+
+from hfsweep.data.prepare import what_is_prepared
+from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
+from hfsweep.tasks.masked_lm import IGNORED, TASK
+
+TEXTS = [f"the quick brown fox number {i} jumps over the lazy dog near the riverbank" for i in range(200)]
+DATA_CFG = {"text_column": "text", "block_size": 32, "mlm_probability": 0.15, "eval_mlm_probability": 0.15, "whole_word_mask": False}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return TOKENIZER_TRAINERS["roberta_bpe"](TEXTS, 300)
+
+
+def test_texts_are_grouped_into_whole_blocks_of_block_size(tokenizer):
+    blocks = TASK.preprocess(Dataset.from_dict({"text": TEXTS}), tokenizer, DATA_CFG, "train")
+    tokens = sum(len(ids) for ids in tokenizer(TEXTS)["input_ids"])
+    assert blocks.num_rows == tokens // 32 and len(blocks[0]["input_ids"]) == 32
+    assert set(blocks.column_names) == {"input_ids", "attention_mask", "special_tokens_mask"}  # labels come with the masks
+
+
+def test_the_validation_split_is_masked_once_and_the_same_every_time(tokenizer):
+    ds = Dataset.from_dict({"text": TEXTS})
+    first, again = (TASK.preprocess(ds, tokenizer, DATA_CFG, "validation") for _ in range(2))
+    labels = np.array(first["labels"])
+    assert labels.tolist() == np.array(again["labels"]).tolist()
+    masked = labels != IGNORED
+    assert 0.10 < masked.mean() < 0.20  # data.eval_mlm_probability = 0.15
+    inputs = np.array(first["input_ids"])
+    assert (inputs[masked] == tokenizer.mask_token_id).mean() > 0.6  # 80% become <mask>, the rest random or kept
+    assert (inputs[~masked] != tokenizer.mask_token_id).all()
+
+
+def test_training_batches_are_masked_by_a_generator_of_the_workers_seed(tokenizer):
+    blocks = TASK.preprocess(Dataset.from_dict({"text": TEXTS}), tokenizer, DATA_CFG, "train")
+    batch = {name: np.array(blocks[:16][name]) for name in blocks.column_names}
+    masks = {seed: TASK.train_collator(tokenizer, DATA_CFG, seed)(batch)["labels"] for seed in (1, 1, 2)}
+    same = TASK.train_collator(tokenizer, DATA_CFG, 1)(batch)["labels"]
+    assert (same == masks[1]).all() and not (masks[2] == masks[1]).all()
+    collate = TASK.train_collator(tokenizer, {**DATA_CFG, "mlm_probability": 0.5}, 1)
+    assert 0.4 < (collate(batch)["labels"] != IGNORED).float().mean() < 0.6  # data.mlm_probability applies
+    assert not (collate(batch)["labels"] == collate(batch)["labels"]).all()  # afresh for every batch
+
+
+def test_whole_word_masking_masks_every_sub_token_of_a_word(tokenizer):
+    cfg = {**DATA_CFG, "whole_word_mask": True, "mlm_probability": 0.3}
+    blocks = TASK.preprocess(Dataset.from_dict({"text": TEXTS}), tokenizer, cfg, "train")
+    batch = {name: np.array(blocks[:16][name]) for name in blocks.column_names}
+    labels = TASK.train_collator(tokenizer, cfg, 0)(batch)["labels"].numpy()
+    starts = batch["offset_mapping"][..., 0]
+    ends = batch["offset_mapping"][..., 1]
+    continues = np.zeros_like(starts, dtype=bool)
+    continues[:, 1:] = (starts[:, 1:] == ends[:, :-1]) & (batch["special_tokens_mask"][:, :-1] == 0) & (batch["special_tokens_mask"][:, 1:] == 0)
+    assert continues.any(), "the test needs words of several sub-tokens"
+    masked = labels != IGNORED
+    assert (masked[:, 1:][continues[:, 1:]] == masked[:, :-1][continues[:, 1:]]).all()  # a piece is masked with the one before it
+
+
+def test_searching_the_masking_probability_prepares_nothing_again():
+    assert what_is_prepared({**DATA_CFG, "mlm_probability": 0.3}) == what_is_prepared(DATA_CFG)
+    assert what_is_prepared({**DATA_CFG, "eval_mlm_probability": 0.3}) != what_is_prepared(DATA_CFG)
