@@ -6,36 +6,17 @@ from __future__ import annotations
 import os
 
 import pytest
-import transformers
-from transformers import AutoModelForTokenClassification, TrainingArguments
+from transformers import AutoModelForTokenClassification
 
 from hfsweep.data.offline import write as write_offline_data
-from hfsweep.data.prepare import prepare
-from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.driver import sweep
 from hfsweep.driver.results import best_trial
-from hfsweep.loops.hf_trainer import build_trainer
-from hfsweep.models import build_model
-from tests.conftest import resolved_config
+from tests.conftest import resolved_config, untrained_metrics
 
 pytestmark = pytest.mark.slow
 
 MAX_STEPS = 120
 MARGIN = 0.3  # entity F1 above the untrained model's that the best trial must reach
-
-
-def untrained_f1(cfg: dict, out_dir: str) -> float:
-    """seqeval's overall F1 of the model every trial starts from, on the prepared validation split."""
-    import datasets
-
-    data = prepare(cfg)
-    tokenizer = load_tokenizer(data.tokenizer_path)
-    transformers.set_seed(cfg["seed"])
-    model = build_model(cfg["model"], tokenizer, data.label_names)
-    args = TrainingArguments(output_dir=out_dir, use_cpu=True, report_to="none", per_device_eval_batch_size=64)
-    trainer = build_trainer(cfg, model=model, tokenizer=tokenizer, args=args, train_dataset=None,
-                            eval_dataset=datasets.load_from_disk(data.validation_path), callbacks=[], label_names=data.label_names)
-    return trainer.evaluate()["eval_overall_f1"]
 
 
 def test_bert_conll2003_offline_learns_entities_and_asha_acts_on_entity_f1(ray_cluster, tmp_path, cache_dir):
@@ -56,7 +37,7 @@ def test_bert_conll2003_offline_learns_entities_and_asha_acts_on_entity_f1(ray_c
         "search_space.training.learning_rate.values=[3e-3,1e-3,1e-5]",
     ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
-    before = untrained_f1(cfg, str(tmp_path / "untrained"))
+    before = untrained_metrics(cfg, str(tmp_path / "untrained"))["eval_overall_f1"]
     results = sweep.run(cfg)
     assert results.errors == [] and len(results) == 3
 

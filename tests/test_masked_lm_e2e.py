@@ -1,0 +1,50 @@
+"""End to end: the roberta_wikitext_mlm offline variant (a small RoBERTa and a byte-level BPE
+tokenizer trained from scratch) on wikitext-format local files, under ASHA on eval_loss."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from transformers import AutoModelForMaskedLM
+
+from hfsweep.data.offline import write as write_offline_data
+from hfsweep.driver import sweep
+from hfsweep.driver.results import best_trial
+from tests.conftest import resolved_config, untrained_metrics
+
+pytestmark = pytest.mark.slow
+
+MAX_STEPS = 90
+MARGIN = 0.75  # nats below the untrained model's loss (ln 1000 = 6.9, the vocabulary); 90 steps reach ~5.9
+
+
+def test_roberta_mlm_offline_learns_and_asha_stops_the_slow_learning_rate(ray_cluster, tmp_path, cache_dir):
+    folder = write_offline_data(str(tmp_path / "data"))["wikitext_proxy"]
+    overrides = [
+        "+experiment=roberta_wikitext_mlm_offline",
+        f"data.path={folder}",
+        "data.block_size=64",
+        "model.config.max_position_embeddings=66",
+        "~search_space.data",  # the masking rate is searched in the preset; here only the learning rate
+        "cluster.num_workers=1",
+        "cluster.max_concurrent_trials=1",
+        f"training.max_steps={MAX_STEPS}",
+        "training.eval_steps=30",
+        "training.save_steps=30",
+        "training.logging_steps=30",
+        "training.warmup_steps=0",
+        "scheduler.grace_period=30",
+        "search_space.training.learning_rate.values=[3e-3,1e-5]",
+    ]
+    cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
+    before = untrained_metrics(cfg, str(tmp_path / "untrained"))["eval_loss"]
+    results = sweep.run(cfg)
+    assert results.errors == [] and len(results) == 2
+
+    final_step = {r.config["training"]["learning_rate"]: r.metrics["step"] for r in results}
+    assert final_step == {3e-3: MAX_STEPS, 1e-5: 30}, f"ASHA on eval_loss, final steps: {final_step}"
+    best = best_trial(results, cfg)
+    assert best.metric == "eval_loss" and best.value <= before - MARGIN, f"untrained eval_loss {before:.3f}, best {best.value:.3f}"
+    model = AutoModelForMaskedLM.from_pretrained(os.path.join(cfg["cluster"]["storage_path"], "best"))
+    assert model.config.model_type == "roberta"
