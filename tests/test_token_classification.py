@@ -95,3 +95,14 @@ def test_a_words_tag_goes_on_its_first_sub_token_or_on_all_of_them(label_all_tok
     assert tokens[:4] == ["[CLS]", "Black", "##burn", "runs"]  # "Blackburn" is two sub-tokens
     labels = [None if label == IGNORED else names[label] for label in row["labels"]]
     assert labels[0] is None and labels[1:4] == expected and set(labels[4:]) == {None}  # [CLS], [SEP] and padding ignored
+
+
+def test_files_named_as_conll_2003_ships_them_are_read_through_data_files(tmp_path):
+    (tmp_path / "eng.train").write_text(CONLL_TRAIN)
+    (tmp_path / "eng.testa").write_text(CONLL_VALIDATION)
+    cfg = resolved_config(["+experiment=bert_conll2003_offline", f"data.path={tmp_path}", "+data.data_files.train=eng.train",
+                           "+data.data_files.validation=eng.testa"], tmp_path / "run", tmp_path / "cache")
+    raw = load_raw(cfg["data"], str(tmp_path / "cache"), TASK)
+    assert raw["train"].num_rows == 2 and raw["validation"]["tokens"] == [["Brussels", "visits"]]
+    with pytest.raises(ConfigError, match=r"^data\.data_files: '.*/eng\.testb' is not a file; names are relative to data\.path\.$"):
+        load_raw({**cfg["data"], "data_files": {"train": "eng.train", "validation": "eng.testb"}}, str(tmp_path / "cache"), TASK)

@@ -35,6 +35,7 @@ class DataConfig:
     config_name: Optional[str] = None
     path: Optional[str] = None
     validation_split: str = "validation"
+    data_files: Dict[str, Any] = field(default_factory=dict)  # local: {train: FILE(S), validation: FILE(S)} under data.path, when no pattern finds them
     text_column: str = "text"
     pair_column: Optional[str] = None
     label_column: str = "label"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from typing import Optional
 
 import datasets
 from datasets import DatasetDict
@@ -42,10 +43,31 @@ def _pydoc_files(cache_dir: str) -> str:
     return atomic_dir(os.path.join(cache_dir, "pydoc_topics", key), write_pydoc_topics)
 
 
-def _local_data_files(path: str) -> tuple[str, dict]:
+def _named_data_files(path: str, named: dict) -> tuple[str, dict]:
+    """`data.data_files`: each split's file(s) named outright, relative to `data.path`, for files
+    whose names no pattern finds (CoNLL-2003's eng.train and eng.testa). A suffix no builder
+    knows is read as text."""
+    missing = [split for split in SPLITS if not named.get(split)]
+    if missing:
+        raise ConfigError(f"data.data_files: names no {' or '.join(missing)} file; e.g. data.data_files.validation=dev.txt.")
+    files = {split: [os.path.join(path, f) for f in ([named[split]] if isinstance(named[split], str) else named[split])] for split in SPLITS}
+    absent = [f for split_files in files.values() for f in split_files if not os.path.isfile(f)]
+    if absent:
+        raise ConfigError(f"data.data_files: '{absent[0]}' is not a file; names are relative to data.path.")
+    builders = {LOCAL_BUILDERS.get(os.path.splitext(f)[1], "text") for split_files in files.values() for f in split_files}
+    if len(builders) > 1:
+        raise ConfigError(f"data.data_files: mixes file types {sorted(builders)}; use one type.")
+    return builders.pop(), files
+
+
+def _local_data_files(path: str, named: Optional[dict] = None) -> tuple[str, dict]:
     """The train and validation files of a folder, by `datasets`' own split-name patterns
-    (train, validation/valid/val/dev, with `-`, `_` or `.` around them), and their builder."""
+    (train, validation/valid/val/dev, with `-`, `_` or `.` around them) or as `data.data_files`
+    names them, and their builder."""
     from datasets.data_files import DataFilesDict, get_data_patterns
+
+    if named:
+        return _named_data_files(path, named)
 
     try:
         found = DataFilesDict.from_patterns(get_data_patterns(path), base_path=path)
@@ -119,7 +141,7 @@ def source_identity(data_cfg: dict, cache_dir: str) -> list:
     `data.load_kwargs.revision`, when pinned), or the local files with their sizes and times."""
     if data_cfg["source"] == "hub":
         return [data_cfg["name"], data_cfg["config_name"]]
-    _, files = _local_data_files(local_path(data_cfg, cache_dir))
+    _, files = _local_data_files(local_path(data_cfg, cache_dir), data_cfg["data_files"])
     return [[f, os.path.getsize(f), os.path.getmtime(f)] for split_files in files.values() for f in split_files]
 
 
@@ -143,7 +165,7 @@ def load_raw(data_cfg: dict, cache_dir: str, task=None) -> DatasetDict:
             )
         return DatasetDict(train=raw["train"], validation=raw[data_cfg["validation_split"]])
     path = local_path(data_cfg, cache_dir)
-    builder, files = _local_data_files(path)
+    builder, files = _local_data_files(path, data_cfg["data_files"])
     return _load_local(builder, files, _reader_options(builder, files, data_cfg["load_kwargs"]), streaming, task)
 
 
