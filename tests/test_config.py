@@ -93,6 +93,7 @@ def test_training_argument_names_read_from_the_source_are_the_dataclass_fields()
     from hfsweep.config.validation import _imported_training_argument_names, _training_argument_names
 
     assert _training_argument_names() == _imported_training_argument_names()
+    assert _training_argument_names(seq2seq=True) == _imported_training_argument_names(seq2seq=True)
 
 
 def test_precision_and_activation_checkpointing_switches_reach_the_training_arguments(tmp_path):
@@ -121,7 +122,7 @@ REFUSED = [
     (["metric=eval_acuracy"], "metric: no trial reports 'eval_acuracy'; choose one of eval_loss, eval_perplexity, loss."),
     (["model.task=translation"], "model.task: 'translation' is not one of causal_lm, sequence_classification; or give a task class as model.task._target_."),
     (["+callbacks.mine._target_=my_project.NoSuchCallback"], "callbacks.mine._target_: cannot import 'my_project.NoSuchCallback' (No module named 'my_project'); fix the name, or make its module importable: install its package, or run from its folder (workers get it with cluster.runtime_env.working_dir or py_modules)."),
-    (["model.tokenizer.kind=sentencepiece"], "model.tokenizer.kind: cannot train 'sentencepiece'; use one of byte_level_bpe, roberta_bpe, wordpiece."),
+    (["model.tokenizer.kind=sentencepiece"], "model.tokenizer.kind: cannot train 'sentencepiece'; use one of byte_level_bpe, roberta_bpe, unigram, wordpiece."),
     (["checkpoints.keep_per_trial=0"], "checkpoints.keep_per_trial: must be at least 1 (the best checkpoint), not 0; or null to keep every checkpoint."),
     # training
     (["+training.learning_rat=0.1"], "training.learning_rat: not a transformers.TrainingArguments field (did you mean 'learning_rate'?); remove it or fix the spelling."),

@@ -46,6 +46,11 @@ class DataConfig:
     mlm_probability: float = 0.15  # masked LM: the share of tokens masked in each training batch (searchable)
     eval_mlm_probability: float = 0.15  # masked LM: the share masked, once and seeded, in the validation split
     whole_word_mask: bool = False  # masked LM: mask every sub-token of a chosen word together
+    target_column: Optional[str] = None  # seq2seq: the target text's column (summary, target)
+    source_lang: Optional[str] = None  # seq2seq translation: rows of {lang: text} in data.text_column
+    target_lang: Optional[str] = None
+    source_prefix: str = ""  # seq2seq: put before every source (T5's "summarize: ")
+    max_target_length: int = 64  # seq2seq: target tokens, padded and truncated
     max_train_samples: Optional[int] = None
     max_eval_samples: Optional[int] = None
     datasets_to_split: List[str] = field(default_factory=lambda: ["train"])

@@ -26,38 +26,44 @@ ACCELERATE_LOOP_KEYS = {
     "logging_steps", "disable_tqdm", "average_tokens_across_devices",
 }
 DATA_SOURCES = ("pydoc", "hub", "local")
-TOKENIZER_KINDS = ("byte_level_bpe", "roberta_bpe", "wordpiece")  # hfsweep.data.tokenizers.TOKENIZER_TRAINERS, without importing it
+TOKENIZER_KINDS = ("byte_level_bpe", "roberta_bpe", "unigram", "wordpiece")  # hfsweep.data.tokenizers.TOKENIZER_TRAINERS, without importing it
 REPORTED_METRICS = ("eval_loss", "eval_perplexity", "loss")  # every trial's reports, plus eval_<eval_metrics>
 PLATEAU = "reduce_lr_on_plateau"  # the one LR schedule that is not a function of the step
 GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fsdp (plain DDP) and DeepSpeed needs CUDA
 POSITIVE_TRAINING_KEYS = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps")
 
 
-def _training_argument_names() -> set[str]:
-    """TrainingArguments' fields, read from transformers' source without importing it (importing
-    takes torch: seconds, where a refusal should take one); imported if the source's layout is
-    not the one expected. A test checks the two lists agree."""
+def _training_argument_names(seq2seq: bool = False) -> set[str]:
+    """TrainingArguments' fields (and Seq2SeqTrainingArguments' own, for a task that generates),
+    read from transformers' source without importing it (importing takes torch: seconds, where a
+    refusal should take one); imported if the source's layout is not the one expected. A test
+    checks the two lists agree."""
+    names = _dataclass_fields_in_source("training_args.py", "TrainingArguments")
+    if seq2seq and names is not None:
+        own = _dataclass_fields_in_source("training_args_seq2seq.py", "Seq2SeqTrainingArguments")
+        names = None if own is None else names | own
+    return names if names is not None and len(names) > 50 else _imported_training_argument_names(seq2seq)
+
+
+def _dataclass_fields_in_source(file_name: str, class_name: str) -> Optional[set[str]]:
     import ast
     import importlib.util
 
     spec = importlib.util.find_spec("transformers")
-    source = os.path.join(os.path.dirname(spec.origin), "training_args.py")
-    with open(source, encoding="utf-8") as f:
+    with open(os.path.join(os.path.dirname(spec.origin), file_name), encoding="utf-8") as f:
         tree = ast.parse(f.read())
     for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "TrainingArguments":
-            names = {n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
-            if len(names) > 50:
-                return names
-    return _imported_training_argument_names()
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            return {n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    return None
 
 
-def _imported_training_argument_names() -> set[str]:
+def _imported_training_argument_names(seq2seq: bool = False) -> set[str]:
     import dataclasses
 
-    from transformers import TrainingArguments
+    from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
-    return {f.name for f in dataclasses.fields(TrainingArguments) if f.init}
+    return {f.name for f in dataclasses.fields(Seq2SeqTrainingArguments if seq2seq else TrainingArguments) if f.init}
 
 
 def validate(cfg: dict) -> None:
@@ -91,8 +97,11 @@ def validate(cfg: dict) -> None:
             f"or null to keep every checkpoint."
         )
     _validate_loop(cfg)
-    _validate_training_argument_names(cfg["training"], cfg["strategy"]["training_args"])  # last: imports transformers
+    task = get_task(cfg["model"]["task"])
+    _validate_training_argument_names(cfg["training"], cfg["strategy"]["training_args"], task.generates)  # imports transformers
     _validate_targets(cfg)  # imports every `_target_`'s module
+    if task.generates:
+        _validate_generation(cfg)
 
 
 def _validate_targets(node, path: str = "") -> None:
@@ -113,8 +122,31 @@ def _validate_targets(node, path: str = "") -> None:
             _validate_targets(value, f"{path}.{key}" if path else key)
 
 
-def _validate_training_argument_names(training: dict, strategy_args: dict) -> None:
-    names = _training_argument_names()
+def _validate_generation(cfg: dict) -> None:
+    """A task scored on generated text needs a generating Trainer, and a sweep metric that every
+    report carries."""
+    from transformers import Seq2SeqTrainer
+
+    from hfsweep.loops.trainers import GenerationEvalTrainer
+
+    if cfg["loop"]["name"] != "hf_trainer":
+        raise ConfigError(f"loop={cfg['loop']['name']}: model.task={cfg['model']['task']} is scored on generated text, which the hf_trainer loop does; use loop=hf_trainer.")
+    trainer = import_object(cfg["trainer"]["_target_"])
+    if cfg["eval_metrics"] and not issubclass(trainer, Seq2SeqTrainer):
+        raise ConfigError(
+            f"trainer._target_: {cfg['trainer']['_target_']} does not generate, so eval_metrics cannot be scored; "
+            f"use trainer._target_=hfsweep.loops.trainers.GenerationEvalTrainer (or a Seq2SeqTrainer)."
+        )
+    every = cfg["trainer"].get("every_k_evals", 1) if issubclass(trainer, GenerationEvalTrainer) else 1
+    if every > 1 and cfg["metric"] not in REPORTED_METRICS:
+        raise ConfigError(
+            f"trainer.every_k_evals: {every} generates at every {every}th evaluation, so {cfg['metric']} is missing from the "
+            f"reports between; sweep on metric=eval_loss, or set trainer.every_k_evals=1."
+        )
+
+
+def _validate_training_argument_names(training: dict, strategy_args: dict, seq2seq: bool = False) -> None:
+    names = _training_argument_names(seq2seq)
     for section, args in (("training", training), ("strategy.training_args", strategy_args)):
         for key in args:
             if key not in names:

@@ -19,12 +19,16 @@ not how BERT does on MRPC or Yelp.
   documentation sentences, tagged O, each with one or two made-up person, place, organisation or
   other (MISC) names inserted after a word that hints at the kind ("by", "in", "at", "the"); the
   names come from fixed lists, shared by both splits.
+- `summary_proxy/` (`document`, `summary` jsonl, XSum's columns): a documentation sentence and its
+  first six words; `translation_proxy/` (`{"translation": {"ro": ..., "en": ...}}` jsonl, WMT16's
+  rows): the first eight words of a sentence ("en") and the same words in reverse order ("ro").
+  Copying tasks: their scores say that generation and its metrics work, not how T5 summarizes.
 
 For the classification proxies, each topic's first four fifths of sentences train, the rest
 validate, so no sentence is in both.
 The output is the same on every machine with the same Python version.
 
-    python -m hfsweep.datasets_offline DIR    # DIR/mrpc_proxy/, DIR/yelp_proxy/ (train.csv, validation.csv), DIR/wikitext_proxy/, DIR/conll_proxy/
+    python -m hfsweep.datasets_offline DIR    # DIR/mrpc_proxy/, yelp_proxy/, wikitext_proxy/, conll_proxy/, summary_proxy/, translation_proxy/
 """
 
 from __future__ import annotations
@@ -133,6 +137,14 @@ def write_conll(path: str, sentences_: list[list[tuple[str, str]]]) -> None:
             f.write("\n")
 
 
+def write_jsonl(path: str, rows: list[dict]) -> None:
+    import json
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(row) + "\n" for row in rows)
+
+
 def write_csv(path: str, rows: list[dict]) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as f:
@@ -145,7 +157,8 @@ def write(out_dir: str) -> dict[str, str]:
     """Write the proxy datasets under out_dir; return their folders by name."""
     rng = random.Random(SEED)
     splits = topic_sentences()
-    folders = {name: os.path.join(out_dir, name) for name in ("mrpc_proxy", "yelp_proxy", "wikitext_proxy", "conll_proxy")}
+    names = ("mrpc_proxy", "yelp_proxy", "wikitext_proxy", "conll_proxy", "summary_proxy", "translation_proxy")
+    folders = {name: os.path.join(out_dir, name) for name in names}
     pair_topics = {n for n in splits["train"] if len(splits["train"][n]) + len(splits["validation"][n]) >= MIN_TOPIC_SENTENCES}
     for split, count in PAIRS.items():
         by_topic = {n: s for n, s in splits[split].items() if n in pair_topics}
@@ -157,12 +170,17 @@ def write(out_dir: str) -> dict[str, str]:
     for split, by_topic in splits.items():
         tagged = [tagged_sentence(s, rng) for name in sorted(by_topic) for s in by_topic[name]]
         write_conll(os.path.join(folders["conll_proxy"], f"{split}.txt"), tagged)
+        texts = [s for name in sorted(by_topic) for s in by_topic[name]]
+        write_jsonl(os.path.join(folders["summary_proxy"], f"{split}.jsonl"),
+                    [{"document": s, "summary": " ".join(s.split()[:6])} for s in texts])
+        write_jsonl(os.path.join(folders["translation_proxy"], f"{split}.jsonl"),
+                    [{"translation": {"ro": " ".join(s.split()[:8][::-1]), "en": " ".join(s.split()[:8])}} for s in texts])
     return folders
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out_dir", help="folder to write mrpc_proxy/, yelp_proxy/, wikitext_proxy/ and conll_proxy/ into")
+    parser.add_argument("out_dir", help="folder to write the proxy datasets' folders into")
     for name, folder in write(parser.parse_args().out_dir).items():
         print(f"{name}: {folder}")
 

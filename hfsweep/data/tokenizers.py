@@ -68,7 +68,22 @@ def _roberta_bpe(texts: Iterable[str], vocab_size: int):
     return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, model_input_names=["input_ids", "attention_mask"], **ROBERTA_SPECIAL_TOKENS)
 
 
-TOKENIZER_TRAINERS = {"byte_level_bpe": _byte_level_bpe, "wordpiece": _wordpiece, "roberta_bpe": _roberta_bpe}
+T5_SPECIAL_TOKENS = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}  # ids 0, 1, 2, as T5's
+
+
+def _unigram(texts: Iterable[str], vocab_size: int):
+    """T5-like: a SentencePiece Unigram model, </s> after every text, <pad> as id 0 (T5's decoder
+    start token)."""
+    from tokenizers import SentencePieceUnigramTokenizer, processors
+    from transformers import PreTrainedTokenizerFast
+
+    unigram = SentencePieceUnigramTokenizer()
+    unigram.train_from_iterator(texts, vocab_size=vocab_size, special_tokens=list(T5_SPECIAL_TOKENS.values()), unk_token="<unk>")
+    unigram.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=unigram._tokenizer, model_input_names=["input_ids", "attention_mask"], **T5_SPECIAL_TOKENS)
+
+
+TOKENIZER_TRAINERS = {"byte_level_bpe": _byte_level_bpe, "wordpiece": _wordpiece, "roberta_bpe": _roberta_bpe, "unigram": _unigram}
 
 
 def tokenizer_for(tok_cfg: dict, train, text_columns: list[str], cache_dir: str) -> str:

@@ -119,7 +119,7 @@ def train_loop_per_worker(config: dict) -> None:
                        collate_fn=data_collator_for(cfg, task, tokenizer))
         )
 
-    compute_metrics = compute_metrics_for(cfg, task, config["label_names"])
+    compute_metrics = compute_metrics_for(cfg, task, config["label_names"], tokenizer)
     step, extra, logged, reported_once = 0, {}, {}, {}
     resume_from = resume_checkpoint(config)
     if resume_from:

@@ -16,7 +16,7 @@ import ray.train
 import transformers
 from hydra.utils import instantiate  # only to build `_target_` callbacks; Hydra's app stays on the driver
 from ray.train.huggingface.transformers import prepare_trainer
-from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
+from transformers import PrinterCallback, Seq2SeqTrainingArguments, Trainer, TrainerCallback, TrainingArguments
 
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.loops.common import (
@@ -102,10 +102,12 @@ class ApplyHyperparametersOnResume(TrainerCallback):
 
 
 def training_arguments(cfg: dict, output_dir: str) -> TrainingArguments:
-    """TrainingArguments from config, plus what hfsweep owns: paths, device, logging."""
+    """TrainingArguments (Seq2SeqTrainingArguments for a task that generates) from config, plus
+    what hfsweep owns: paths, device, logging."""
     args = {**cfg["training"], **cfg["strategy"]["training_args"]}
     args.setdefault("seed", cfg["seed"])
-    return TrainingArguments(
+    arguments_class = Seq2SeqTrainingArguments if get_task(cfg["model"]["task"]).generates else TrainingArguments
+    return arguments_class(
         output_dir=output_dir,
         use_cpu=not cfg["cluster"]["use_gpu"],
         report_to="none",  # Tune records the metrics; nothing is logged twice
@@ -128,7 +130,7 @@ def build_trainer(cfg: dict, *, model, tokenizer, args: TrainingArguments, train
         processing_class=tokenizer,
         data_collator=data_collator_for(cfg, task, tokenizer),
         callbacks=callbacks,
-        compute_metrics=compute_metrics_for(cfg, task, label_names),
+        compute_metrics=compute_metrics_for(cfg, task, label_names, tokenizer),
     )
 
 

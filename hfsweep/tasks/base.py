@@ -14,6 +14,7 @@ class Task:
     # ANSWERS or TEXTS); None: it predicts nothing they score (language modelling: perplexity only).
     inputs: Optional[str] = None
     metrics: tuple[str, ...] = ()  # names the task computes itself (a user task's own), instead of evaluate's
+    generates = False  # evaluated on generated text: Seq2SeqTrainingArguments, and a generating Trainer for metrics
     # transformers' name for the loss (`LOSS_MAPPING`), set on models whose class name does not
     # give it away (GPT2LMHeadModel): without it the Trainer counts a causal LM's tokens before the
     # shift and reports every loss (1 - 1/block_size) too low.
@@ -64,15 +65,17 @@ class Task:
 
         return default_data_collator
 
-    def predictions_and_references(self, eval_pred, label_names: Optional[list]) -> tuple:
+    def predictions_and_references(self, eval_pred, label_names: Optional[list] = None, tokenizer=None) -> tuple:
         """The evaluation output (`EvalPrediction`: logits or generated ids, and labels) as the
         predictions and references `evaluate`'s metrics take, and the number of classes (or None)."""
         raise NotImplementedError
 
-    def compute_metrics(self, entries: list, label_names: Optional[list] = None) -> Optional[Callable]:
+    def compute_metrics(self, entries: list, label_names: Optional[list] = None, tokenizer=None) -> Optional[Callable]:
         """The Trainer's `compute_metrics` for the configured `eval_metrics`, or None for none."""
         from functools import partial
 
         from hfsweep.tasks.metrics import metrics_function
 
-        return metrics_function(entries, partial(self.predictions_and_references, label_names=label_names)) if entries else None
+        if not entries:
+            return None
+        return metrics_function(entries, partial(self.predictions_and_references, label_names=label_names, tokenizer=tokenizer))

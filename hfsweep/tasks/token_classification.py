@@ -85,7 +85,7 @@ class TokenClassification(Task):
 
         return DataCollatorForTokenClassification(tokenizer)
 
-    def predictions_and_references(self, eval_pred, label_names=None):
+    def predictions_and_references(self, eval_pred, label_names=None, tokenizer=None):
         """Tag sequences over the labelled positions (what run_ner scores)."""
         logits, labels = eval_pred
         predicted = np.argmax(logits, axis=-1)
