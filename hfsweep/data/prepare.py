@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from functools import partial
 from dataclasses import dataclass
 from typing import Optional
 
@@ -59,6 +60,9 @@ def _check_columns(raw: DatasetDict, data_cfg: dict, keys) -> None:
 NOT_PREPARED = ("datasets_to_split", "num_proc", "shuffle_buffer_rows", "mlm_probability")
 
 
+TEXT_KEYS = ("text_column", "pair_column", "target_column", "source_lang", "target_lang")
+
+
 def what_is_prepared(data_cfg: dict) -> dict:
     """The data.* keys the prepared data depends on (its cache key)."""
     return {k: v for k, v in data_cfg.items() if k not in NOT_PREPARED}
@@ -76,8 +80,8 @@ def prepare(cfg: dict) -> PreparedData:
         if limit and isinstance(raw[split], Dataset):
             raw[split] = raw[split].select(range(min(limit, len(raw[split]))))
     raw = task.prepare_raw(raw, data_cfg)
-    text_columns = [data_cfg[k] for k in ("text_column", "pair_column") if k in task.columns and data_cfg[k]]
-    tokenizer_path = tokenizer_for(cfg["model"]["tokenizer"], raw["train"], text_columns, cache_dir)
+    read_from = [task.name, {k: data_cfg[k] for k in TEXT_KEYS}]  # which texts of the split the tokenizer learns
+    tokenizer_path = tokenizer_for(cfg["model"]["tokenizer"], raw["train"], partial(task.texts, data_cfg=data_cfg), read_from, cache_dir)
     tokenized_by = what_is_prepared(data_cfg)
     train_identity = source_identity(data_cfg, cache_dir) if data_cfg["streaming"] else dataset_fingerprint(raw["train"])
     key = hashlib.sha256(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Iterable
+from typing import Callable, Iterable
 
 from hfsweep.compat import dataset_fingerprint
 from hfsweep.config.errors import HubUnreachableError
@@ -86,16 +86,17 @@ def _unigram(texts: Iterable[str], vocab_size: int):
 TOKENIZER_TRAINERS = {"byte_level_bpe": _byte_level_bpe, "wordpiece": _wordpiece, "roberta_bpe": _roberta_bpe, "unigram": _unigram}
 
 
-def tokenizer_for(tok_cfg: dict, train, text_columns: list[str], cache_dir: str) -> str:
-    """A pretrained tokenizer's name, or the path of one trained on the training split (cached by
-    the tokenizer settings and the split's content)."""
+def tokenizer_for(tok_cfg: dict, train, texts_of: Callable, read_from: list, cache_dir: str) -> str:
+    """A pretrained tokenizer's name, or the path of one trained on the training split's texts
+    (`texts_of(row)`: the texts of one row, as the task reads them), cached by the tokenizer
+    settings, the split's content and `read_from` (what names the texts taken)."""
     if tok_cfg["pretrained"]:
         return tok_cfg["pretrained"]
-    blob = json.dumps({"tokenizer": tok_cfg, "corpus": dataset_fingerprint(train)}, sort_keys=True)
+    blob = json.dumps({"tokenizer": tok_cfg, "corpus": dataset_fingerprint(train), "texts": read_from}, sort_keys=True)
     out_dir = os.path.join(cache_dir, "tokenizers", hashlib.sha256(blob.encode()).hexdigest()[:16])
 
     def write(tmp: str) -> None:
-        texts = (row[column] for row in train for column in text_columns)
+        texts = (text for row in train for text in texts_of(row))
         TOKENIZER_TRAINERS[tok_cfg["kind"]](texts, tok_cfg["vocab_size"]).save_pretrained(tmp)
 
     return atomic_dir(out_dir, write)

@@ -35,6 +35,13 @@ class Task:
         `files`; None: `datasets`' `builder` (text, csv, json, parquet) reads them."""
         return None
 
+    def texts(self, row: dict, data_cfg: dict) -> list:
+        """The texts of one raw row a tokenizer trained on the data learns from: by default those
+        of `data.text_column` and `data.pair_column` (a list of words counts as texts)."""
+        keys = [k for k in ("text_column", "pair_column") if k in self.columns and data_cfg[k]]
+        values = [row[data_cfg[k]] for k in keys]
+        return [text for value in values for text in (value if isinstance(value, list) else [value])]
+
     def label_names(self, train, data_cfg: dict) -> Optional[list]:
         """The classes, in label order, that the model's config names: those of the (prepared raw)
         train split's label column when it is a ClassLabel or a sequence of them."""

@@ -46,6 +46,11 @@ class Seq2Seq(Task):
             raise ConfigError("data.target_column: seq2seq needs the target's column (e.g. summary), or data.source_lang/target_lang.")
         return raw
 
+    def texts(self, row: dict, data_cfg: dict) -> list:
+        """Both sides: one vocabulary for the source and the target, as T5's."""
+        sources, targets = sources_and_targets({k: [v] for k, v in row.items()}, data_cfg)
+        return [sources[0], targets[0]]
+
     def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
         from datasets import Features
 
