@@ -114,18 +114,20 @@ def untrained_metrics(cfg: dict, out_dir: str) -> dict:
     on the prepared validation split: what an end-to-end test says a sweep has learnt beyond."""
     import datasets
     import transformers
-    from transformers import TrainingArguments
+    from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
     from hfsweep.data.prepare import prepare
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.loops.hf_trainer import build_trainer
     from hfsweep.models import build_model
+    from hfsweep.tasks import get_task
 
     data = prepare(cfg)
     tokenizer = load_tokenizer(data.tokenizer_path)
     transformers.set_seed(cfg["seed"])
     model = build_model(cfg["model"], tokenizer, data.label_names)
-    args = TrainingArguments(output_dir=out_dir, use_cpu=True, report_to="none", per_device_eval_batch_size=64)
+    arguments_class = Seq2SeqTrainingArguments if get_task(cfg["model"]["task"]).generates else TrainingArguments
+    args = arguments_class(output_dir=out_dir, use_cpu=True, report_to="none", per_device_eval_batch_size=64)
     trainer = build_trainer(cfg, model=model, tokenizer=tokenizer, args=args, train_dataset=None,
                             eval_dataset=datasets.load_from_disk(data.validation_path), callbacks=[], label_names=data.label_names)
     return trainer.evaluate()

@@ -147,6 +147,8 @@ REFUSED = [
     # metrics
     (["eval_metrics=[accuracy]"], "eval_metrics: 'accuracy' scores labels, and this task predicts none of them; use perplexity."),
     (["model=bert_tiny", "eval_metrics=[auc]"], "eval_metrics: 'auc' is not computed locally and evaluate.load cannot load it (FileNotFoundError; HF_HUB_OFFLINE is set); use accuracy, f1, glue, matthews_correlation, pearsonr, precision, recall, spearmanr, perplexity, or a path to an evaluate module."),
+    (["+experiment=t5_xsum", "metric=eval_rouge1"], "trainer.every_k_evals: 2 generates at one evaluation in 2, so eval_rouge1 is missing from the reports between; sweep on metric=eval_loss, or set trainer.every_k_evals=1."),
+    (["+experiment=t5_xsum_offline", "data.path=.", "trainer=default"], "trainer._target_: transformers.Trainer does not generate, so eval_metrics cannot be scored; use trainer._target_=hfsweep.loops.trainers.GenerationEvalTrainer (or a Seq2SeqTrainer)."),
     (["model=bert_tiny", "eval_metrics=[{name:glue,config_name:mrcp}]"], "eval_metrics: glue needs config_name, one of cola, sst2, mrpc, qqp, stsb, mnli, mnli_matched, mnli_mismatched, qnli, rte, wnli, hans; e.g. {name: glue, config_name: mrpc}."),
     (["model=bert_tiny", "metric=eval_f1", "eval_metrics=[accuracy]"], "metric: eval_f1 is never computed; add it, e.g. eval_metrics=[accuracy,f1]."),
     (["model=bert_tiny", "data.max_length=256"], "data.max_length (256): larger than the model's 128 positions; lower it (data.max_length=128) or raise the model's positions."),

@@ -140,7 +140,7 @@ def _validate_generation(cfg: dict) -> None:
     every = cfg["trainer"].get("every_k_evals", 1) if issubclass(trainer, GenerationEvalTrainer) else 1
     if every > 1 and cfg["metric"] not in REPORTED_METRICS:
         raise ConfigError(
-            f"trainer.every_k_evals: {every} generates at every {every}th evaluation, so {cfg['metric']} is missing from the "
+            f"trainer.every_k_evals: {every} generates at one evaluation in {every}, so {cfg['metric']} is missing from the "
             f"reports between; sweep on metric=eval_loss, or set trainer.every_k_evals=1."
         )
 
