@@ -131,3 +131,20 @@ def untrained_metrics(cfg: dict, out_dir: str) -> dict:
     trainer = build_trainer(cfg, model=model, tokenizer=tokenizer, args=args, train_dataset=None,
                             eval_dataset=datasets.load_from_disk(data.validation_path), callbacks=[], label_names=data.label_names)
     return trainer.evaluate()
+
+
+def sequential_sweep(max_steps: int, every: int, learning_rates: list, warmup_steps: int = 0) -> list[str]:
+    """Overrides for a short learning-rate sweep an end-to-end test can reason about: one worker
+    per trial, trials one at a time in grid order (the learning trials reach ASHA's first rung
+    first), evaluated and saved every `every` steps, ASHA's first rung at `every`."""
+    return [
+        "cluster.num_workers=1",
+        "cluster.max_concurrent_trials=1",
+        f"training.max_steps={max_steps}",
+        f"training.eval_steps={every}",
+        f"training.save_steps={every}",
+        f"training.logging_steps={every}",
+        f"training.warmup_steps={warmup_steps}",
+        f"scheduler.grace_period={every}",
+        f"search_space.training.learning_rate.values=[{','.join(map(str, learning_rates))}]",
+    ]

@@ -11,7 +11,7 @@ from transformers import AutoModelForMaskedLM
 from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
 from hfsweep.driver.results import best_trial
-from tests.conftest import resolved_config, untrained_metrics
+from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -27,15 +27,7 @@ def test_roberta_mlm_offline_learns_and_asha_stops_the_slow_learning_rate(ray_cl
         "data.block_size=64",
         "model.config.max_position_embeddings=66",
         "~search_space.data",  # the masking rate is searched in the preset; here only the learning rate
-        "cluster.num_workers=1",
-        "cluster.max_concurrent_trials=1",
-        f"training.max_steps={MAX_STEPS}",
-        "training.eval_steps=30",
-        "training.save_steps=30",
-        "training.logging_steps=30",
-        "training.warmup_steps=0",
-        "scheduler.grace_period=30",
-        "search_space.training.learning_rate.values=[3e-3,1e-5]",
+        *sequential_sweep(MAX_STEPS, every=30, learning_rates=[3e-3, 1e-5]),
     ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
     before = untrained_metrics(cfg, str(tmp_path / "untrained"))["eval_loss"]

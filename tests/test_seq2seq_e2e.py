@@ -12,7 +12,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
 from hfsweep.driver.results import best_trial
-from tests.conftest import resolved_config, untrained_metrics
+from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -25,16 +25,8 @@ def test_t5_summarization_offline_learns_rouge_and_asha_stops_the_slow_learning_
     overrides = [
         "+experiment=t5_xsum_offline",
         f"data.path={folder}",
-        "cluster.num_workers=1",
-        "cluster.max_concurrent_trials=1",
         "trainer.max_eval_samples=64",
-        f"training.max_steps={MAX_STEPS}",
-        "training.eval_steps=50",
-        "training.save_steps=50",
-        "training.logging_steps=50",
-        "training.warmup_steps=20",
-        "scheduler.grace_period=50",
-        "search_space.training.learning_rate.values=[3e-3,1e-5]",
+        *sequential_sweep(MAX_STEPS, every=50, learning_rates=[3e-3, 1e-5], warmup_steps=20),
     ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
     before = untrained_metrics(cfg, str(tmp_path / "untrained"))

@@ -11,7 +11,7 @@ from transformers import AutoModelForTokenClassification
 from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
 from hfsweep.driver.results import best_trial
-from tests.conftest import resolved_config, untrained_metrics
+from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -26,15 +26,7 @@ def test_bert_conll2003_offline_learns_entities_and_asha_acts_on_entity_f1(ray_c
         f"data.path={folder}",
         "data.max_length=48",
         "data.max_train_samples=600",
-        "cluster.num_workers=1",
-        "cluster.max_concurrent_trials=1",  # in grid order: the learning trials reach the rung first
-        f"training.max_steps={MAX_STEPS}",
-        "training.eval_steps=40",
-        "training.save_steps=40",
-        "training.logging_steps=40",
-        "training.warmup_steps=0",
-        "scheduler.grace_period=40",
-        "search_space.training.learning_rate.values=[3e-3,1e-3,1e-5]",
+        *sequential_sweep(MAX_STEPS, every=40, learning_rates=[3e-3, 1e-3, 1e-5]),
     ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
     before = untrained_metrics(cfg, str(tmp_path / "untrained"))["eval_overall_f1"]

@@ -9,7 +9,7 @@ import torch
 from torch.nn import functional as F
 from transformers import Trainer
 
-from hfsweep.tasks.metrics import compute_metrics_for
+from hfsweep.tasks.sequence_classification import TASK as CLASSIFICATION
 from hfsweep.models import build_model
 from hfsweep.loops.trainers import ClassWeightedTrainer
 from hfsweep.loops.hf_trainer import build_trainer, training_arguments
@@ -72,13 +72,15 @@ def test_class_weighted_trainer_needs_its_weights(tmp_path):
         trainer_from(["trainer=class_weighted"], tmp_path)
 
 
-def test_accuracy_and_binary_f1_are_computed_locally():
+def test_classification_scores_the_argmax_of_the_logits_binary_for_two_classes_macro_over_more():
     logits = np.array([[2.0, 0.0], [0.0, 1.0], [0.0, 3.0], [1.0, 0.0]])
     labels = np.array([0, 1, 0, 1])
-    assert compute_metrics_for(["accuracy", "f1"])((logits, labels)) == {"accuracy": 0.5, "f1": 0.5}
+    assert CLASSIFICATION.compute_metrics(["accuracy", "f1"])((logits, labels)) == {"accuracy": 0.5, "f1": 0.5}
     three = np.eye(3)[[0, 1, 2, 2]]
-    assert compute_metrics_for(["f1"])((three, np.array([0, 1, 2, 0])))["f1"] == pytest.approx((2 / 3 + 1 + 2 / 3) / 3)
-    assert compute_metrics_for([]) is None
+    assert CLASSIFICATION.compute_metrics(["f1"])((three, np.array([0, 1, 2, 0])))["f1"] == pytest.approx((2 / 3 + 1 + 2 / 3) / 3)
+    scores = np.array([[0.5], [1.5], [2.5]])  # one output: a regression (STS-B), scored as it is
+    assert CLASSIFICATION.compute_metrics(["pearsonr"])((scores, np.array([1.0, 2.0, 3.0])))["pearsonr"] == pytest.approx(1.0)
+    assert CLASSIFICATION.compute_metrics([]) is None
 
 
 def test_resumed_hyperparameters_keep_the_schedules_progress_and_a_plateau_schedules_reductions():
