@@ -267,7 +267,8 @@ class MetricSpec:
 
 
 def is_module_path(name: str) -> bool:
-    return os.sep in name or name.endswith(".py") or name.startswith(".")
+    """A local module (what exists here, or is written as a path), not a hub name like `org/metric`."""
+    return os.path.exists(name) or name.endswith(".py") or name.startswith((".", "/", "~"))
 
 
 def parse_entry(entry: Any) -> MetricSpec:
