@@ -129,7 +129,8 @@ def untrained_metrics(cfg: dict, out_dir: str) -> dict:
     arguments_class = Seq2SeqTrainingArguments if get_task(cfg["model"]["task"]).generates else TrainingArguments
     args = arguments_class(output_dir=out_dir, use_cpu=True, report_to="none", per_device_eval_batch_size=64)
     trainer = build_trainer(cfg, model=model, tokenizer=tokenizer, args=args, train_dataset=None,
-                            eval_dataset=datasets.load_from_disk(data.validation_path), callbacks=[], label_names=data.label_names)
+                            eval_dataset=datasets.load_from_disk(data.validation_path), callbacks=[], label_names=data.label_names,
+                            validation_path=data.validation_path)
     return trainer.evaluate()
 
 

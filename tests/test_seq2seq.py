@@ -10,6 +10,7 @@ from datasets import Dataset
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
+from hfsweep.tasks.base import EvalContext
 from hfsweep.tasks.seq2seq import IGNORED, TASK
 
 TEXTS = [f"the river number {i} runs past the old mill and into the sea" for i in range(60)]
@@ -43,7 +44,7 @@ def test_translation_rows_are_read_by_language(tokenizer):
 
 
 def test_generated_ids_are_decoded_and_scored_with_their_length(tokenizer):
-    compute = TASK.compute_metrics(["sacrebleu", "rouge"], tokenizer=tokenizer)
+    compute = TASK.compute_metrics(["sacrebleu", "rouge"], EvalContext(tokenizer=tokenizer))
     text = "the old mill runs into the sea"  # BLEU needs 4-grams
     target = tokenizer(text_target=[text], padding="max_length", max_length=64)["input_ids"]
     labels = np.where(np.array(target) == tokenizer.pad_token_id, IGNORED, target)
@@ -64,7 +65,7 @@ def test_generation_runs_only_at_every_kth_evaluation_and_eval_loss_at_each(toke
     ds = TASK.preprocess(Dataset.from_dict({"document": TEXTS[:12], "summary": [t[:10] for t in TEXTS[:12]]}), tokenizer, DATA_CFG, "validation")
     args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none", per_device_eval_batch_size=4)
     trainer = GenerationEvalTrainer(model=AutoModelForSeq2SeqLM.from_config(config), args=args, eval_dataset=ds, processing_class=tokenizer,
-                                    compute_metrics=TASK.compute_metrics(["rouge"], tokenizer=tokenizer),
+                                    compute_metrics=TASK.compute_metrics(["rouge"], EvalContext(tokenizer=tokenizer)),
                                     every_k_evals=2, max_eval_samples=5, max_new_tokens=4)
     first, second = trainer.evaluate(), trainer.evaluate()
     assert "eval_loss" in first and "eval_rouge1" not in first

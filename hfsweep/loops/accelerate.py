@@ -37,6 +37,7 @@ from hfsweep.loops.common import (
 )
 from hfsweep.models import build_model, weights_digest
 from hfsweep.tasks import compute_metrics_for, data_collator_for, get_task
+from hfsweep.tasks.base import EvalContext
 from hfsweep.trial.bridge import checkpoint_dir_name, checkpoint_step
 
 TRAINER_DEFAULTS = {"gradient_accumulation_steps": 1, "max_grad_norm": 1.0, "weight_decay": 0.0, "warmup_steps": 0, "logging_steps": 500,
@@ -119,7 +120,7 @@ def train_loop_per_worker(config: dict) -> None:
                        collate_fn=data_collator_for(cfg, task, tokenizer))
         )
 
-    compute_metrics = compute_metrics_for(cfg, task, config["label_names"], tokenizer)
+    compute_metrics = compute_metrics_for(cfg, task, EvalContext(config["label_names"], tokenizer, config["validation_path"]))
     step, extra, logged, reported_once = 0, {}, {}, {}
     resume_from = resume_checkpoint(config)
     if resume_from:

@@ -32,6 +32,7 @@ from hfsweep.loops.common import (
 )
 from hfsweep.models import build_model, weights_digest
 from hfsweep.tasks import compute_metrics_for, data_collator_for, get_task
+from hfsweep.tasks.base import EvalContext
 from hfsweep.trial.bridge import checkpoint_dir_name
 
 
@@ -117,7 +118,8 @@ def training_arguments(cfg: dict, output_dir: str) -> TrainingArguments:
     )
 
 
-def build_trainer(cfg: dict, *, model, tokenizer, args: TrainingArguments, train_dataset, eval_dataset, callbacks, label_names=None) -> Trainer:
+def build_trainer(cfg: dict, *, model, tokenizer, args: TrainingArguments, train_dataset, eval_dataset, callbacks, label_names=None,
+                  validation_path=None) -> Trainer:
     """The configured Trainer class (`trainer._target_`: transformers.Trainer or a subclass, with
     its own arguments from config), with the task's collator and the configured `eval_metrics`."""
     task = get_task(cfg["model"]["task"])
@@ -130,7 +132,7 @@ def build_trainer(cfg: dict, *, model, tokenizer, args: TrainingArguments, train
         processing_class=tokenizer,
         data_collator=data_collator_for(cfg, task, tokenizer),
         callbacks=callbacks,
-        compute_metrics=compute_metrics_for(cfg, task, label_names, tokenizer),
+        compute_metrics=compute_metrics_for(cfg, task, EvalContext(label_names, tokenizer, validation_path)),
     )
 
 
@@ -168,6 +170,7 @@ def train_loop_per_worker(config: dict) -> None:
         eval_dataset=validation if (shard := validation_shard(cfg)) is None else shard,
         callbacks=callbacks,
         label_names=config["label_names"],
+        validation_path=config["validation_path"],
     )
     trainer.remove_callback(PrinterCallback)  # Tune's table reports progress
     trainer = prepare_trainer(trainer)

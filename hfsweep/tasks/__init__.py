@@ -26,14 +26,14 @@ def data_collator_for(cfg: dict, task, tokenizer):
     return task.data_collator(tokenizer)
 
 
-def compute_metrics_for(cfg: dict, task, label_names=None, tokenizer=None):
+def compute_metrics_for(cfg: dict, task, context):
     """`compute_metrics: {_target_: a function (eval_pred) -> {name: value}}` from config; else the
     task's metrics for `eval_metrics` (None when there are none)."""
     if cfg.get("compute_metrics"):
         from hydra.utils import instantiate
 
         return instantiate(cfg["compute_metrics"], _partial_=True)
-    return task.compute_metrics(cfg["eval_metrics"], label_names, tokenizer)
+    return task.compute_metrics(cfg["eval_metrics"], context)
 
 
 def task_names() -> list[str]:

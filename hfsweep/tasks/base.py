@@ -3,7 +3,19 @@ class, the data collator and the metrics. Built-in tasks subclass `Task`."""
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+
+@dataclass(frozen=True)
+class EvalContext:
+    """What a task's metrics may need besides the predictions: the classes' names, the tokenizer
+    (to decode generated text), and the prepared validation split (QA maps its features' answer
+    spans back to the examples' contexts)."""
+
+    label_names: Optional[list] = None
+    tokenizer: Any = None
+    validation_path: Optional[str] = None
 
 
 class Task:
@@ -72,12 +84,12 @@ class Task:
 
         return default_data_collator
 
-    def predictions_and_references(self, eval_pred, label_names: Optional[list] = None, tokenizer=None) -> tuple:
+    def predictions_and_references(self, eval_pred, context: EvalContext) -> tuple:
         """The evaluation output (`EvalPrediction`: logits or generated ids, and labels) as the
         predictions and references `evaluate`'s metrics take, and the number of classes (or None)."""
         raise NotImplementedError
 
-    def compute_metrics(self, entries: list, label_names: Optional[list] = None, tokenizer=None) -> Optional[Callable]:
+    def compute_metrics(self, entries: list, context: EvalContext = EvalContext()) -> Optional[Callable]:
         """The Trainer's `compute_metrics` for the configured `eval_metrics`, or None for none."""
         from functools import partial
 
@@ -85,4 +97,4 @@ class Task:
 
         if not entries:
             return None
-        return metrics_function(entries, partial(self.predictions_and_references, label_names=label_names, tokenizer=tokenizer))
+        return metrics_function(entries, partial(self.predictions_and_references, context=context))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.tasks.base import Task
+from hfsweep.tasks.base import EvalContext, Task
 from hfsweep.tasks.causal_lm import token_features
 from hfsweep.tasks.metrics import TEXTS
 
@@ -67,10 +67,11 @@ class Seq2Seq(Task):
                              **token_features(("labels",), target_length)})
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
 
-    def predictions_and_references(self, eval_pred, label_names=None, tokenizer=None):
+    def predictions_and_references(self, eval_pred, context):
         """Generated ids and labels decoded to text (run_summarization's postprocessing: stripped,
         and one sentence per line for rougeLsum)."""
         predictions, labels = eval_pred
+        tokenizer = context.tokenizer
         predictions = np.where(predictions != IGNORED, predictions, tokenizer.pad_token_id)
         labels = np.where(labels != IGNORED, labels, tokenizer.pad_token_id)
         decoded = [text.strip() for text in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
@@ -78,14 +79,15 @@ class Seq2Seq(Task):
         return decoded, references, None
 
 
-    def compute_metrics(self, entries: list, label_names=None, tokenizer=None):
+    def compute_metrics(self, entries: list, context=EvalContext()):
         """The metrics on the decoded texts, and `gen_len`: the mean generated length in tokens."""
-        scored = super().compute_metrics(entries, label_names, tokenizer)
+        scored = super().compute_metrics(entries, context)
+        pad = context.tokenizer.pad_token_id if scored else None
         if scored is None:
             return None
 
         def compute(eval_pred) -> dict:
-            lengths = (np.where(eval_pred[0] != IGNORED, eval_pred[0], tokenizer.pad_token_id) != tokenizer.pad_token_id).sum(-1)
+            lengths = (np.where(eval_pred[0] != IGNORED, eval_pred[0], pad) != pad).sum(-1)
             return {**scored(eval_pred), "gen_len": float(np.mean(lengths))}
 
         return compute

@@ -63,7 +63,7 @@ class SequenceClassification(Task):
         features = Features({**token_features(tokenizer.model_input_names, length), "labels": ds.features[data_cfg["label_column"]]})
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
 
-    def predictions_and_references(self, eval_pred, label_names=None, tokenizer=None):
+    def predictions_and_references(self, eval_pred, context):
         """Class ids (argmax of the logits), or the score itself for a one-output regression (STS-B)."""
         import numpy as np
 

@@ -85,13 +85,14 @@ class TokenClassification(Task):
 
         return DataCollatorForTokenClassification(tokenizer)
 
-    def predictions_and_references(self, eval_pred, label_names=None, tokenizer=None):
+    def predictions_and_references(self, eval_pred, context):
         """Tag sequences over the labelled positions (what run_ner scores)."""
         logits, labels = eval_pred
         predicted = np.argmax(logits, axis=-1)
         keep = labels != IGNORED
-        predictions = [[label_names[p] for p in row[mask]] for row, mask in zip(predicted, keep)]
-        references = [[label_names[t] for t in row[mask]] for row, mask in zip(labels, keep)]
+        names = context.label_names
+        predictions = [[names[p] for p in row[mask]] for row, mask in zip(predicted, keep)]
+        references = [[names[t] for t in row[mask]] for row, mask in zip(labels, keep)]
         return predictions, references, None
 
 

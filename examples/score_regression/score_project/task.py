@@ -41,7 +41,7 @@ class ScoreRegression(Task):
                              "labels": Value("float32")})
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
 
-    def compute_metrics(self, names: list[str], label_names=None, tokenizer=None):
+    def compute_metrics(self, names: list[str], context=None):
         if not names:
             return None
 
