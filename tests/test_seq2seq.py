@@ -35,12 +35,11 @@ def test_sources_get_the_prefix_and_targets_become_labels_padded_with_minus_100(
 def test_translation_rows_are_read_by_language(tokenizer):
     cfg = {**DATA_CFG, "text_column": "translation", "target_column": None, "source_lang": "ro", "target_lang": "en", "source_prefix": ""}
     ds = Dataset.from_dict({"translation": [{"ro": "mill old the", "en": "the old mill"}]})
-    TASK.prepare_raw({"train": ds}, cfg)
     row = TASK.preprocess(ds, tokenizer, cfg, "train")[0]
     assert tokenizer.decode(row["input_ids"], skip_special_tokens=True) == "mill old the"
     assert tokenizer.decode([t for t in row["labels"] if t != IGNORED], skip_special_tokens=True) == "the old mill"
     with pytest.raises(ConfigError, match=r"^data\.source_lang and data\.target_lang: set both"):
-        TASK.prepare_raw({"train": ds}, {**cfg, "target_lang": None})
+        TASK.check_config({**cfg, "target_lang": None})
 
 
 def test_generated_ids_are_decoded_and_scored_with_their_length(tokenizer):

@@ -51,6 +51,11 @@ class DataConfig:
     target_lang: Optional[str] = None
     source_prefix: str = ""  # seq2seq: put before every source (T5's "summarize: ")
     max_target_length: int = 64  # seq2seq: target tokens, padded and truncated
+    doc_stride: int = 128  # question answering: tokens shared by two features cut from one long context
+    max_answer_length: int = 30  # question answering: the longest answer span predicted, in tokens
+    n_best_size: int = 20  # question answering: start and end logits tried per feature
+    version_2_with_negative: bool = False  # question answering: SQuAD v2, where a question may have no answer
+    null_score_diff_threshold: float = 0.0  # question answering v2: how much the null answer must beat the best span by
     max_train_samples: Optional[int] = None
     max_eval_samples: Optional[int] = None
     datasets_to_split: List[str] = field(default_factory=lambda: ["train"])

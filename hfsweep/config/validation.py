@@ -289,6 +289,12 @@ def _validate_data(data: dict, model: dict) -> None:
             "set model.tokenizer.pretrained (a hub name or a local directory)."
         )
     task = get_task(model["task"])
+    task.check_config(data)
+    if task.needs_whole_validation and "validation" in data["datasets_to_split"]:
+        raise ConfigError(
+            f"data.datasets_to_split: model.task={task.name} matches its predictions to the validation split's rows in order, "
+            f"which sharding the split would lose; use data.datasets_to_split=[train]."
+        )
     if data["streaming"] and type(task).prepare_raw is not Task.prepare_raw:
         raise ConfigError(
             f"data.streaming: the {task.name or type(task).__name__} task reads the whole train split before tokenizing "

@@ -1,6 +1,6 @@
-"""File formats the field ships that `datasets` has no builder for, read into `datasets` through
-`Dataset.from_generator` (written to Arrow as it reads, so a file larger than memory is fine, and
-cached by the file's path, size and time)."""
+"""File formats the field ships that `datasets` has no builder for (CoNLL columns, SQuAD's nested
+json), read into `datasets` through `Dataset.from_generator`: written to Arrow as it reads, and
+cached by the file's path, size and time."""
 
 from __future__ import annotations
 
@@ -58,3 +58,43 @@ def _from_generator(generator, features, **gen_kwargs) -> Dataset:
     except DatasetGenerationError as err:
         cause = err.__cause__
         raise (cause if isinstance(cause, ConfigError) else err) from None
+
+
+def is_squad_json(path: str) -> bool:
+    """SQuAD's nested layout (`{"version": ..., "data": [{"paragraphs": [...]}]}`), told from
+    json/jsonl records by its opening: one object whose first kilobytes name paragraphs."""
+    with open(path, encoding="utf-8") as f:
+        head = f.read(65536)
+    return head.lstrip().startswith("{") and '"paragraphs"' in head and '"qas"' in head
+
+
+def squad_examples(path: str, size: int, mtime: float):
+    """SQuAD v1.1 or v2.0 json as the hub dataset's flat rows: id, title, context, question and
+    answers {text, answer_start} (empty for v2's unanswerable questions)."""
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        articles = json.load(f)["data"]
+    for article in articles:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                answers = [] if qa.get("is_impossible") else qa["answers"]
+                yield {
+                    "id": qa["id"], "title": article.get("title", ""), "context": paragraph["context"], "question": qa["question"],
+                    "answers": {"text": [a["text"] for a in answers], "answer_start": [a["answer_start"] for a in answers]},
+                }
+
+
+def read_squad(files: dict) -> DatasetDict:
+    """Each split's SQuAD json files as flat rows."""
+    from datasets import Features, List, Value
+
+    features = Features({
+        "id": Value("string"), "title": Value("string"), "context": Value("string"), "question": Value("string"),
+        "answers": {"text": List(Value("string")), "answer_start": List(Value("int32"))},
+    })
+    splits = {}
+    for split, paths in files.items():
+        parts = [_from_generator(squad_examples, features, path=p, size=os.path.getsize(p), mtime=os.path.getmtime(p)) for p in paths]
+        splits[split] = concatenate_datasets(parts)
+    return DatasetDict(splits)

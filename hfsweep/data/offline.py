@@ -23,6 +23,9 @@ not how BERT does on MRPC or Yelp.
   first six words; `translation_proxy/` (`{"translation": {"ro": ..., "en": ...}}` jsonl, WMT16's
   rows): the first eight words of a sentence ("en") and the same words in reverse order ("ro").
   Copying tasks: their scores say that generation and its metrics work, not how T5 summarizes.
+- `squad_proxy/` (`train.json`, `validation.json` in SQuAD v1.1's nested layout): contexts of three
+  documentation sentences with a made-up person and a made-up place inserted (as in conll_proxy),
+  and two questions each: "Which person is named?" and "Which place is named?".
 
 For the classification proxies, each topic's first four fifths of sentences train, the rest
 validate, so no sentence is in both.
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import random
 import re
@@ -137,9 +141,30 @@ def write_conll(path: str, sentences_: list[list[tuple[str, str]]]) -> None:
             f.write("\n")
 
 
-def write_jsonl(path: str, rows: list[dict]) -> None:
-    import json
+def squad_articles(texts: list[str], rng: random.Random) -> dict:
+    """SQuAD v1.1's layout: one article per 20 contexts, each context with its two questions."""
+    paragraphs = []
+    for i in range(0, len(texts) - 2, 3):
+        words = [(w, None) for w in " ".join(texts[i:i + 3]).split()]
+        for kind in ("PER", "LOC"):
+            hint, names = ENTITIES[kind]
+            at = rng.choice([j for j in range(len(words) + 1) if j == len(words) or words[j][1] is None])  # not inside a name
+            words[at:at] = [(hint, None)] + [(w, kind) for w in rng.choice(names).split()]
+        context, answers = "", {}
+        for word, kind in words:
+            context += (" " if context else "")
+            if kind and kind not in answers:
+                answers[kind] = {"text": word, "answer_start": len(context)}
+            elif kind:
+                answers[kind]["text"] += " " + word
+            context += word
+        qas = [{"id": f"{len(paragraphs)}-{kind}", "question": question, "answers": [answers[kind]]}
+               for kind, question in (("PER", "Which person is named?"), ("LOC", "Which place is named?"))]
+        paragraphs.append({"context": context, "qas": qas})
+    return {"version": "1.1", "data": [{"title": f"topics {i}", "paragraphs": paragraphs[i:i + 20]} for i in range(0, len(paragraphs), 20)]}
 
+
+def write_jsonl(path: str, rows: list[dict]) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(json.dumps(row) + "\n" for row in rows)
@@ -157,7 +182,7 @@ def write(out_dir: str) -> dict[str, str]:
     """Write the proxy datasets under out_dir; return their folders by name."""
     rng = random.Random(SEED)
     splits = topic_sentences()
-    names = ("mrpc_proxy", "yelp_proxy", "wikitext_proxy", "conll_proxy", "summary_proxy", "translation_proxy")
+    names = ("mrpc_proxy", "yelp_proxy", "wikitext_proxy", "conll_proxy", "summary_proxy", "translation_proxy", "squad_proxy")
     folders = {name: os.path.join(out_dir, name) for name in names}
     pair_topics = {n for n in splits["train"] if len(splits["train"][n]) + len(splits["validation"][n]) >= MIN_TOPIC_SENTENCES}
     for split, count in PAIRS.items():
@@ -175,6 +200,9 @@ def write(out_dir: str) -> dict[str, str]:
                     [{"document": s, "summary": " ".join(s.split()[:6])} for s in texts])
         write_jsonl(os.path.join(folders["translation_proxy"], f"{split}.jsonl"),
                     [{"translation": {"ro": " ".join(s.split()[:8][::-1]), "en": " ".join(s.split()[:8])}} for s in texts])
+        os.makedirs(folders["squad_proxy"], exist_ok=True)
+        with open(os.path.join(folders["squad_proxy"], f"{split}.json"), "w", encoding="utf-8") as f:
+            json.dump(squad_articles(texts, rng), f)
     return folders
 
 

@@ -101,6 +101,7 @@ def prepare(cfg: dict) -> PreparedData:
             )
         processed = task.preprocess(raw["validation"], load_tokenizer(tokenizer_path), data_cfg, "validation")
         processed.save_to_disk(os.path.join(tmp, "validation"))
+        task.save_validation_examples(raw["validation"], data_cfg, tmp)
         with open(os.path.join(tmp, "train_summary.json"), "w") as f:
             json.dump({"shards": written.num_shards, "rows": written.num_rows, "tokens": written.num_tokens,
                        "label_names": task.label_names(raw["train"], data_cfg)}, f)

@@ -120,7 +120,7 @@ def train_loop_per_worker(config: dict) -> None:
                        collate_fn=data_collator_for(cfg, task, tokenizer))
         )
 
-    compute_metrics = compute_metrics_for(cfg, task, EvalContext(config["label_names"], tokenizer, config["validation_path"]))
+    compute_metrics = compute_metrics_for(cfg, task, EvalContext(config["label_names"], tokenizer, config["validation_path"], cfg["data"]))
     step, extra, logged, reported_once = 0, {}, {}, {}
     resume_from = resume_checkpoint(config)
     if resume_from:

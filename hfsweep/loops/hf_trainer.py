@@ -132,7 +132,7 @@ def build_trainer(cfg: dict, *, model, tokenizer, args: TrainingArguments, train
         processing_class=tokenizer,
         data_collator=data_collator_for(cfg, task, tokenizer),
         callbacks=callbacks,
-        compute_metrics=compute_metrics_for(cfg, task, EvalContext(label_names, tokenizer, validation_path)),
+        compute_metrics=compute_metrics_for(cfg, task, EvalContext(label_names, tokenizer, validation_path, cfg["data"])),
     )
 
 

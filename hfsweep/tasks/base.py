@@ -16,6 +16,7 @@ class EvalContext:
     label_names: Optional[list] = None
     tokenizer: Any = None
     validation_path: Optional[str] = None
+    data_cfg: Optional[dict] = None
 
 
 class Task:
@@ -27,6 +28,7 @@ class Task:
     inputs: Optional[str] = None
     metrics: tuple[str, ...] = ()  # names the task computes itself (a user task's own), instead of evaluate's
     generates = False  # evaluated on generated text: Seq2SeqTrainingArguments, and a generating Trainer for metrics
+    needs_whole_validation = False  # metrics that match predictions to the validation split's rows in order
     # transformers' name for the loss (`LOSS_MAPPING`), set on models whose class name does not
     # give it away (GPT2LMHeadModel): without it the Trainer counts a causal LM's tokens before the
     # shift and reports every loss (1 - 1/block_size) too low.
@@ -41,6 +43,10 @@ class Task:
     def auto_model_class(self):
         """The transformers Auto class that builds and loads this family's models."""
         raise NotImplementedError
+
+    def check_config(self, data_cfg: dict) -> None:
+        """Refuse, with a ConfigError naming the key, data.* values this family cannot work with;
+        called before Ray starts."""
 
     def read_local(self, builder: str, files: dict):
         """Local files in a format `datasets` has no builder for, as a DatasetDict of the splits'
@@ -78,6 +84,10 @@ class Task:
         them to the worker) into model inputs, for tasks that do work per batch (masked LM's
         masking); None: the rows are the inputs. `seed` differs per worker."""
         return None
+
+    def save_validation_examples(self, raw_validation, data_cfg: dict, folder: str) -> None:
+        """Write beside the prepared validation split what the metrics need besides its rows (QA:
+        the raw examples its answer spans are mapped back to); by default nothing."""
 
     def data_collator(self, tokenizer):
         from transformers import default_data_collator

@@ -39,12 +39,11 @@ class Seq2Seq(Task):
 
         return AutoModelForSeq2SeqLM
 
-    def prepare_raw(self, raw, data_cfg: dict):
+    def check_config(self, data_cfg: dict) -> None:
         if bool(data_cfg["source_lang"]) != bool(data_cfg["target_lang"]):
             raise ConfigError("data.source_lang and data.target_lang: set both (translation pairs) or neither (two columns).")
         if not data_cfg["source_lang"] and not data_cfg["target_column"]:
             raise ConfigError("data.target_column: seq2seq needs the target's column (e.g. summary), or data.source_lang/target_lang.")
-        return raw
 
     def texts(self, row: dict, data_cfg: dict) -> list:
         """Both sides: one vocabulary for the source and the target, as T5's."""

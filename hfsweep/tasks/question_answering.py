@@ -1,0 +1,154 @@
+"""Extractive question answering, as transformers' run_qa.py: each question with its context cut
+into features of `data.max_length` tokens that overlap by `data.doc_stride`; the answer's start
+and end token as labels (the [CLS] token when the answer is not in the feature); predictions
+mapped back to text spans of the context through the offsets, best of `data.n_best_size` start and
+end logits per feature, at most `data.max_answer_length` tokens long, and with
+`data.version_2_with_negative` the empty answer when the null score beats the best span by more
+than `data.null_score_diff_threshold`. Scored by `squad` or `squad_v2`.
+
+Columns: `data.text_column` (question), `data.pair_column` (context), `data.label_column`
+(answers: {text, answer_start}) and `id`. Local files: SQuAD's nested json (v1.1 and v2.0), read
+by `hfsweep.data.formats.read_squad`, or flat json/jsonl in the hub dataset's columns.
+
+The validation features keep `example_id` and `offset_mapping` for the post-processing, and the
+start and end positions too, so eval_loss is reported like every task's.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+
+import numpy as np
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.data.formats import is_squad_json, read_squad
+from hfsweep.tasks.base import Task
+from hfsweep.tasks.causal_lm import token_features
+from hfsweep.tasks.metrics import ANSWERS
+
+EXAMPLES = "examples"  # beside the prepared validation features: the raw validation examples
+
+
+def answer_positions(offsets: list, answers: dict, side: list) -> tuple[int, int]:
+    """The start and end token of the first answer within one feature, or (0, 0), the [CLS]
+    token, when the feature does not hold all of it (run_qa's labelling). `side[i]` is 1 for a
+    context token."""
+    if not answers["answer_start"]:
+        return 0, 0
+    start_char = answers["answer_start"][0]
+    end_char = start_char + len(answers["text"][0])
+    context = [i for i, s in enumerate(side) if s == 1]
+    if not context or offsets[context[0]][0] > start_char or offsets[context[-1]][1] < end_char:
+        return 0, 0
+    start = next(i for i in context if offsets[i][1] > start_char)
+    end = next(i for i in reversed(context) if offsets[i][0] < end_char)
+    return start, end
+
+
+class QuestionAnswering(Task):
+    name = "question_answering"
+    columns = ("text_column", "pair_column", "label_column")
+    inputs = ANSWERS
+    needs_whole_validation = True  # its predictions are matched to the features in order
+
+    def auto_model_class(self):
+        from transformers import AutoModelForQuestionAnswering
+
+        return AutoModelForQuestionAnswering
+
+    def check_config(self, data_cfg: dict) -> None:
+        length = data_cfg["max_length"]
+        if data_cfg["doc_stride"] >= length:
+            raise ConfigError(f"data.doc_stride: {data_cfg['doc_stride']} must be smaller than data.max_length={length}; e.g. data.doc_stride={length // 3}.")
+
+    def read_local(self, builder: str, files: dict):
+        if builder == "json" and all(is_squad_json(f) for split_files in files.values() for f in split_files):
+            return read_squad(files)
+        return None
+
+    def label_names(self, train, data_cfg: dict):
+        return None  # start and end positions, not classes
+
+    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+        from datasets import Features, List, Value
+
+        question, context, answers = data_cfg["text_column"], data_cfg["pair_column"], data_cfg["label_column"]
+        length = data_cfg["max_length"]
+        pad_right = tokenizer.padding_side == "right"
+
+        def encode(batch: dict) -> dict:
+            questions = [q.lstrip() for q in batch[question]]  # run_qa: leading spaces waste the budget
+            first, second = (questions, batch[context]) if pad_right else (batch[context], questions)
+            encoded = tokenizer(first, second, truncation="only_second" if pad_right else "only_first", max_length=length,
+                                stride=data_cfg["doc_stride"], return_overflowing_tokens=True, return_offsets_mapping=True,
+                                padding="max_length")
+            context_index = 1 if pad_right else 0
+            starts, ends, example_ids, offsets = [], [], [], []
+            for i, sample in enumerate(encoded.pop("overflow_to_sample_mapping")):
+                sequence_ids = encoded.sequence_ids(i)
+                side = [1 if s == context_index else (None if s is None else 0) for s in sequence_ids]
+                start, end = answer_positions(encoded["offset_mapping"][i], batch[answers][sample], side)
+                starts.append(start)
+                ends.append(end)
+                example_ids.append(batch["id"][sample])
+                offsets.append([list(o) if s == 1 else [-1, -1] for o, s in zip(encoded["offset_mapping"][i], side)])
+            encoded.pop("offset_mapping")
+            out = {**encoded, "start_positions": starts, "end_positions": ends}
+            if split == "validation":
+                out.update(example_id=example_ids, offset_mapping=offsets)
+            return out
+
+        features = {**token_features(tokenizer.model_input_names, length), "start_positions": Value("int64"), "end_positions": Value("int64")}
+        if split == "validation":
+            features.update(example_id=Value("string"), offset_mapping=List(List(Value("int64"), length=2), length=length))
+        return ds.map(encode, batched=True, remove_columns=ds.column_names, features=Features(features), desc=f"tokenize {split}")
+
+    def save_validation_examples(self, raw_validation, data_cfg: dict, folder: str) -> None:
+        """The raw examples (id, context, answers) the post-processing maps predictions back to."""
+        keep = ["id", data_cfg["pair_column"], data_cfg["label_column"]]
+        raw_validation.select_columns(keep).save_to_disk(os.path.join(folder, EXAMPLES))
+
+    def predictions_and_references(self, eval_pred, context):
+        """run_qa's post-processing: per example, the best-scoring valid span over its features."""
+        import datasets
+
+        data_cfg = context.data_cfg
+        start_logits, end_logits = eval_pred[0]
+        features = datasets.load_from_disk(context.validation_path)
+        examples = datasets.load_from_disk(os.path.join(os.path.dirname(context.validation_path), EXAMPLES))
+        by_example = collections.defaultdict(list)
+        for i, example_id in enumerate(features["example_id"]):
+            by_example[example_id].append(i)
+        offsets = features["offset_mapping"]
+        predictions, references = [], []
+        for example in examples:
+            answer = best_answer(example[data_cfg["pair_column"]], by_example[example["id"]], start_logits, end_logits, offsets, data_cfg)
+            prediction = {"id": example["id"], "prediction_text": answer}
+            if data_cfg["version_2_with_negative"]:
+                prediction["no_answer_probability"] = 0.0
+            predictions.append(prediction)
+            references.append({"id": example["id"], "answers": example[data_cfg["label_column"]]})
+        return predictions, references, None
+
+
+def best_answer(context: str, feature_indices: list, start_logits, end_logits, offsets, data_cfg: dict) -> str:
+    """The best span's text over an example's features ("" when v2's null answer wins)."""
+    best_score, best_text, null_score = -np.inf, "", np.inf
+    n_best, longest = data_cfg["n_best_size"], data_cfg["max_answer_length"]
+    for i in feature_indices:
+        starts, ends, spans = start_logits[i], end_logits[i], offsets[i]
+        null_score = min(null_score, starts[0] + ends[0])
+        for s in np.argsort(starts)[-1:-n_best - 1:-1]:
+            for e in np.argsort(ends)[-1:-n_best - 1:-1]:
+                if spans[s][0] < 0 or spans[e][0] < 0 or e < s or e - s + 1 > longest:
+                    continue
+                score = starts[s] + ends[e]
+                if score > best_score:
+                    best_score, best_text = score, context[spans[s][0]:spans[e][1]]
+    if data_cfg["version_2_with_negative"] and null_score > best_score + data_cfg["null_score_diff_threshold"]:
+        return ""
+    return best_text
+
+
+TASK = QuestionAnswering()

@@ -1,0 +1,91 @@
+"""Question answering's data and post-processing: SQuAD's nested json (v1.1 and v2.0), answer spans
+as token labels across overlapping features, and logits mapped back to the best text span."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from datasets import Dataset
+
+from hfsweep.data.sources import load_raw
+from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
+from hfsweep.tasks.base import EvalContext
+from hfsweep.tasks.question_answering import TASK, best_answer
+from tests.conftest import resolved_config
+
+CONTEXT = "The tower was built in Paris by Gustave Eiffel for the fair of 1889 and it still stands there today."
+SQUAD_V2 = {
+    "version": "v2.0",
+    "data": [{"title": "Tower", "paragraphs": [{"context": CONTEXT, "qas": [
+        {"id": "q1", "question": "Who built the tower?", "answers": [{"text": "Gustave Eiffel", "answer_start": 32}], "is_impossible": False},
+        {"id": "q2", "question": "Who painted it?", "answers": [], "is_impossible": True,
+         "plausible_answers": [{"text": "Gustave Eiffel", "answer_start": 32}]},
+    ]}]}],
+}
+
+
+def data_cfg(tmp_path, **overrides) -> dict:
+    cfg = resolved_config(["+experiment=bert_squad_offline", f"data.path={tmp_path}"], tmp_path / "run", tmp_path / "cache")
+    return {**cfg["data"], **overrides}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    words = (CONTEXT + " Who built the tower? Who painted it? Where is the tower?").split() * 30
+    return TOKENIZER_TRAINERS["wordpiece"](words, 200)
+
+
+def test_squad_nested_json_is_read_as_flat_rows_with_unanswerable_questions_empty(tmp_path):
+    for split in ("train", "validation"):
+        (tmp_path / f"{split}.json").write_text(json.dumps(SQUAD_V2))
+    raw = load_raw(data_cfg(tmp_path), str(tmp_path / "cache"), TASK)
+    rows = raw["validation"].to_list()
+    assert [r["id"] for r in rows] == ["q1", "q2"] and rows[0]["context"] == CONTEXT and rows[0]["title"] == "Tower"
+    assert rows[0]["answers"] == {"text": ["Gustave Eiffel"], "answer_start": [32]}
+    assert rows[1]["answers"] == {"text": [], "answer_start": []}  # plausible answers are not answers
+
+
+def test_a_long_context_becomes_overlapping_features_and_only_those_holding_the_answer_point_at_it(tokenizer, tmp_path):
+    cfg = data_cfg(tmp_path, max_length=24, doc_stride=8)
+    row = {"id": "q1", "question": "Who built the tower?", "context": CONTEXT, "answers": {"text": ["Gustave Eiffel"], "answer_start": [32]}}
+    features = TASK.preprocess(Dataset.from_list([row]), tokenizer, cfg, "validation")
+    assert features.num_rows > 1 and set(features["example_id"]) == {"q1"}
+    for feature in features:
+        start, end = feature["start_positions"], feature["end_positions"]
+        if start == 0:  # [CLS]: this feature does not hold the whole answer
+            continue
+        offsets = feature["offset_mapping"]
+        assert CONTEXT[offsets[start][0]:offsets[end][1]] == "Gustave Eiffel"
+    assert any(f["start_positions"] > 0 for f in features) and any(f["start_positions"] == 0 for f in features)
+    question_tokens = [o for o, t in zip(features[0]["offset_mapping"], features[0]["token_type_ids"]) if t == 0]
+    assert all(o == [-1, -1] for o in question_tokens)  # only context tokens map back to text
+
+
+def test_the_best_valid_span_wins_and_v2_answers_nothing_when_the_null_score_is_higher():
+    offsets = [[[-1, -1], [0, 3], [4, 9], [10, 13], [14, 19]]]  # [CLS] then four context words
+    context = "The tower was built"
+    starts = np.array([[0.0, 1.0, 5.0, 0.0, 0.0]])
+    ends = np.array([[0.0, 0.0, 1.0, 6.0, 0.0]])
+    cfg = {"n_best_size": 20, "max_answer_length": 30, "version_2_with_negative": False, "null_score_diff_threshold": 0.0}
+    assert best_answer(context, [0], starts, ends, offsets, cfg) == "tower was"
+    assert best_answer(context, [0], starts, ends, offsets, {**cfg, "max_answer_length": 1}) == "tower"  # 2 tokens are too long
+    null_first = (np.array([[20.0, 1.0, 5.0, 0.0, 0.0]]), ends)
+    assert best_answer(context, [0], *null_first, offsets, {**cfg, "version_2_with_negative": True}) == ""
+    assert best_answer(context, [0], *null_first, offsets, cfg) == "tower was"  # v1: there is always an answer
+
+
+def test_logits_pointing_at_the_answers_score_exact_match_100(tokenizer, tmp_path):
+    """The whole path the Trainer's compute_metrics takes: prepared features and examples on disk."""
+    cfg = data_cfg(tmp_path, max_length=24, doc_stride=8)
+    row = {"id": "q1", "question": "Who built the tower?", "context": CONTEXT, "answers": {"text": ["Gustave Eiffel"], "answer_start": [32]}}
+    raw = Dataset.from_list([row])
+    features = TASK.preprocess(raw, tokenizer, cfg, "validation")
+    features.save_to_disk(str(tmp_path / "prepared" / "validation"))
+    TASK.save_validation_examples(raw, cfg, str(tmp_path / "prepared"))
+    starts, ends = np.full((features.num_rows, 24), -10.0), np.full((features.num_rows, 24), -10.0)
+    for i, feature in enumerate(features):
+        starts[i, feature["start_positions"]] = ends[i, feature["end_positions"]] = 10.0 if feature["start_positions"] else -5.0
+    compute = TASK.compute_metrics(["squad"], EvalContext(validation_path=str(tmp_path / "prepared" / "validation"), data_cfg=cfg))
+    assert compute(((starts, ends), None)) == {"exact_match": 100.0, "f1": 100.0}
