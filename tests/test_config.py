@@ -12,6 +12,7 @@ import pytest
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.validation import validate
+from hfsweep.tasks import task_names
 from tests.conftest import CONF_DIR, resolved_config
 
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
@@ -120,7 +121,7 @@ REFUSED = [
     (["num_samples=0"], "num_samples: must be at least 1 (trials per grid point), not 0; e.g. num_samples=1."),
     (["mode=maximum"], "mode: must be 'min' or 'max', not 'maximum'."),
     (["metric=eval_acuracy"], "metric: no trial reports 'eval_acuracy'; choose one of eval_loss, eval_perplexity, loss."),
-    (["model.task=translation"], "model.task: 'translation' is not one of causal_lm, sequence_classification; or give a task class as model.task._target_."),
+    (["model.task=translation"], f"model.task: 'translation' is not one of {', '.join(task_names())}; or give a task class as model.task._target_."),
     (["+callbacks.mine._target_=my_project.NoSuchCallback"], "callbacks.mine._target_: cannot import 'my_project.NoSuchCallback' (No module named 'my_project'); fix the name, or make its module importable: install its package, or run from its folder (workers get it with cluster.runtime_env.working_dir or py_modules)."),
     (["model.tokenizer.kind=sentencepiece"], "model.tokenizer.kind: cannot train 'sentencepiece'; use one of byte_level_bpe, roberta_bpe, unigram, wordpiece."),
     (["checkpoints.keep_per_trial=0"], "checkpoints.keep_per_trial: must be at least 1 (the best checkpoint), not 0; or null to keep every checkpoint."),
