@@ -133,6 +133,9 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+LEGEND_MAX_TRIALS = 20  # curves.png names its trials up to this many
+
+
 def plot_curves(analysis: tune.ExperimentAnalysis, cfg: dict, path: str) -> None:
     """The sweep metric against training step, every trial on one figure."""
     metric = cfg["metric"]
@@ -143,7 +146,8 @@ def plot_curves(analysis: tune.ExperimentAnalysis, cfg: dict, path: str) -> None
     ax.set_xlabel("step")
     ax.set_ylabel(metric)
     ax.set_title(f"{metric} per trial")
-    ax.legend(fontsize="small")
+    if len(analysis.trial_dataframes) <= LEGEND_MAX_TRIALS:  # beyond, a legend would crowd out the plot; results.md names them
+        ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
