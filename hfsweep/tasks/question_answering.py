@@ -17,6 +17,7 @@ start and end positions too, so eval_loss is reported like every task's.
 from __future__ import annotations
 
 import collections
+import functools
 import os
 
 import numpy as np
@@ -111,16 +112,9 @@ class QuestionAnswering(Task):
 
     def predictions_and_references(self, eval_pred, context):
         """run_qa's post-processing: per example, the best-scoring valid span over its features."""
-        import datasets
-
         data_cfg = context.data_cfg
         start_logits, end_logits = eval_pred[0]
-        features = datasets.load_from_disk(context.validation_path)
-        examples = datasets.load_from_disk(os.path.join(os.path.dirname(context.validation_path), EXAMPLES))
-        by_example = collections.defaultdict(list)
-        for i, example_id in enumerate(features["example_id"]):
-            by_example[example_id].append(i)
-        offsets = features["offset_mapping"]
+        examples, by_example, offsets = validation_layout(context.validation_path)
         predictions, references = [], []
         for example in examples:
             answer = best_answer(example[data_cfg["pair_column"]], by_example[example["id"]], start_logits, end_logits, offsets, data_cfg)
@@ -130,6 +124,20 @@ class QuestionAnswering(Task):
             predictions.append(prediction)
             references.append({"id": example["id"], "answers": example[data_cfg["label_column"]]})
         return predictions, references, None
+
+
+@functools.lru_cache(maxsize=2)
+def validation_layout(validation_path: str) -> tuple:
+    """The raw validation examples, each example's feature rows and every feature's offsets: read
+    once per worker, not at every evaluation."""
+    import datasets
+
+    features = datasets.load_from_disk(validation_path)
+    examples = datasets.load_from_disk(os.path.join(os.path.dirname(validation_path), EXAMPLES))
+    by_example = collections.defaultdict(list)
+    for i, example_id in enumerate(features["example_id"]):
+        by_example[example_id].append(i)
+    return examples, by_example, features["offset_mapping"]
 
 
 def best_answer(context: str, feature_indices: list, start_logits, end_logits, offsets, data_cfg: dict) -> str:
