@@ -9,7 +9,8 @@ from datasets import Dataset
 
 from hfsweep.data.prepare import what_is_prepared
 from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
-from hfsweep.tasks.masked_lm import IGNORED, TASK
+from hfsweep.tasks.base import IGNORED
+from hfsweep.tasks.masked_lm import TASK
 
 TEXTS = [f"the quick brown fox number {i} jumps over the lazy dog near the riverbank" for i in range(200)]
 DATA_CFG = {"text_column": "text", "block_size": 32, "mlm_probability": 0.15, "eval_mlm_probability": 0.15, "whole_word_mask": False}

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 
+IGNORED = -100  # the label the loss and the metrics skip: padding, special tokens, later sub-tokens
+
+
 @dataclass(frozen=True)
 class EvalContext:
     """What a task's metrics may need besides the predictions: the classes' names, the tokenizer

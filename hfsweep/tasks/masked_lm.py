@@ -19,7 +19,6 @@ from hfsweep.tasks.base import Task
 from hfsweep.tasks.causal_lm import token_features
 
 EVAL_MASK_SEED = 0
-IGNORED = -100
 
 
 def masking_collator(tokenizer, data_cfg: dict, probability: float, seed: int):

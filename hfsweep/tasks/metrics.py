@@ -57,10 +57,9 @@ def _average(kwargs: dict, num_classes: Optional[int]) -> dict:
     return kwargs
 
 
-def _accuracy(predictions, references, **kwargs):
+def _accuracy(predictions, references, num_classes=None, **kwargs):
     from sklearn.metrics import accuracy_score
 
-    kwargs.pop("num_classes", None)
     return {"accuracy": float(accuracy_score(references, predictions, **kwargs))}
 
 
@@ -336,7 +335,7 @@ def _load_evaluate_module(spec: MetricSpec, task_inputs: Optional[str] = None):
         ) from err
 
 
-def reported_names(spec: MetricSpec, task_outputs: Optional[tuple] = None) -> Optional[tuple]:
+def reported_names(spec: MetricSpec) -> Optional[tuple]:
     """The flattened names a metric reports, or None when only its results will tell."""
     if spec.name == PERPLEXITY:
         return ("perplexity",)

@@ -13,11 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.tasks.base import EvalContext, Task
+from hfsweep.tasks.base import IGNORED, EvalContext, Task
 from hfsweep.tasks.causal_lm import token_features
 from hfsweep.tasks.metrics import TEXTS
-
-IGNORED = -100
 
 
 def sources_and_targets(batch: dict, data_cfg: dict) -> tuple[list, list]:

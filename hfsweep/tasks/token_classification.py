@@ -13,11 +13,9 @@ import numpy as np
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.data.formats import read_conll
-from hfsweep.tasks.base import Task
+from hfsweep.tasks.base import IGNORED, Task
 from hfsweep.tasks.causal_lm import token_features
 from hfsweep.tasks.metrics import TAGS
-
-IGNORED = -100  # what the loss and seqeval skip: special tokens, padding, later sub-tokens
 
 
 def encode_tags(raw, column: str):
