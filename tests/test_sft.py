@@ -95,12 +95,13 @@ def test_a_lora_sft_sweep_runs_and_its_best_adapter_generates(ray_cluster, tmp_p
     for split, count in (("train", 200), ("validation", 20)):
         (data / f"{split}.jsonl").write_text("".join(json.dumps(chat(i, rng)) + "\n" for i in range(count)))
     (tmp_path / "chat.jinja").write_text(CHAT_TEMPLATE)
-    overrides = ["debug=tiny", "model.task=sft", "peft=lora", "peft.target_modules=all-linear", f"model.pretrained={base}",
+    overrides = ["debug=tiny", "model.task=sft", "trainer=sft", "peft=lora", "peft.target_modules=all-linear", f"model.pretrained={base}",
                  f"model.tokenizer.pretrained={base}", "data.source=local", f"data.path={data}", "data.max_length=128",
                  f"data.chat_template={tmp_path / 'chat.jinja'}", "search_space.training.learning_rate.values=[1e-2]"]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
     results = sweep.run(cfg)
     assert results.errors == [] and results[0].metrics["step"] == cfg["training"]["max_steps"]
+    assert 0 < results[0].metrics["eval_mean_token_accuracy"] <= 1  # logged by TRL's SFTTrainer only
     history = results[0].metrics_dataframe["eval_loss"]
     assert history.iloc[-1] < history.iloc[0]
 
@@ -123,3 +124,15 @@ def test_rows_of_another_shape_and_chats_without_a_template_are_refused_in_one_l
         TASK.prepare_raw(DatasetDict(train=Dataset.from_list([{"text": "a"}])), DATA)
     with pytest.raises(ConfigError, match=r"^data.chat_template: the tokenizer has none"):
         rows(tokenizer, [chat(0, random.Random(0))], chat_template=None)
+
+
+def test_trl_sft_trainers_are_refused_in_one_line_off_sft_rows_or_without_the_shard_subclass(tmp_path):
+    from hfsweep.config.errors import ConfigError
+    from hfsweep.config.validation import validate
+    from tests.conftest import resolved_config
+
+    with pytest.raises(ConfigError, match=r"^trainer\._target_: hfsweep\.loops\.sft_trainer\.RayDataSFTTrainer trains on chat or instruction rows, "
+                                          r"which model\.task=causal_lm does not make; set model\.task=sft, or trainer=default\.$"):
+        validate(resolved_config(["debug=tiny", "trainer=sft"], tmp_path, tmp_path))
+    with pytest.raises(ConfigError, match=r"^trainer\._target_: trl\.SFTTrainer takes only a `datasets` Dataset, not a worker's Ray Data shard; use trainer=sft"):
+        validate(resolved_config(["debug=tiny", "model.task=sft", "trainer._target_=trl.SFTTrainer"], tmp_path, tmp_path))

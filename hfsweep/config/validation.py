@@ -103,6 +103,7 @@ def validate(cfg: dict) -> None:
     task = get_task(cfg["model"]["task"])
     _validate_training_argument_names(cfg["training"], cfg["strategy"]["training_args"], task.generates)  # imports transformers
     _validate_targets(cfg)  # imports every `_target_`'s module
+    _validate_sft_trainer(cfg)
     _validate_one_metric_users(cfg)
     _validate_bohb(cfg)
     _validate_budget(cfg["budget"])
@@ -126,6 +127,25 @@ def _validate_targets(node, path: str = "") -> None:
                 ) from err
         for key, value in node.items():
             _validate_targets(value, f"{path}.{key}" if path else key)
+
+
+def _validate_sft_trainer(cfg: dict) -> None:
+    """TRL's SFTTrainer trains on the rows model.task=sft prepares, through the subclass that takes
+    a worker's Ray Data shard (TRL's own takes only a `datasets` Dataset)."""
+    import sys
+
+    target = cfg["trainer"]["_target_"]
+    sft_module = sys.modules.get("trl.trainer.sft_trainer")  # imported by `_validate_targets` if the Trainer subclasses it
+    trainer = import_object(target)
+    if sft_module is None or not (isinstance(trainer, type) and issubclass(trainer, sft_module.SFTTrainer)):
+        return
+    task = get_task(cfg["model"]["task"]).name
+    if task != "sft":
+        raise ConfigError(f"trainer._target_: {target} trains on chat or instruction rows, which model.task={task} does not make; set model.task=sft, or trainer=default.")
+    from hfsweep.loops.sft_trainer import RayDataSFTTrainer
+
+    if not issubclass(trainer, RayDataSFTTrainer):
+        raise ConfigError(f"trainer._target_: {target} takes only a `datasets` Dataset, not a worker's Ray Data shard; use trainer=sft (or a subclass of its class).")
 
 
 def _validate_generation(cfg: dict) -> None:

@@ -18,6 +18,7 @@ from hydra.utils import instantiate  # only to build `_target_` callbacks; Hydra
 from ray.train.huggingface.transformers import prepare_trainer
 from transformers import PrinterCallback, Seq2SeqTrainingArguments, Trainer, TrainerCallback, TrainingArguments
 
+from hfsweep.config.loading import import_object
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.loops.common import (
     apply_hyperparameters,
@@ -104,11 +105,13 @@ class ApplyHyperparametersOnResume(TrainerCallback):
 
 
 def training_arguments(cfg: dict, output_dir: str) -> TrainingArguments:
-    """TrainingArguments (Seq2SeqTrainingArguments for a task that generates) from config, plus
-    what hfsweep owns: paths, device, logging."""
+    """The Trainer's arguments from config, plus what hfsweep owns: paths, device, logging. Their
+    class is the one the Trainer class names as its `arguments_class` (trainer=sft: TRL's
+    SFTConfig), else Seq2SeqTrainingArguments for a task that generates, else TrainingArguments."""
     args = {**cfg["training"], **cfg["strategy"]["training_args"]}
     args.setdefault("seed", cfg["seed"])
-    arguments_class = Seq2SeqTrainingArguments if get_task(cfg["model"]["task"]).generates else TrainingArguments
+    default_class = Seq2SeqTrainingArguments if get_task(cfg["model"]["task"]).generates else TrainingArguments
+    arguments_class = getattr(import_object(cfg["trainer"]["_target_"]), "arguments_class", default_class)
     return arguments_class(
         output_dir=output_dir,
         use_cpu=not cfg["cluster"]["use_gpu"],

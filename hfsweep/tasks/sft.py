@@ -9,9 +9,8 @@ with `data.completion_only_loss` the prompt's tokens are labelled -100, found as
 blocks of `data.max_length` with TRL's `pack_dataset`. The result is fixed-length causal-LM rows,
 so the workers stream them and the Trainer trains on them like every other task's.
 
-TRL's `SFTTrainer` itself is not the trial's Trainer: it accepts only a `datasets` Dataset or
-IterableDataset (it reads a first example and maps over it), not the Ray Data shard a worker
-streams; its data preparation, which is what it adds for a causal LM, is the part used here.
+The trials' Trainer is the configured one: `trainer=sft` is TRL's `SFTTrainer` itself
+(hfsweep.loops.sft_trainer, which skips TRL's preparation and hands it the worker's shard).
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from hfsweep.tasks.base import IGNORED, Task
 from hfsweep.tasks.causal_lm import token_features
 
 FORMATS = "rows with `messages`, or with `prompt` and `completion` (TRL's dataset types)"
+ROW_COLUMNS = ("input_ids", "attention_mask", "labels")  # what a prepared row holds
 
 
 def chat_template(data_cfg: dict):
@@ -118,7 +118,7 @@ class SFT(Task):
             return {"input_ids": row["input_ids"] + [pad] * missing, "attention_mask": [1] * len(row["input_ids"]) + [0] * missing,
                     "labels": row["labels"] + [IGNORED] * missing}
 
-        features = Features(token_features(("input_ids", "attention_mask", "labels"), length))
+        features = Features(token_features(ROW_COLUMNS, length))
         return ds.map(padded, remove_columns=ds.column_names, features=features)
 
 
