@@ -247,3 +247,15 @@ def test_workers_stream_every_shard_in_an_order_set_by_the_seed(ray_cluster, tmp
     assert sorted(first) == expected, "every block of every shard, once"
     assert order(1) == first
     assert order(2) != first
+
+
+@pytest.mark.parametrize("kind", ["byte_level_bpe", "wordpiece", "roberta_bpe", "unigram"])
+def test_token_ids_are_the_tokenizers_own_input_ids_and_a_truncating_backend_goes_through_transformers(tmp_path, kind):
+    from hfsweep.data.tokenizers import token_ids
+
+    folder = write_prose_folder(tmp_path / "prose")
+    tokenizer = load_tokenizer(prepare(data_config(tmp_path / "cache", tokenizer=kind, source="local", path=str(folder))).tokenizer_path)
+    texts = (folder / "train.txt").read_text().splitlines()[:50] + ["", "<|endoftext|> [SEP] </s> unseen wörds ☃"]
+    assert token_ids(tokenizer, texts) == tokenizer(texts)["input_ids"]
+    tokenizer.backend_tokenizer.enable_truncation(max_length=4)  # transformers turns it off for a call without truncation
+    assert token_ids(tokenizer, texts) == tokenizer(texts)["input_ids"] != [ids[:4] for ids in token_ids(tokenizer, texts)]

@@ -7,6 +7,7 @@ from itertools import chain
 
 import numpy as np
 
+from hfsweep.data.tokenizers import token_ids
 from hfsweep.tasks.base import Task
 
 
@@ -43,7 +44,7 @@ class CausalLM(Task):
         features = Features(token_features(("input_ids", "attention_mask", "labels"), block))
 
         def tokenize_and_group(batch: dict) -> dict:  # per 1000 texts, as run_clm groups
-            return group_texts(tokenizer(batch[data_cfg["text_column"]])["input_ids"], block)
+            return group_texts(token_ids(tokenizer, batch[data_cfg["text_column"]]), block)
 
         return ds.map(tokenize_and_group, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
 
