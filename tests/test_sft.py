@@ -1,5 +1,6 @@
 """Supervised fine-tuning (`model.task=sft`): chat and prompt/completion rows become causal-LM
-rows whose prompt is masked out of the loss; a LoRA SFT sweep runs, and its best/ generates."""
+rows whose prompt (or, with assistant_only_loss, all but the assistant's messages) is masked out of
+the loss; a LoRA SFT sweep under TRL's SFTTrainer (trainer=sft) runs, and its best/ generates."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n"
     "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
-DATA = {"max_length": 48, "chat_template": CHAT_TEMPLATE, "completion_only_loss": True, "packing": False}
+DATA = {"max_length": 48, "chat_template": CHAT_TEMPLATE, "completion_only_loss": True, "assistant_only_loss": False, "packing": False}
 
 
 def chat(i: int, rng: random.Random) -> dict:
@@ -59,6 +60,43 @@ def test_without_completion_only_loss_every_real_token_is_trained_on(tokenizer):
     (row,) = rows(tokenizer, [chat(3, random.Random(1))], completion_only_loss=False)
     length = sum(row["attention_mask"])
     assert row["labels"][:length] == row["input_ids"][:length]
+
+
+def trained_spans(row: dict) -> list:
+    """The runs of consecutive tokens a row trains on, as lists of token ids."""
+    spans, previous = [], IGNORED
+    for token, label in zip(row["input_ids"], row["labels"]):
+        if label != IGNORED:
+            assert label == token
+            if previous == IGNORED:
+                spans.append([])
+            spans[-1].append(token)
+        previous = label
+    return spans
+
+
+def test_assistant_only_loss_trains_on_every_assistant_turn_and_nothing_else(tokenizer):
+    rng = random.Random(4)
+    turns = [chat(i, rng)["messages"] for i in range(3)]
+    example = {"messages": turns[0][:1] + [m for t in turns for m in t[1:]]}  # system, then user/assistant three times
+    (row,) = rows(tokenizer, [example], assistant_only_loss=True, max_length=128)
+    answers = [m["content"] for m in example["messages"] if m["role"] == "assistant"]
+    assert len(answers) == 3 and sum(row["attention_mask"]) < 128
+    # each assistant turn's text and its EOS (transformers renders with trim_blocks: no newline after {% endif %}); no system or user token
+    assert [tokenizer.decode(span) for span in trained_spans(row)] == [a + tokenizer.eos_token for a in answers]
+    (last_only,) = rows(tokenizer, [example], max_length=128)
+    assert [tokenizer.decode(span) for span in trained_spans(last_only)] == [answers[-1] + tokenizer.eos_token]
+
+
+def test_assistant_only_loss_refuses_plain_text_and_a_template_that_renders_beginnings_otherwise(tokenizer):
+    from hfsweep.config.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^data\.assistant_only_loss: .* these rows are plain text; set data\.assistant_only_loss=false\.$"):
+        rows(tokenizer, [{"prompt": "reverse: apple river", "completion": " river apple"}], chat_template=None, assistant_only_loss=True)
+    marks_the_last = CHAT_TEMPLATE.replace("{{ m['content'] }}", "{{ m['content'] }}{% if loop.last %} (end){% endif %}")
+    example = {"messages": chat(0, random.Random(0))["messages"] * 2}
+    with pytest.raises(ConfigError, match=r"^data\.assistant_only_loss: the chat template renders a conversation's first 3 messages otherwise"):
+        rows(tokenizer, [example], chat_template=marks_the_last, assistant_only_loss=True)
 
 
 def test_prompt_completion_text_rows_end_with_eos_and_mask_the_prompt(tokenizer):

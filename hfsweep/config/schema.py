@@ -67,6 +67,7 @@ class DataConfig:
     shuffle_buffer_rows: int = 8192  # each worker's local shuffle buffer over the streamed shards (BENCHMARKS.md row 6)
     chat_template: Optional[str] = None  # sft: Jinja text or a .jinja file rendering conversations; null: the tokenizer's
     completion_only_loss: bool = True  # sft: train on the completion only (the prompt's labels are -100)
+    assistant_only_loss: bool = False  # sft: train on every assistant message of a conversation only (TRL's name)
     packing: bool = False  # sft: pack examples into blocks of max_length (TRL's wrapped packing) instead of padding each
 
 

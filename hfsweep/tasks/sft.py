@@ -5,7 +5,9 @@ ones before it the prompt), or `prompt` and `completion` (plain text, or lists o
 ShareGPT's `conversations` of `from`/`value` are converted to them by TRL. A conversation is
 rendered by the tokenizer's chat template (or `data.chat_template`: Jinja text or a .jinja file);
 with `data.completion_only_loss` the prompt's tokens are labelled -100, found as TRL finds them
-(where the tokenized prompt and prompt + completion diverge); `data.packing` packs examples into
+(where the tokenized prompt and prompt + completion diverge); `data.assistant_only_loss` (TRL's
+name) trains on every assistant message and nothing else, found by rendering the conversation's
+beginnings, so the template needs no `{% generation %}` markers; `data.packing` packs examples into
 blocks of `data.max_length` with TRL's `pack_dataset`. The result is fixed-length causal-LM rows,
 so the workers stream them and the Trainer trains on them like every other task's.
 
@@ -44,8 +46,10 @@ def prompt_and_completion(example: dict) -> tuple:
     return example["prompt"], example["completion"]
 
 
-def tokenize(example: dict, tokenizer, template, completion_only: bool) -> dict:
-    """input_ids and labels (-100 on the prompt with `completion_only`) of one example."""
+def tokenize(example: dict, tokenizer, template, completion_only: bool, assistant_only: bool) -> dict:
+    """input_ids and labels of one example: -100 on the prompt with `completion_only`, and on every
+    token outside an assistant message with `assistant_only` (which, as in TRL, where a `messages`
+    row has no completion, trains on all of a conversation's assistant messages, not its last only)."""
     from trl.data_utils import common_prefix_length, is_conversational
 
     prompt, completion = prompt_and_completion(example)
@@ -53,11 +57,39 @@ def tokenize(example: dict, tokenizer, template, completion_only: bool) -> dict:
         render = dict(chat_template=template, tokenize=True, return_dict=True)
         prompt_ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, **render)["input_ids"]
         ids = tokenizer.apply_chat_template(prompt + completion, **render)["input_ids"]
+    elif assistant_only:
+        raise ConfigError("data.assistant_only_loss: trains on a conversation's assistant messages, and these rows are plain text; set data.assistant_only_loss=false.")
     else:  # plain text: the completion ends with EOS, as TRL adds it
         prompt_ids = tokenizer(prompt)["input_ids"]
         ids = tokenizer(prompt + completion + (tokenizer.eos_token or ""))["input_ids"]
-    start = common_prefix_length(prompt_ids, ids) if completion_only else 0
-    return {"input_ids": ids, "labels": [IGNORED] * start + ids[start:]}
+    conversation = assistant_only and "prompt" not in example  # a `messages` row: its last message is no completion here
+    start = common_prefix_length(prompt_ids, ids) if completion_only and not conversation else 0
+    labels = [IGNORED] * start + ids[start:]
+    if assistant_only:
+        mask = assistant_mask(prompt + completion, ids, tokenizer, render)
+        labels = [label if trained else IGNORED for label, trained in zip(labels, mask)]
+    return {"input_ids": ids, "labels": labels}
+
+
+def assistant_mask(messages: list, ids: list, tokenizer, render: dict) -> list:
+    """1 on the tokens of each assistant message (and its end-of-turn tokens), 0 elsewhere: what
+    rendering `messages[:i+1]` adds to `messages[:i]` with the generation prompt. Any template whose
+    renderings of a conversation's beginnings are prefixes of the whole one's works, without TRL's
+    `{% generation %}` markers."""
+    mask = [0] * len(ids)
+    for i, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        before = tokenizer.apply_chat_template(messages[:i], add_generation_prompt=True, **render)["input_ids"]
+        through = tokenizer.apply_chat_template(messages[: i + 1], **render)["input_ids"]
+        if through[: len(before)] != before or ids[: len(through)] != through:
+            raise ConfigError(
+                f"data.assistant_only_loss: the chat template renders a conversation's first {i + 1} messages otherwise than the "
+                f"whole conversation does, so message {i + 1}'s tokens cannot be found; use a template whose renderings of a "
+                f"conversation's beginnings are prefixes of the whole one's, or set data.assistant_only_loss=false."
+            )
+        mask[len(before): len(through)] = [1] * (len(through) - len(before))
+    return mask
 
 
 def truncate(row: dict, length: int) -> dict:
@@ -104,7 +136,8 @@ class SFT(Task):
         length, template = data_cfg["max_length"], chat_template(data_cfg)
         if template is None and tokenizer.chat_template is None and "prompt" not in ds.column_names:
             raise ConfigError("data.chat_template: the tokenizer has none, and conversations need one; set data.chat_template (Jinja text or a .jinja file).")
-        ds = ds.map(tokenize, fn_kwargs={"tokenizer": tokenizer, "template": template, "completion_only": data_cfg["completion_only_loss"]},
+        ds = ds.map(tokenize, fn_kwargs={"tokenizer": tokenizer, "template": template, "completion_only": data_cfg["completion_only_loss"],
+                                         "assistant_only": data_cfg["assistant_only_loss"]},
                     remove_columns=ds.column_names, desc=f"tokenize {split}")
         if data_cfg["packing"]:
             ds = pack_dataset(ds, length, "wrapped")  # blocks of max_length, as run_clm's group_texts
