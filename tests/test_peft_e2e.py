@@ -1,5 +1,6 @@
 """LoRA sweeps: ASHA over the learning rate and the adapter's rank, checkpoints that hold only the
-adapter, best/ loaded onto its base (and merged), and PBT moving adapters between trials."""
+adapter, a crashed trial retried from its last adapter, best/ loaded onto its base (and merged),
+and PBT moving adapters between trials."""
 
 from __future__ import annotations
 
@@ -41,6 +42,10 @@ def asha_sweep(ray_cluster, base, tmp_path_factory, cache_dir):
         "search_space.training.learning_rate.values=[1e-2,1e-5]",
         "+search_space.peft.r={sampler:choice,values:[2,8]}",
         "peft.export_merged=true",
+        # the first trial's process dies at step 20, before its save: Tune retries it from checkpoint-10
+        "cluster.max_failures=1",
+        "+callbacks.crash._target_=tests.faults.CrashMidSave",
+        "+callbacks.crash.step=20",
     ]
     cfg = resolved_config(overrides, tmp_path_factory.mktemp("lora_asha"), cache_dir)
     return cfg, sweep.run(cfg)
@@ -50,6 +55,13 @@ def test_lora_trials_finish_and_asha_stops_the_slow_one(asha_sweep):
     cfg, results = asha_sweep
     assert results.errors == []
     assert sorted(r.metrics["step"] for r in results) == [10, cfg["training"]["max_steps"]]
+
+
+def test_a_crashed_lora_trial_resumes_with_its_last_checkpoints_adapter(asha_sweep):
+    _, results = asha_sweep
+    restarts = [row for result in results for _, row in result.metrics_dataframe.iterrows() if isinstance(row.get("resumed_from"), str)]
+    assert len(restarts) == 1 and restarts[0]["resumed_from"].endswith("/checkpoint-10") and restarts[0]["step"] == 20
+    assert restarts[0]["resumed_weights_digest"] == tensors_digest(load_file(os.path.join(restarts[0]["resumed_from"], ADAPTER)))
 
 
 def test_a_checkpoint_holds_the_adapter_of_the_trials_rank_and_no_base_weight(asha_sweep, base):
