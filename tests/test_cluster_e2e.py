@@ -70,18 +70,19 @@ def ray_head(no_ray_connection, token_auth):
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, token_auth, tmp_path, cache_dir):
+def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, token_auth, tmp_path):
     run_dir = tmp_path / "run"
     command = [
         sys.executable, "-m", "hfsweep", f"cluster.address={ray_head}", "cluster.num_workers=2",
-        "debug=tiny", "training.max_steps=10",
-        f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}",
+        "debug=tiny", "training.max_steps=10", "data.prepare_on=cluster",  # tokenized by Ray tasks on the cluster
+        f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={run_dir}",
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=400, env=token_auth)
     assert done.returncode == 0, done.stderr[-3000:]
     table = pd.read_csv(run_dir / "results.csv")
     assert list(table["ended"]) == ["completed"] and list(table["step"]) == [10]
     assert (run_dir / "best" / "config.json").is_file()
+    assert len(list((tmp_path / "cache" / "tokenized").glob("*/train/part-*.parquet"))) >= 1  # prepared here, on the cluster
 
 
 def test_a_trial_survives_losing_the_node_that_runs_its_workers(no_ray_connection, tmp_path, cache_dir):

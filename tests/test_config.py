@@ -146,6 +146,7 @@ REFUSED = [
     (["data.source=local", "data.path=/no/such/dir"], "data.path: '/no/such/dir' does not exist; point it at a folder of train.*/validation.* files."),
     (["data.source=hub"], "data.name: data.source=hub needs a dataset name, e.g. data.name=wikitext."),
     (["data.source=ftp"], "data.source: 'ftp' is not one of pydoc, hub, local."),
+    (["data.prepare_on=head"], "data.prepare_on: 'head' is not one of driver, cluster; e.g. data.prepare_on=cluster."),
     (["data.chunk_rows=0"], "data.chunk_rows: must be a positive integer, not 0; e.g. data.chunk_rows=10000."),
     (["data.max_train_tokens=-5"], "data.max_train_tokens: must be a positive integer, not -5; e.g. data.max_train_tokens=10000000 or null (no budget)."),
     (["data.streaming=true"], "data.streaming: a tokenizer is trained on the whole train split, which a stream does not hold; set model.tokenizer.pretrained (a hub name or a local directory)."),

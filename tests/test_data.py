@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import time
 
 import datasets
 import pyarrow.parquet
@@ -229,6 +230,25 @@ def test_a_streamed_split_is_prepared_as_the_same_shards_as_the_file_read_whole(
     assert streamed.train_path != whole.train_path
     assert [t.to_pydict() for t in shard_tables(streamed)] == [t.to_pydict() for t in shard_tables(whole)]
     assert streamed.num_validation_blocks == whole.num_validation_blocks
+
+
+def test_prepared_on_the_cluster_as_ray_tasks_into_the_same_shards_as_on_the_driver(ray_cluster, tmp_path):
+    import ray
+    from ray.util.state import list_tasks
+
+    folder = write_prose_folder(tmp_path / "prose")
+    driver = prepare(data_config(tmp_path / "driver", source="local", path=str(folder), chunk_rows=50, num_proc=1))
+    cluster = prepare(data_config(tmp_path / "cluster", source="local", path=str(folder), chunk_rows=50, prepare_on="cluster"))
+    assert [t.to_pydict() for t in shard_tables(cluster)] == [t.to_pydict() for t in shard_tables(driver)]
+    assert cluster.num_train_tokens == driver.num_train_tokens
+    def finished_chunk_tasks() -> int:  # task events reach the State API a second or so late
+        return len(list_tasks(address=ray.get_runtime_context().gcs_address, limit=1000,
+                              filters=[("func_or_class_name", "=", "_process_on_node"), ("state", "=", "FINISHED")]))
+
+    deadline = time.time() + 30
+    while finished_chunk_tasks() < 8 and time.time() < deadline:
+        time.sleep(1)
+    assert finished_chunk_tasks() == 8, "one Ray task per chunk (400 lines / 50)"
 
 
 def test_workers_stream_every_shard_in_an_order_set_by_the_seed(ray_cluster, tmp_path):

@@ -64,6 +64,7 @@ class DataConfig:
     max_train_tokens: Optional[int] = None  # stop preparing the train split once it holds this many tokens
     chunk_rows: int = 10000  # raw examples per chunk: the unit of parallel tokenization and one parquet shard
     num_proc: Optional[int] = None  # processes tokenizing the train split; null: every core of the driver
+    prepare_on: str = "driver"  # driver (num_proc processes) or cluster (Ray tasks on every node; cache_dir must be shared)
     shuffle_buffer_rows: int = 8192  # each worker's local shuffle buffer over the streamed shards (BENCHMARKS.md row 6)
     chat_template: Optional[str] = None  # sft: Jinja text or a .jinja file rendering conversations; null: the tokenizer's
     completion_only_loss: bool = True  # sft: train on the completion only (the prompt's labels are -100)

@@ -27,6 +27,7 @@ ACCELERATE_LOOP_KEYS = {
     "logging_steps", "disable_tqdm", "average_tokens_across_devices",
 }
 DATA_SOURCES = ("pydoc", "hub", "local")
+PREPARE_ON = ("driver", "cluster")  # where the train split is tokenized: the driver's processes, or Ray tasks on every node
 TOKENIZER_KINDS = ("byte_level_bpe", "roberta_bpe", "unigram", "wordpiece")  # hfsweep.data.tokenizers.TOKENIZER_TRAINERS, without importing it
 # every trial's reports (time_total_s: Tune's, the trial's running time), plus eval_<eval_metrics>
 REPORTED_METRICS = ("eval_loss", "eval_perplexity", "loss", "time_total_s")
@@ -415,6 +416,8 @@ def _validate_data(data: dict, model: dict) -> None:
         if data[key] is not None and data[key] < 1:
             what = "or null (all the driver's cores)" if key == "num_proc" else "or null (no budget)" if key == "max_train_tokens" else ""
             raise ConfigError(f"data.{key}: must be a positive integer, not {data[key]}; e.g. data.{key}={example}{' ' + what if what else ''}.")
+    if data["prepare_on"] not in PREPARE_ON:
+        raise ConfigError(f"data.prepare_on: '{data['prepare_on']}' is not one of {', '.join(PREPARE_ON)}; e.g. data.prepare_on=cluster.")
     if data["streaming"] and not model["tokenizer"]["pretrained"]:
         raise ConfigError(
             "data.streaming: a tokenizer is trained on the whole train split, which a stream does not hold; "

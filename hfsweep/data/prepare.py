@@ -57,7 +57,7 @@ def _check_columns(raw: DatasetDict, data_cfg: dict, keys) -> None:
 
 # How the data is prepared and used, not what is prepared: processes, sharding, shuffling, and the
 # masking of training batches, which happens on the workers.
-NOT_PREPARED = ("datasets_to_split", "num_proc", "shuffle_buffer_rows", "mlm_probability")
+NOT_PREPARED = ("datasets_to_split", "num_proc", "prepare_on", "shuffle_buffer_rows", "mlm_probability")
 
 
 TEXT_KEYS = ("text_column", "pair_column", "target_column", "source_lang", "target_lang")

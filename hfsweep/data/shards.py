@@ -65,22 +65,36 @@ def _start(task_spec, tokenizer_path: str, data_cfg: dict, in_pool: bool = False
     if in_pool:
         datasets.disable_progress_bars()
         datasets.logging.set_verbosity_error()
-    _worker.update(task=get_task(task_spec), tokenizer=load_tokenizer(tokenizer_path), data_cfg=data_cfg)
+    _worker.update(task=get_task(task_spec), tokenizer=load_tokenizer(tokenizer_path), data_cfg=data_cfg,
+                   setup=(task_spec, tokenizer_path, data_cfg))
+
+
+def _process_on_node(setup: tuple, index: int, chunk, out_dir: str) -> tuple[str, np.ndarray]:
+    """`_process` as a Ray task on any node of the cluster. Ray reuses its worker processes, so
+    the task and tokenizer are loaded once per process, not once per chunk."""
+    if _worker.get("setup") != setup:
+        _start(*setup, in_pool=True)
+    return _process(index, chunk, out_dir)
 
 
 def _process(index: int, chunk, out_dir: str) -> tuple[str, np.ndarray]:
     """Preprocess one chunk (a `Dataset` slice or an Arrow table) with the task and write it as
     shard `index`; return its path and the cumulative token count of its rows."""
-    from datasets import Dataset
-
-    # In memory: a chunk of a file-backed split would have the task's `map` write its output to
-    # an Arrow cache file first (for causal LM, 18 GB beside the parquet shards per GB of text).
-    chunk = Dataset(chunk.with_format("arrow")[:], info=chunk.info) if isinstance(chunk, Dataset) else Dataset(chunk)
+    chunk = _in_memory(chunk)
     processed = _worker["task"].preprocess(chunk, _worker["tokenizer"], _worker["data_cfg"], "train")
     path = os.path.join(out_dir, SHARD_PATTERN.format(index))
     table = processed.data.table
     pq.write_table(table, path)
     return path, np.cumsum(row_tokens(table)) if table.num_rows else np.zeros(0, dtype=np.int64)
+
+
+def _in_memory(chunk):
+    """A chunk as an in-memory `Dataset`, its features kept. A chunk of a file-backed split would
+    have the task's `map` write its output to an Arrow cache file first (for causal LM, 18 GB
+    beside the parquet shards per GB of text), and could not travel to another node."""
+    from datasets import Dataset
+
+    return Dataset(chunk.with_format("arrow")[:], info=chunk.info) if isinstance(chunk, Dataset) else Dataset(chunk)
 
 
 def _chunks(split, chunk_rows: int):
@@ -105,12 +119,13 @@ def write_shards(split, task_spec, tokenizer_path: str, data_cfg: dict, out_dir:
     chunk_rows, budget = data_cfg["chunk_rows"], data_cfg["max_train_tokens"]
     num_proc = data_cfg["num_proc"] or default_num_proc()
     total = -(-len(split) // chunk_rows) if hasattr(split, "__len__") else None
-    if total is not None and total < 2 * num_proc:
+    on_cluster = data_cfg["prepare_on"] == "cluster"
+    if total is not None and total < 2 * num_proc and not on_cluster:
         num_proc = 1  # a pool's start-up (each process imports transformers: seconds) pays off only past a few chunks each
     os.makedirs(out_dir, exist_ok=True)
     rows = tokens = shards = 0
     bar = tqdm(total=total, desc="tokenize train", unit="chunk", disable=total is not None and total <= 1)
-    with _runner(num_proc, task_spec, tokenizer_path, data_cfg) as run:
+    with (_on_cluster if on_cluster else _runner)(num_proc, task_spec, tokenizer_path, data_cfg) as run:
         for path, cumulative in run(((i, chunk, out_dir) for i, chunk in enumerate(_chunks(split, chunk_rows)))):
             shards += 1
             chunk_tokens = int(cumulative[-1]) if len(cumulative) else 0
@@ -163,3 +178,30 @@ def _runner(num_proc: int, task_spec, tokenizer_path: str, data_cfg: dict):
         yield run
     finally:
         pool.shutdown(cancel_futures=True)
+
+
+@contextlib.contextmanager
+def _on_cluster(num_proc: int, task_spec, tokenizer_path: str, data_cfg: dict):
+    """`_runner` on the connected Ray cluster (`data.prepare_on=cluster`): every chunk is a Ray
+    task of one CPU, on whichever node has one free, with at most two tasks per cluster CPU in
+    flight. A chunk travels in memory through Ray's object store (a node cannot open the
+    driver's memory-mapped files); the shards are written where every node sees them, the
+    `cache_dir` that clusters need anyway. `num_proc` does not apply."""
+    import ray
+
+    if not ray.is_initialized():
+        raise RuntimeError("data.prepare_on=cluster: Ray is not initialized; hfsweep.driver.sweep connects to the cluster before preparing.")
+    process = ray.remote(num_cpus=1)(_process_on_node)
+    in_flight = 2 * max(1, int(ray.cluster_resources().get("CPU", 1)))
+    setup = (task_spec, tokenizer_path, data_cfg)
+
+    def run(jobs):
+        pending: deque = deque()
+        for index, chunk, out_dir in jobs:
+            pending.append(process.remote(setup, index, _in_memory(chunk), out_dir))
+            if len(pending) >= in_flight:
+                yield ray.get(pending.popleft())
+        while pending:
+            yield ray.get(pending.popleft())
+
+    yield run

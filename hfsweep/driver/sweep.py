@@ -115,6 +115,8 @@ def _prepare_sweep(cfg: dict) -> tuple:
     callbacks = [*build_loggers(cfg), *filter(None, [build_checkpoint_budget(cfg), setup.budget])]
     check_pretrained_reachable(cfg["model"])
     check_peft_targets(cfg)
+    if cfg["data"]["prepare_on"] == "cluster":  # the one preparation that needs Ray: tasks on the cluster's nodes
+        init_ray(cfg["cluster"])
     return param_space, scheduler, stopper, callbacks, prepare(cfg), setup
 
 
