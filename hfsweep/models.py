@@ -1,6 +1,6 @@
 """Model factories: a pretrained model by name or directory, or one built offline from
-`model.config` with the tokenizer's vocabulary, through the task's Auto class; with `peft=lora`,
-wrapped in a LoRA adapter by `peft.get_peft_model`."""
+`model.config` with the tokenizer's vocabulary, through the task's Auto class; with `peft=lora`
+(or `ia3`), wrapped in that adapter by `peft.get_peft_model`."""
 
 from __future__ import annotations
 
@@ -62,15 +62,23 @@ def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None
 
     if quantized:
         model = prepare_model_for_kbit_training(model)
-    return get_peft_model(model, lora_config(peft_cfg, task.auto_model_class()))
+    return get_peft_model(model, adapter_config(peft_cfg, task.auto_model_class()))
 
 
-def lora_config(peft_cfg: dict, auto_class):
-    """`peft.LoraConfig` from the `peft` section (DoRA and rsLoRA are its own switches)."""
-    from peft import LoraConfig
+# The peft.* keys each method's PEFT config takes (DoRA and rsLoRA are LoRA's own switches).
+ADAPTER_KEYS = {
+    "lora": ("r", "lora_alpha", "lora_dropout", "target_modules", "modules_to_save", "bias", "use_rslora", "use_dora"),
+    "ia3": ("target_modules", "feedforward_modules", "modules_to_save"),
+}
 
-    keys = ("r", "lora_alpha", "lora_dropout", "target_modules", "modules_to_save", "bias", "use_rslora", "use_dora")
-    return LoraConfig(**{k: peft_cfg[k] for k in keys}, task_type=PEFT_TASK_TYPES.get(auto_class.__name__))
+
+def adapter_config(peft_cfg: dict, auto_class):
+    """The PEFT config `peft.method` names (`LoraConfig` or `IA3Config`) from the `peft` section."""
+    from peft import IA3Config, LoraConfig
+
+    config_class = {"lora": LoraConfig, "ia3": IA3Config}[peft_cfg["method"]]
+    keys = ADAPTER_KEYS[peft_cfg["method"]]
+    return config_class(**{k: peft_cfg[k] for k in keys}, task_type=PEFT_TASK_TYPES.get(auto_class.__name__))
 
 
 def _quantization_config(peft_cfg: dict):
@@ -125,7 +133,7 @@ def check_peft_targets(cfg: dict) -> None:
         with torch.device("meta"):
             model = auto_class.from_config(config)
         try:
-            get_peft_model(model, lora_config({**peft_cfg, "target_modules": targets}, auto_class))
+            get_peft_model(model, adapter_config({**peft_cfg, "target_modules": targets}, auto_class))
         except ValueError as err:
             linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules() if _is_linear(module)})
             raise ConfigError(

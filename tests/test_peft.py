@@ -63,3 +63,27 @@ def test_pbt_leaves_a_leaf_marked_perturb_false_out_of_its_mutations(tmp_path):
     assert set(mutations["peft"]) == {"lora_alpha"}
     assert "learning_rate" in mutations["training"]
     assert "r" in space["peft"]  # still sampled per trial
+
+
+def test_ia3_wraps_the_tiny_gpt2_and_its_checkpoint_holds_only_ia3_vectors(tmp_path):
+    cfg = resolved_config(["peft=ia3"], tmp_path, tmp_path)
+    model = build_model(cfg["model"], OneToken(), peft_cfg=cfg["peft"])
+    config = model.peft_config["default"]
+    assert config.peft_type == "IA3" and config.task_type == "CAUSAL_LM"
+    assert set(config.target_modules) == {"c_attn", "mlp.c_proj"} and set(config.feedforward_modules) == {"mlp.c_proj"}  # PEFT's GPT-2 default
+    trainable = [name for name, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all(".ia3_l." in name for name in trainable)
+    model.save_pretrained(tmp_path / "adapter")
+    saved = load_file(tmp_path / "adapter" / "adapter_model.safetensors")
+    assert len(saved) == 2 * cfg["model"]["config"]["n_layer"] and all(".ia3_l" in name for name in saved), sorted(saved)
+    assert weights_digest(model) == tensors_digest(saved)
+
+
+def test_ia3_is_accepted_and_a_searched_lora_only_key_with_it_is_refused_in_one_line(tmp_path):
+    from hfsweep.config.errors import ConfigError
+    from hfsweep.config.validation import validate
+
+    validate(resolved_config(["debug=tiny", "peft=ia3", "+search_space.peft.target_modules={sampler:choice,values:[[c_attn],[c_attn,c_fc]]}"],
+                             tmp_path, tmp_path))
+    with pytest.raises(ConfigError, match=r"^search_space\.peft\.r: peft=ia3 has no r; drop the key, or use an adapter that has it\.$"):
+        validate(resolved_config(["debug=tiny", "peft=ia3", "+search_space.peft.r={sampler:choice,values:[4,8]}"], tmp_path, tmp_path))

@@ -75,13 +75,15 @@ class DataConfig:
 @dataclass
 class PeftConfig:
     """`peft=lora` (conf/peft/): a LoRA adapter over the base model, built from these keys by
-    `peft.LoraConfig`; `method: none` trains the whole model."""
+    `peft.LoraConfig` (`peft=ia3`: `peft.IA3Config`, from the keys it has); `method: none` trains
+    the whole model."""
 
-    method: str = "none"  # none or lora
+    method: str = "none"  # none, lora or ia3
     r: int = 8
     lora_alpha: int = 16
     lora_dropout: float = 0.0
     target_modules: Any = None  # null: PEFT's default for the architecture; "all-linear"; or module names
+    feedforward_modules: Any = None  # ia3: those of target_modules scaled at their input; null: PEFT's default
     modules_to_save: Optional[List[str]] = None  # trained in full beside the adapter (a classifier's head is added by its task)
     bias: str = "none"
     use_rslora: bool = False  # rsLoRA: scale by lora_alpha / sqrt(r)

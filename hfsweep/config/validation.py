@@ -33,9 +33,10 @@ TOKENIZER_KINDS = ("byte_level_bpe", "roberta_bpe", "unigram", "wordpiece")  # h
 REPORTED_METRICS = ("eval_loss", "eval_perplexity", "loss", "time_total_s")
 PLATEAU = "reduce_lr_on_plateau"  # the one LR schedule that is not a function of the step
 GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fsdp (plain DDP) and DeepSpeed needs CUDA
-PEFT_METHODS = ("none", "lora")
+PEFT_METHODS = ("none", "lora", "ia3")
 # peft.* keys that change which tensors the adapter has: a PBT exploit could not load the donor's.
-PEFT_SHAPE_KEYS = ("method", "r", "target_modules", "modules_to_save", "bias", "use_dora", "load_in_4bit", "load_in_8bit")
+PEFT_SHAPE_KEYS = ("method", "r", "target_modules", "feedforward_modules", "modules_to_save", "bias", "use_dora", "load_in_4bit",
+                   "load_in_8bit")
 POSITIVE_TRAINING_KEYS = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps")
 
 
@@ -486,6 +487,12 @@ def _validate_peft(cfg: dict) -> None:
         return
     if cfg["loop"]["name"] != "hf_trainer":
         raise ConfigError(f"peft: loop={cfg['loop']['name']} saves whole models, not adapters; use loop=hf_trainer with peft={peft['method']}.")
+    from hfsweep.models import ADAPTER_KEYS
+
+    other_methods_keys = {key for keys in ADAPTER_KEYS.values() for key in keys} - set(ADAPTER_KEYS[peft["method"]])
+    unused = [key for key in searched if key in other_methods_keys]
+    if unused:
+        raise ConfigError(f"search_space.peft.{unused[0]}: peft={peft['method']} has no {unused[0]}; drop the key, or use an adapter that has it.")
     quantized = [key for key in ("load_in_4bit", "load_in_8bit") if peft[key]]
     if quantized:
         import importlib.util
