@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -193,31 +193,41 @@ if importlib.util.find_spec("deepspeed") is None:
     REFUSED.append((["strategy=deepspeed_zero2"], "strategy=deepspeed_zero2: DeepSpeed is not installed; pip install 'hfsweep[deepspeed]' (on a machine with CUDA GPUs), or use strategy=ddp."))
 
 
+def run_dir_overrides(args: list[str], run_dir: Path) -> list[str]:
+    return [f"hydra.sweep.dir={run_dir}"] if "-m" in args else [f"hydra.run.dir={run_dir}"]
+
+
 def run_cli(args: list[str], run_dir: Path, cache: Path) -> subprocess.CompletedProcess:
-    where = [f"hydra.sweep.dir={run_dir}"] if "-m" in args else [f"hydra.run.dir={run_dir}"]
     return subprocess.run(
-        [sys.executable, "-m", "hfsweep", *args, *where, f"cache_dir={cache}"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "hfsweep", *args, *run_dir_overrides(args, run_dir), f"cache_dir={cache}"], capture_output=True, text=True,
+        timeout=120,
     )
 
 
 @pytest.fixture(scope="module")
 def refusals(tmp_path_factory) -> dict:
-    """Every REFUSED command line, run three at a time (each is mostly imports)."""
+    """Every REFUSED command line, as `python -m hfsweep` runs it: in two Python processes (half
+    the lines each) that run their lines one after another (`tests.cli_in_process`), since a
+    refusal costs far less than the imports before it."""
     root = tmp_path_factory.mktemp("refused")
-
-    def run(i_case):
-        i, (args, _) = i_case
-        return i, run_cli(args, root / str(i), root / "cache"), root / str(i)
-
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        return {i: (proc, run_dir) for i, proc, run_dir in pool.map(run, enumerate(REFUSED))}
+    argvs = [[*args, *run_dir_overrides(args, root / str(i)), f"cache_dir={root / 'cache'}"] for i, (args, _) in enumerate(REFUSED)]
+    halves = [list(range(len(argvs)))[k::2] for k in range(2)]
+    for k, half in enumerate(halves):
+        (root / f"cases-{k}.json").write_text(json.dumps([argvs[i] for i in half]))
+    processes = [subprocess.Popen([sys.executable, "-m", "tests.cli_in_process", root / f"cases-{k}.json", root / f"results-{k}.json"])
+                 for k in range(2)]
+    assert all(process.wait(timeout=600) == 0 for process in processes)
+    results = {}
+    for k, half in enumerate(halves):
+        results.update(zip(half, json.loads((root / f"results-{k}.json").read_text())))
+    return {i: (stderr, code, root / str(i)) for i, (stderr, code) in results.items()}
 
 
 @pytest.mark.parametrize("case", range(len(REFUSED)), ids=[" ".join(args) for args, _ in REFUSED])
 def test_every_refused_input_gets_one_line_naming_the_key_and_fix_exit_2_and_leaves_nothing(case, refusals):
-    proc, run_dir = refusals[case]
-    assert proc.stderr.strip().splitlines() == [f"hfsweep: error: {REFUSED[case][1]}"], proc.stderr[-2000:]
-    assert proc.returncode == 2
+    stderr, code, run_dir = refusals[case]
+    assert stderr.strip().splitlines() == [f"hfsweep: error: {REFUSED[case][1]}"], stderr[-2000:]
+    assert code == 2
     assert not run_dir.exists(), "a rejected config must leave no output behind"
 
 
