@@ -3,10 +3,11 @@
 1. data: preparing a causal-LM train split of 10 MB, 100 MB and 1 GB of text (CPython's pydoc
    prose, repeated, with each line numbered so no two lines are equal): wall time, tokens/s and the
    driver's peak RSS, each size in a fresh process. Baseline in the same invocation: the
-   `tokenizers` library's own `encode_batch` on all cores over the smallest corpus (the ceiling).
+   `tokenizers` library's own `encode_batch_fast` on all cores over the smallest corpus (the ceiling).
 2. trials: 8, 64 and 256 in-process trials of a trivial trainable (three reports with pointer
    checkpoints each) through hfsweep's own Tuner (search space, ASHA, checkpoint budget), then
-   `write_report`: non-training seconds per trial and the report's time.
+   `write_report`: non-training seconds per trial and the report's time. Baseline in the same
+   invocation: the same trainable through a plain Ray Tune script (`bare_tune_fit`).
 3. ingest: one in-process hfsweep trial (tiny GPT-2, 1 worker) streaming its shards from parquet,
    against the same trial on the split read whole into memory and permuted (the path before
    streaming), in the same invocation: tokens/s of the training loop.
@@ -60,7 +61,8 @@ def tokenizer_dir(root: Path) -> str:
 
 
 def ceiling_tokens_per_s(corpus: Path, tokenizer_path: str, repeats: int = 3) -> float:
-    """`tokenizers`' `encode_batch` (Rust, every core) over the corpus in batches of 10,000 lines."""
+    """`tokenizers`' fastest batch encoding, `encode_batch_fast` (Rust, every core, no offsets),
+    over the corpus in batches of 10,000 lines: what hfsweep's causal-LM preparation calls."""
     from tokenizers import Tokenizer
 
     os.environ["TOKENIZERS_PARALLELISM"] = "true"
@@ -70,7 +72,7 @@ def ceiling_tokens_per_s(corpus: Path, tokenizer_path: str, repeats: int = 3) ->
     for _ in range(repeats):
         start, tokens = time.perf_counter(), 0
         for i in range(0, len(lines), 10000):
-            tokens += sum(len(e.ids) for e in tokenizer.encode_batch(lines[i : i + 10000]))
+            tokens += sum(len(e.ids) for e in tokenizer.encode_batch_fast(lines[i : i + 10000]))
         rates.append(tokens / (time.perf_counter() - start))
     return statistics.median(rates)
 
@@ -118,7 +120,7 @@ def bench_data(sizes: list[int], root: Path, streaming: bool) -> None:
     tokenizer_path = tokenizer_dir(root)
     corpora = {size: write_corpus(root / f"corpus-{size}mb", size) for size in sizes}
     ceiling = ceiling_tokens_per_s(corpora[min(sizes)], tokenizer_path)
-    print(f"ceiling: tokenizers encode_batch on {os.cpu_count()} cores: {ceiling:,.0f} tokens/s")
+    print(f"ceiling: tokenizers encode_batch_fast on {os.cpu_count()} cores: {ceiling:,.0f} tokens/s")
     first = None
     for size in sizes:
         cache = Path(tempfile.mkdtemp(prefix=f"cache-{size}-", dir=root))  # nothing prepared before, by hfsweep or by datasets
@@ -155,10 +157,14 @@ def bench_trials(counts: list[int], root: Path) -> None:
     init_ray({"address": None, "num_cpus": 8, "num_gpus": None, "runtime_env": {}})
     real_trainable_for = sweep.trainable_for
     sweep.trainable_for = lambda cfg, data: tune.with_resources(tiny_trial, {"CPU": 1})
+    # As `sweep.fit` runs every sweep: without Tune's automatic JSON, CSV and TensorBoard loggers
+    # (the baseline too, so that it measures Tune's own bookkeeping, not its loggers').
+    os.environ[sweep.NO_AUTO_LOGGERS] = "1"
     try:
         _run_trial_counts(counts, root)
     finally:
         sweep.trainable_for = real_trainable_for
+        del os.environ[sweep.NO_AUTO_LOGGERS]
 
 
 def _run_trial_counts(counts: list[int], root: Path) -> None:
@@ -189,7 +195,33 @@ def _run_trial_counts(counts: list[int], root: Path) -> None:
         start = time.perf_counter()
         write_report(storage)
         report_s = time.perf_counter() - start
-        print(f"trials {count}: {fit_s / count:.3f} s per trial (Tune fit {fit_s:.1f} s), report {report_s:.1f} s")
+        bare_s = bare_tune_fit(cfg, count, root)
+        print(f"trials {count}: {fit_s / count:.3f} s per trial (Tune fit {fit_s:.1f} s), report {report_s:.1f} s; "
+              f"bare Tune {bare_s / count:.3f} s per trial ({bare_s:.1f} s): hfsweep / bare = {(fit_s + report_s) / bare_s:.2f}")
+
+
+def bare_tune_fit(cfg: dict, count: int, root: Path) -> float:
+    """The baseline: the same trivial trainable and concurrency through a plain Ray Tune script
+    (Tuner, ASHA, Tune's own checkpoint retention; no hfsweep config, search space, callbacks or
+    report; each trial's config is its one searched value, where hfsweep's is the whole resolved
+    config). Returns the fit's wall seconds."""
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+
+    from hfsweep.driver.ray_cluster import max_concurrent_trials
+
+    tuner = tune.Tuner(
+        tune.with_resources(tiny_trial, {"CPU": 1}),
+        param_space={"training": {"learning_rate": tune.loguniform(1e-5, 1e-2)}},
+        tune_config=tune.TuneConfig(metric="eval_loss", mode="min", num_samples=count, scheduler=ASHAScheduler(max_t=3, grace_period=1),
+                                    max_concurrent_trials=max_concurrent_trials(cfg["cluster"]), reuse_actors=True),
+        run_config=tune.RunConfig(name="bare", storage_path=str(root / f"bare-{count}"), verbose=1,
+                                  checkpoint_config=tune.CheckpointConfig(num_to_keep=1)),
+    )
+    start = time.perf_counter()
+    results = tuner.fit()
+    assert results.num_terminated == count, (results.num_terminated, count)
+    return time.perf_counter() - start
 
 
 def bench_ingest(root: Path, steps: int) -> None:
