@@ -1,5 +1,6 @@
 """The GPU paths, run only where CUDA is (`pytest -m gpu`): DDP over NCCL with bf16, FSDP,
-DeepSpeed ZeRO-2 and ZeRO-3, four trials packed on one GPU, and a PBT exploit under FSDP.
+DeepSpeed ZeRO-2 and ZeRO-3, four trials packed on one GPU, a PBT exploit under FSDP, and QLoRA
+(LoRA over a 4-bit base).
 On a CPU machine every test here is skipped (their refusals there are in test_config.py)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 
 from hfsweep.driver import sweep
 from hfsweep.models import weights_digest
-from tests.conftest import resolved_config
+from tests.conftest import resolved_config, save_tiny_base
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -76,3 +77,18 @@ def test_pbt_under_fsdp_copies_the_donors_weights(ray_cluster, tmp_path, cache_d
     assert exploited, "PBT never restored a trial"
     for row in exploited:
         assert row["resumed_weights_digest"] == weights_digest(AutoModelForCausalLM.from_pretrained(row["resumed_from"]))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is None, reason="pip install bitsandbytes")
+def test_a_qlora_sweep_trains_an_adapter_over_a_4bit_base(ray_cluster, tmp_path, cache_dir):
+    from peft import PeftModel
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    base = save_tiny_base(tmp_path / "base", cache_dir)
+    cfg, results = gpu_sweep(tmp_path / "run", cache_dir, "peft=lora", "peft.load_in_4bit=true", "training.bf16=true",
+                             f"model.pretrained={base}", f"model.tokenizer.pretrained={base}")
+    table = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert list(table["ended"]) == ["completed"] and list(table["step"]) == [cfg["training"]["max_steps"]]
+    assert all("lora_" in name for name in load_file(tmp_path / "run" / "best" / "adapter_model.safetensors")), "only the adapter is saved"
+    PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), tmp_path / "run" / "best")
