@@ -249,3 +249,16 @@ def test_bf16_on_a_gpu_without_it_is_refused(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=r"^training\.bf16: this GPU \(Tesla V100-SXM2-16GB\) has no bf16; use training\.fp16=true instead\.$"):
         validate(cfg)
     validate(resolved_config(["cluster.use_gpu=true", "training.fp16=true"], tmp_path, tmp_path))
+
+
+def test_relative_local_paths_are_made_absolute_for_the_trials_and_hub_names_stay_names(tmp_path, monkeypatch):
+    """Trials run in Ray's working directory, not the driver's: `model.pretrained=outputs/base/best` must still be found there."""
+    (tmp_path / "outputs" / "base").mkdir(parents=True)
+    (tmp_path / "chat.jinja").write_text("{{ messages }}")
+    monkeypatch.chdir(tmp_path)
+    cfg = resolved_config(["model.pretrained=outputs/base", "model.tokenizer.pretrained=gpt2", "data.chat_template=chat.jinja"],
+                          tmp_path / "run", Path("cache"))
+    assert cfg["model"]["pretrained"] == str(tmp_path / "outputs" / "base")
+    assert cfg["data"]["chat_template"] == str(tmp_path / "chat.jinja")
+    assert cfg["model"]["tokenizer"]["pretrained"] == "gpt2", "no local folder of that name: a hub name"
+    assert cfg["cache_dir"] == str(tmp_path / "cache")

@@ -49,12 +49,27 @@ def resolvable_here(cfg: DictConfig) -> dict | None:
         return None
 
 
+# Local files that trials read too: Ray runs them in another working directory than the driver's.
+LOCAL_PATH_KEYS = (("model", "pretrained"), ("model", "tokenizer", "pretrained"), ("data", "path"), ("data", "chat_template"))
+
+
 def resolve(cfg: DictConfig, run_dir: str) -> dict:
     """The composed config as a plain dict, with the storage path made absolute first, so that
-    `${cluster.storage_path}` (a logger's store, its group) resolves to this run's directory."""
+    `${cluster.storage_path}` (a logger's store, its group) resolves to this run's directory; then
+    `cache_dir`, and every relative path of `LOCAL_PATH_KEYS` that exists here (a hub name that
+    no local folder has stays a name, as transformers would read it), made absolute too."""
     storage = cfg.cluster.storage_path or run_dir
     cfg.cluster.storage_path = os.path.abspath(os.path.expanduser(storage))
-    return to_plain_dict(cfg)
+    resolved = to_plain_dict(cfg)
+    resolved["cache_dir"] = os.path.abspath(os.path.expanduser(resolved["cache_dir"]))
+    for *parents, key in LOCAL_PATH_KEYS:
+        section = resolved
+        for parent in parents:
+            section = section[parent]
+        value = section[key]
+        if isinstance(value, str) and not os.path.isabs(value) and os.path.exists(os.path.expanduser(value)):
+            section[key] = os.path.abspath(os.path.expanduser(value))
+    return resolved
 
 
 def apply_sampled(cfg: dict, sampled: dict) -> dict:
