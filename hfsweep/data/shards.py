@@ -14,8 +14,9 @@ import contextlib
 import multiprocessing
 import os
 from collections import deque
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -165,17 +166,8 @@ def _runner(num_proc: int, task_spec, tokenizer_path: str, data_cfg: dict):
         num_proc, mp_context=multiprocessing.get_context("spawn"), initializer=_start, initargs=(task_spec, tokenizer_path, data_cfg, True)
     )
 
-    def run(jobs):
-        pending: deque = deque()
-        for job in jobs:
-            pending.append(pool.submit(_process, *job))
-            if len(pending) >= 2 * num_proc:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-
     try:
-        yield run
+        yield lambda jobs: _in_order(jobs, partial(pool.submit, _process), Future.result, 2 * num_proc)
     finally:
         pool.shutdown(cancel_futures=True)
 
@@ -194,14 +186,16 @@ def _on_cluster(num_proc: int, task_spec, tokenizer_path: str, data_cfg: dict):
     process = ray.remote(num_cpus=1)(_process_on_node)
     in_flight = 2 * max(1, int(ray.cluster_resources().get("CPU", 1)))
     setup = (task_spec, tokenizer_path, data_cfg)
+    yield lambda jobs: _in_order(((setup, i, _in_memory(chunk), out) for i, chunk, out in jobs), process.remote, ray.get, in_flight)
 
-    def run(jobs):
-        pending: deque = deque()
-        for index, chunk, out_dir in jobs:
-            pending.append(process.remote(setup, index, _in_memory(chunk), out_dir))
-            if len(pending) >= in_flight:
-                yield ray.get(pending.popleft())
-        while pending:
-            yield ray.get(pending.popleft())
 
-    yield run
+def _in_order(jobs, submit, result, in_flight: int):
+    """Each job's result, in job order, with at most `in_flight` jobs submitted and not yet
+    yielded (so a stream is read only as fast as it is tokenized)."""
+    pending: deque = deque()
+    for job in jobs:
+        pending.append(submit(*job))
+        if len(pending) >= in_flight:
+            yield result(pending.popleft())
+    while pending:
+        yield result(pending.popleft())
