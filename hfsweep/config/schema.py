@@ -22,7 +22,8 @@ class TokenizerConfig:
 @dataclass
 class ModelConfig:
     task: Any = "causal_lm"  # a built-in task family's name, or {_target_: a Task class, ...}
-    pretrained: Optional[str] = None
+    pretrained: Optional[str] = None  # a hub name, a local folder, or pkg://PACKAGE/FOLDER inside an installed package
+    weights_sha256: Optional[str] = None  # the expected digest of model.pretrained's model.safetensors, checked once
     config: Dict[str, Any] = field(default_factory=dict)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     factory: Dict[str, Any] = field(default_factory=dict)  # {_target_: a callable(model_cfg, tokenizer, label_names) -> model}
@@ -42,6 +43,7 @@ class DataConfig:
     num_labels: Optional[int] = None  # classification: null reads the classes from the data; 1: a regression (STS-B)
     block_size: int = 128
     max_length: int = 128
+    pad_to_max_length: bool = False  # classification, NER, QA: pad every example to max_length at preparation (run_glue's flag), not each batch to its longest
     label_all_tokens: bool = False  # token classification: a word's tag on every sub-token, not just its first
     mlm_probability: float = 0.15  # masked LM: the share of tokens masked in each training batch (searchable)
     eval_mlm_probability: float = 0.15  # masked LM: the share masked, once and seeded, in the validation split

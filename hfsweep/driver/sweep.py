@@ -31,8 +31,9 @@ from hfsweep.driver.results import best_trial, evaluate_model, export_best, summ
 from hfsweep.driver.schedulers import build_scheduler, build_search_alg, build_stopper
 from hfsweep.driver.search_space import compile_search_space
 from hfsweep.driver.warm_start import load_warm_start, searcher_arguments
-from hfsweep.models import build_model, check_peft_targets, check_pretrained_reachable
+from hfsweep.models import build_model, check_peft_targets, check_pretrained_reachable, check_weights_digest
 from hfsweep.trial.trainable import run_trial
+from hfsweep.tasks import data_collator_for, get_task
 
 NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
 
@@ -114,6 +115,7 @@ def _prepare_sweep(cfg: dict) -> tuple:
     scheduler, stopper = build_scheduler(cfg, param_space), build_stopper(cfg, *filter(None, [setup.budget]))
     callbacks = [*build_loggers(cfg), *filter(None, [build_checkpoint_budget(cfg), setup.budget])]
     check_pretrained_reachable(cfg["model"])
+    check_weights_digest(cfg["model"], cfg["cache_dir"])
     check_peft_targets(cfg)
     if cfg["data"]["prepare_on"] == "cluster":  # the one preparation that needs Ray: tasks on the cluster's nodes
         init_ray(cfg["cluster"])
@@ -198,4 +200,5 @@ def untrained_eval_loss(cfg: dict, data: PreparedData) -> float:
 
     tokenizer = load_tokenizer(data.tokenizer_path)
     set_seed(cfg["seed"])
-    return evaluate_model(build_model(cfg["model"], tokenizer, data.label_names), tokenizer, data.validation_path)
+    model = build_model(cfg["model"], tokenizer, data.label_names)
+    return evaluate_model(model, tokenizer, data.validation_path, data_collator=data_collator_for(cfg, get_task(cfg["model"]["task"]), tokenizer))

@@ -22,6 +22,7 @@ import transformers
 from accelerate import Accelerator
 from torch.utils.data import DataLoader
 from transformers import get_scheduler
+from transformers.trainer_pt_utils import nested_concat
 
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.loops.common import (
@@ -37,7 +38,7 @@ from hfsweep.loops.common import (
 )
 from hfsweep.models import build_model, weights_digest
 from hfsweep.tasks import compute_metrics_for, data_collator_for, get_task
-from hfsweep.tasks.base import EvalContext
+from hfsweep.tasks.base import IGNORED, EvalContext
 from hfsweep.trial.bridge import checkpoint_dir_name, checkpoint_step
 
 TRAINER_DEFAULTS = {"gradient_accumulation_steps": 1, "max_grad_norm": 1.0, "weight_decay": 0.0, "warmup_steps": 0, "logging_steps": 500,
@@ -59,21 +60,29 @@ def _evaluate(accelerator: Accelerator, model, loader, compute_metrics) -> dict:
     counted once, their number, and `compute_metrics` on the gathered logits, as the Trainer
     computes them."""
     model.eval()
-    losses, logits, labels = [], [], []
+    losses, logits, labels = [], None, None
     with torch.no_grad():
         for batch in loader:
             outputs = model(**batch)
             losses.append(accelerator.gather_for_metrics(outputs.loss.repeat(batch["input_ids"].shape[0])))
-            if compute_metrics:
-                logits.append(accelerator.gather_for_metrics(outputs.logits).float().cpu())
-                labels.append(accelerator.gather_for_metrics(batch["labels"]).cpu())
+            if compute_metrics:  # per-token outputs of batches padded to their own longest: padded to one length, as the Trainer does
+                batch_logits, batch_labels = gathered(accelerator, outputs.logits).float().cpu(), gathered(accelerator, batch["labels"]).cpu()
+                logits = batch_logits if logits is None else nested_concat(logits, batch_logits, padding_index=IGNORED)
+                labels = batch_labels if labels is None else nested_concat(labels, batch_labels, padding_index=IGNORED)
     model.train()
     losses = torch.cat(losses)
     metrics = {"eval_loss": losses.mean().item(), "eval_samples": len(losses)}
     if compute_metrics:
-        computed = compute_metrics((torch.cat(logits).numpy(), torch.cat(labels).numpy()))
+        computed = compute_metrics((logits.numpy(), labels.numpy()))
         metrics.update({f"eval_{name}": value for name, value in computed.items()})
     return metrics
+
+
+def gathered(accelerator: Accelerator, tensor):
+    """`tensor` from every process, padded to the longest's length first when it has a token axis."""
+    if tensor.ndim > 1:
+        tensor = accelerator.pad_across_processes(tensor, dim=1, pad_index=IGNORED)
+    return accelerator.gather_for_metrics(tensor)
 
 
 def _save(accelerator: Accelerator, model, tokenizer, path: str) -> None:
@@ -113,7 +122,7 @@ def train_loop_per_worker(config: dict) -> None:
         num_warmup_steps=training["warmup_steps"], num_training_steps=training["max_steps"],
     )
     model, optimizer, lr_scheduler = accelerator.prepare(model, optimizer, lr_scheduler)
-    eval_loader = validation_shard(cfg, accelerator.device)
+    eval_loader = validation_shard(cfg, task, tokenizer, accelerator.device)
     if eval_loader is None:  # the whole split on every worker: Accelerate's prepared loader splits it
         eval_loader = accelerator.prepare(
             DataLoader(validation.with_format("torch"), batch_size=training["per_device_eval_batch_size"],

@@ -11,6 +11,8 @@ import ray.train
 from ray.train import Checkpoint, CheckpointUploadMode
 
 from hfsweep.compat import lr_factors, quiet_train_report_log, set_last_lr
+from hfsweep.tasks import data_collator_for
+from hfsweep.tasks.base import batch_collator
 from hfsweep.trial.bridge import checkpoint_dir_name, report_to_tune
 
 
@@ -88,14 +90,16 @@ def hyperparameters_in_effect(optimizer) -> dict:
     return {"lr_in_effect": groups[0]["lr"], "weight_decay_in_effect": max(g.get("weight_decay", 0.0) for g in groups)}
 
 
-def validation_shard(cfg: dict, device="auto"):
+def validation_shard(cfg: dict, task, tokenizer, device="auto"):
     """This worker's Ray Data shard of the validation split, as torch batches, when
     `data.datasets_to_split` holds it; None when every worker evaluates the whole split (from
-    disk). Ray splits it into equal shards, so up to num_workers - 1 examples go unevaluated."""
+    disk). Ray splits it into equal shards, so up to num_workers - 1 examples go unevaluated.
+    A task that pads per batch pads them with its collator."""
     if "validation" not in cfg["data"]["datasets_to_split"]:
         return None
+    collate = batch_collator(data_collator_for(cfg, task, tokenizer)) if task.pads_batches else None
     return ray.train.get_dataset_shard("validation").iter_torch_batches(
-        batch_size=cfg["training"]["per_device_eval_batch_size"], device=device
+        batch_size=cfg["training"]["per_device_eval_batch_size"], device=device, collate_fn=collate
     )
 
 

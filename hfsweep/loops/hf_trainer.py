@@ -173,7 +173,7 @@ def train_loop_per_worker(config: dict) -> None:
         tokenizer=tokenizer,
         args=training_arguments(cfg, config["output_dir"]),
         train_dataset=train_shard,
-        eval_dataset=validation if (shard := validation_shard(cfg)) is None else shard,
+        eval_dataset=validation if (shard := validation_shard(cfg, task, tokenizer)) is None else shard,
         callbacks=callbacks,
         label_names=config["label_names"],
         validation_path=config["validation_path"],

@@ -10,6 +10,17 @@ from typing import Any, Callable, Optional
 IGNORED = -100  # the label the loss and the metrics skip: padding, special tokens, later sub-tokens
 
 
+def rows(batch: dict) -> list[dict]:
+    """A Ray Data batch (column -> numpy array; a ragged column is an array of arrays) as the
+    list of examples transformers' collators take."""
+    return [dict(zip(batch, values)) for values in zip(*batch.values())]
+
+
+def batch_collator(collator: Callable) -> Callable:
+    """A transformers collator (a list of examples -> tensors) as a Ray Data `collate_fn`."""
+    return lambda batch: collator(rows(batch))
+
+
 @dataclass(frozen=True)
 class EvalContext:
     """What a task's metrics may need besides the predictions: the classes' names, the tokenizer
@@ -36,6 +47,9 @@ class Task:
     # give it away (GPT2LMHeadModel): without it the Trainer counts a causal LM's tokens before the
     # shift and reports every loss (1 - 1/block_size) too low.
     loss_type: Optional[str] = None
+    # Its examples keep their own lengths unless `data.pad_to_max_length`, and its `data_collator`
+    # pads each batch to the batch's longest example (classification, NER, QA), on the workers.
+    pads_batches = False
 
     def model_config_kwargs(self, label_names: Optional[list]) -> dict:
         """What the model's config needs from the data: by default the classes' names, if any."""
@@ -82,11 +96,18 @@ class Task:
         """One raw split as model inputs (a `datasets.Dataset` of fixed-length token columns)."""
         raise NotImplementedError
 
+    def padding(self, data_cfg: dict):
+        """The tokenizer's `padding` and the token columns' length at preparation: to
+        `data.max_length` with `data.pad_to_max_length`, else none (the collator pads each batch)."""
+        if data_cfg["pad_to_max_length"] or not self.pads_batches:
+            return "max_length", data_cfg[self.length_key]
+        return False, None
+
     def train_collator(self, tokenizer, data_cfg: dict, seed: int) -> Optional[Callable]:
         """What turns a batch of prepared training rows (column -> numpy array, as Ray Data hands
         them to the worker) into model inputs, for tasks that do work per batch (masked LM's
-        masking); None: the rows are the inputs. `seed` differs per worker."""
-        return None
+        masking, padding each batch); None: the rows are the inputs. `seed` differs per worker."""
+        return batch_collator(self.data_collator(tokenizer)) if self.pads_batches else None
 
     def save_validation_examples(self, raw_validation, data_cfg: dict, folder: str) -> None:
         """Write beside the prepared validation split what the metrics need besides its rows (QA:

@@ -19,11 +19,12 @@ def group_texts(token_lists: list, block_size: int) -> dict:
     return {"input_ids": blocks, "attention_mask": np.ones_like(blocks), "labels": blocks}
 
 
-def token_features(names, length: int) -> dict:
-    """Fixed-length token columns: Ray Data turns them into tensors without ragged arrays."""
+def token_features(names, length: int | None) -> dict:
+    """Token columns of `length` tokens each (Ray Data turns them into tensors without ragged
+    arrays), or of each example's own length (None), padded per batch by the task's collator."""
     from datasets import List, Value
 
-    return {name: List(Value("int64"), length=length) for name in names}
+    return {name: List(Value("int64"), length=-1 if length is None else length) for name in names}
 
 
 class CausalLM(Task):

@@ -15,7 +15,7 @@ from typing import Optional
 
 import numpy as np
 
-from hfsweep.tasks.base import Task
+from hfsweep.tasks.base import Task, batch_collator, rows
 from hfsweep.tasks.causal_lm import token_features
 
 EVAL_MASK_SEED = 0
@@ -75,19 +75,14 @@ class MaskedLM(Task):
         collator = masking_collator(tokenizer, data_cfg, data_cfg["eval_mlm_probability"], EVAL_MASK_SEED)
 
         def mask(batch: dict) -> dict:
-            masked = collator([dict(zip(batch, row)) for row in zip(*batch.values())])
+            masked = collator(rows(batch))
             return {"input_ids": masked["input_ids"].numpy(), "attention_mask": masked["attention_mask"].numpy(), "labels": masked["labels"].numpy()}
 
         masked_features = Features(token_features(("input_ids", "attention_mask", "labels"), block))
         return blocks.map(mask, batched=True, remove_columns=blocks.column_names, features=masked_features, desc="mask validation")
 
     def train_collator(self, tokenizer, data_cfg: dict, seed: int) -> Optional[object]:
-        collator = masking_collator(tokenizer, data_cfg, data_cfg["mlm_probability"], seed)
-
-        def collate(batch: dict):  # a Ray Data batch: column -> numpy array
-            return collator([dict(zip(batch, row)) for row in zip(*batch.values())])
-
-        return collate
+        return batch_collator(masking_collator(tokenizer, data_cfg, data_cfg["mlm_probability"], seed))
 
 
 TASK = MaskedLM()

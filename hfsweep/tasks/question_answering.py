@@ -52,6 +52,7 @@ class QuestionAnswering(Task):
     columns = ("text_column", "pair_column", "label_column")
     inputs = ANSWERS
     needs_whole_validation = True  # its predictions are matched to the features in order
+    pads_batches = True
 
     def auto_model_class(self):
         from transformers import AutoModelForQuestionAnswering
@@ -76,6 +77,7 @@ class QuestionAnswering(Task):
 
         question, context, answers = data_cfg["text_column"], data_cfg["pair_column"], data_cfg["label_column"]
         length = data_cfg["max_length"]
+        padding, padded_length = self.padding(data_cfg)
         pad_right = tokenizer.padding_side == "right"
 
         def encode(batch: dict) -> dict:
@@ -83,7 +85,7 @@ class QuestionAnswering(Task):
             first, second = (questions, batch[context]) if pad_right else (batch[context], questions)
             encoded = tokenizer(first, second, truncation="only_second" if pad_right else "only_first", max_length=length,
                                 stride=data_cfg["doc_stride"], return_overflowing_tokens=True, return_offsets_mapping=True,
-                                padding="max_length")
+                                padding=padding)
             context_index = 1 if pad_right else 0
             starts, ends, example_ids, offsets = [], [], [], []
             for i, sample in enumerate(encoded.pop("overflow_to_sample_mapping")):
@@ -100,10 +102,15 @@ class QuestionAnswering(Task):
                 out.update(example_id=example_ids, offset_mapping=offsets)
             return out
 
-        features = {**token_features(tokenizer.model_input_names, length), "start_positions": Value("int64"), "end_positions": Value("int64")}
+        features = {**token_features(tokenizer.model_input_names, padded_length), "start_positions": Value("int64"), "end_positions": Value("int64")}
         if split == "validation":
-            features.update(example_id=Value("string"), offset_mapping=List(List(Value("int64"), length=2), length=length))
+            features.update(example_id=Value("string"), offset_mapping=List(List(Value("int64"), length=2), length=-1 if padded_length is None else padded_length))
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=Features(features), desc=f"tokenize {split}")
+
+    def data_collator(self, tokenizer):
+        from transformers import DataCollatorWithPadding
+
+        return DataCollatorWithPadding(tokenizer)
 
     def save_validation_examples(self, raw_validation, data_cfg: dict, folder: str) -> None:
         """The raw examples (id, context, answers) the post-processing maps predictions back to."""
@@ -149,7 +156,8 @@ def best_answer(context: str, feature_indices: list, start_logits, end_logits, o
         null_score = min(null_score, starts[0] + ends[0])
         for s in np.argsort(starts)[-1:-n_best - 1:-1]:
             for e in np.argsort(ends)[-1:-n_best - 1:-1]:
-                if spans[s][0] < 0 or spans[e][0] < 0 or e < s or e - s + 1 > longest:
+                # beyond the feature's own tokens (logits padded to the longest feature), or outside its context
+                if s >= len(spans) or e >= len(spans) or spans[s][0] < 0 or spans[e][0] < 0 or e < s or e - s + 1 > longest:
                     continue
                 score = starts[s] + ends[e]
                 if score > best_score:

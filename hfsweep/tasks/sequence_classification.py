@@ -1,5 +1,6 @@
-"""Sequence classification (single sentences or pairs), as Ray's BERT examples: padded and
-truncated to `data.max_length`, labels a ClassLabel taken from the training split; or, as
+"""Sequence classification (single sentences or pairs), as run_glue.py: truncated to
+`data.max_length` and padded per batch (or to `data.max_length` with `data.pad_to_max_length`,
+as Ray's BERT examples pad), labels a ClassLabel taken from the training split; or, as
 run_glue.py does for STS-B, a regression on a float score with one output."""
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class SequenceClassification(Task):
     name = "sequence_classification"
     columns = ("text_column", "pair_column", "label_column")
     inputs = LABELS
+    pads_batches = True
 
     def auto_model_class(self):
         from transformers import AutoModelForSequenceClassification
@@ -70,18 +72,24 @@ class SequenceClassification(Task):
         return encode_labels(raw, data_cfg["label_column"], data_cfg["num_labels"])
 
     def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
-        """Tokenize the text (and the pair) padded and truncated to data.max_length; `labels`
-        keeps its ClassLabel, so the prepared data names its classes."""
+        """Tokenize the text (and the pair) truncated to data.max_length; `labels` keeps its
+        ClassLabel, so the prepared data names its classes."""
         from datasets import Features
 
         text, pair, length = data_cfg["text_column"], data_cfg["pair_column"], data_cfg["max_length"]
+        padding, padded_length = self.padding(data_cfg)
 
         def encode(batch: dict) -> dict:
-            encoded = tokenizer(batch[text], batch[pair] if pair else None, padding="max_length", truncation=True, max_length=length)
+            encoded = tokenizer(batch[text], batch[pair] if pair else None, padding=padding, truncation=True, max_length=length)
             return {**encoded, "labels": batch[data_cfg["label_column"]]}
 
-        features = Features({**token_features(tokenizer.model_input_names, length), "labels": ds.features[data_cfg["label_column"]]})
+        features = Features({**token_features(tokenizer.model_input_names, padded_length), "labels": ds.features[data_cfg["label_column"]]})
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
+
+    def data_collator(self, tokenizer):
+        from transformers import DataCollatorWithPadding
+
+        return DataCollatorWithPadding(tokenizer)
 
     def predictions_and_references(self, eval_pred, context):
         """Class ids (argmax of the logits), or the score itself for a one-output regression (STS-B)."""

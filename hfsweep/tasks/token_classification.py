@@ -39,6 +39,7 @@ class TokenClassification(Task):
     name = "token_classification"
     columns = ("text_column", "label_column")
     inputs = TAGS
+    pads_batches = True
 
     def auto_model_class(self):
         from transformers import AutoModelForTokenClassification
@@ -52,15 +53,17 @@ class TokenClassification(Task):
         return encode_tags(raw, data_cfg["label_column"])
 
     def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
-        """Sub-tokens padded and truncated to `data.max_length`, with the word-aligned labels."""
-        from datasets import Features, List, Value
+        """Sub-tokens truncated to `data.max_length`, with the word-aligned labels (padded by the
+        collator, labels with -100)."""
+        from datasets import Features
 
         words, tags, length = data_cfg["text_column"], data_cfg["label_column"], data_cfg["max_length"]
         names = ds.features[tags].feature.names
+        padding, padded_length = self.padding(data_cfg)
         inside = [names.index("I-" + n[2:]) if n.startswith("B-") and "I-" + n[2:] in names else i for i, n in enumerate(names)]
 
         def encode(batch: dict) -> dict:
-            encoded = tokenizer(batch[words], is_split_into_words=True, padding="max_length", truncation=True, max_length=length)
+            encoded = tokenizer(batch[words], is_split_into_words=True, padding=padding, truncation=True, max_length=length)
             labels = []
             for row, word_tags in enumerate(batch[tags]):
                 previous, row_labels = None, []
@@ -75,7 +78,7 @@ class TokenClassification(Task):
                 labels.append(row_labels)
             return {**encoded, "labels": labels}
 
-        features = Features({**token_features(tokenizer.model_input_names, length), "labels": List(Value("int64"), length=length)})
+        features = Features({**token_features(tokenizer.model_input_names, padded_length), **token_features(["labels"], padded_length)})
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
 
     def data_collator(self, tokenizer):
