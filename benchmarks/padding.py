@@ -61,7 +61,8 @@ def main() -> None:
     for name, measured in runs.items():
         speed = statistics.median(r["tokens_per_s"] for r in measured)
         accuracies = ", ".join(f"{r['accuracy']:.4f}" for r in measured)
-        print(f"| {name} | {speed:.0f} ({', '.join(f'{r['tokens_per_s']:.0f}' for r in measured)}) | {speed / base:.2f} | {accuracies} |")
+        each = ", ".join(f"{r['tokens_per_s']:.0f}" for r in measured)
+        print(f"| {name} | {speed:.0f} ({each}) | {speed / base:.2f} | {accuracies} |")
 
 
 if __name__ == "__main__":

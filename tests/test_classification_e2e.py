@@ -42,6 +42,9 @@ def test_bert_mrpc_offline_sweep_reports_accuracy_and_f1_and_asha_acts_on_them(r
         # a tie of the others at 0.0 (with 2, a tie at the median goes on)
         "scheduler.reduction_factor=4",
         "search_space.training.learning_rate.values=[3e-3,1e-2,1e-3,1e-5]",
+        # 3e-3 reaches F1 1.0 at step 20 and keeps it: the budget must keep the checkpoint that
+        # Tune ranks best of equal scores (the later), or best/ has nothing to export
+        "checkpoints.keep_per_trial=1",
     ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
     results = sweep.run(cfg)
@@ -56,6 +59,7 @@ def test_bert_mrpc_offline_sweep_reports_accuracy_and_f1_and_asha_acts_on_them(r
     best = best_trial(results, cfg)
     every_f1 = [f1 for result in results for f1 in result.metrics_dataframe["eval_f1"]]
     assert best.metric == "eval_f1" and best.value == max(every_f1)
+    assert best.step == MAX_STEPS and os.listdir(os.path.dirname(best.checkpoint_path)) == [f"checkpoint-{MAX_STEPS}"]
     exported = os.path.join(cfg["cluster"]["storage_path"], "best")
     model = AutoModelForSequenceClassification.from_pretrained(exported)
     assert model.config.id2label == {0: "0", 1: "1"}

@@ -23,10 +23,12 @@ from hfsweep.trial.bridge import checkpoint_step
 class CheckpointBudget(tune.Callback):
     """Delete checkpoints nothing needs, by these rules:
 
-    - a trial keeps its `keep_per_trial` best checkpoints by the sweep metric (ties: the earlier);
+    - a trial keeps its `keep_per_trial` best checkpoints by the sweep metric (of equal scores the
+      later, as Tune's own `num_to_keep` ranks them);
     - a trial that has not ended (running, paused, errored) also keeps its latest, to resume from;
     - a trial stopped by the scheduler or a stopper keeps nothing;
-    - the sweep's best checkpoint is never deleted (`best/` is exported from it at the end);
+    - the sweep's best checkpoint is never deleted (`best/` is exported from it at the end): of every
+      trial whose best score is the sweep's, its best checkpoint (the later of equal ones);
     - with several objectives (`keep_latest`), every trial also keeps its latest: its last report
       is its point on the Pareto front, and `best/` may be exported from any of them.
 
@@ -79,15 +81,17 @@ class CheckpointBudget(tune.Callback):
         latest = {next(reversed(checkpoints))} if ended is None or self.keep_latest else set()
         if ended == "stopped":
             return latest
-        return set(sorted(checkpoints, key=checkpoints.get, reverse=True)[: self.keep]) | latest  # stable: earlier wins ties
+        order = {path: i for i, path in enumerate(checkpoints)}  # report order
+        return set(sorted(checkpoints, key=lambda path: (checkpoints[path], order[path]), reverse=True)[: self.keep]) | latest
 
     def _prune(self) -> None:
         if self.defer:
             return
-        scored = [(score, path) for checkpoints in self.checkpoints.values() for path, score in checkpoints.items()]
-        best = max(scored, key=lambda sp: sp[0])[1] if scored else None
+        scores = [score for checkpoints in self.checkpoints.values() for score in checkpoints.values()]
+        best = max(scores, default=None)
         for trial_id, checkpoints in self.checkpoints.items():
-            needed = self._needed(trial_id, checkpoints) | {best}
+            tied = [path for path, score in checkpoints.items() if score == best]
+            needed = self._needed(trial_id, checkpoints) | set(tied[-1:])
             for path in [p for p in checkpoints if p not in needed]:
                 shutil.rmtree(path, ignore_errors=True)
                 del checkpoints[path]

@@ -62,8 +62,9 @@ def best_trial(results: tune.ResultGrid, cfg: dict) -> BestTrial:
         return best_of_pareto_front(results, cfg)
     metric, mode = cfg["metric"], cfg["mode"]
     result = results.get_best_result(metric=metric, mode=mode, scope="all")
+    # Of equal scores the later, as Tune ranks them (and keeps them, with num_to_keep): a classifier's accuracy often repeats
     checkpoint, metrics = max(
-        result.best_checkpoints, key=lambda cm: cm[1][metric] if mode == "max" else -cm[1][metric]
+        result.best_checkpoints, key=lambda cm: (cm[1][metric] if mode == "max" else -cm[1][metric], cm[1]["step"])
     )
     return BestTrial(
         trial_id=metrics["trial_id"],
