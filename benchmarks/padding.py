@@ -2,13 +2,15 @@
 `data.max_length`, on MRPC's real sentence pairs with the pretrained MiniLM (`model=minilm_l6`),
 in one invocation.
 
-Two one-trial sweeps of `+experiment=glue_tsv glue=mrpc model=minilm_l6` (one worker, the same
-learning rate, seed and steps), one with `data.pad_to_max_length=true` (every example padded to
-128 tokens at preparation, as Ray's BERT examples do) and one without (each batch padded by the
-collator on the worker). The Trainer counts the real tokens it trained on
-(`include_num_input_tokens_seen=non_padding`); tokens/s is that count's growth over the trial's
-running time between its first and its last report (evaluation and checkpoint saves included, as
-a sweep pays them). Each run's accuracy is printed too: the padding must not change it.
+One-trial sweeps of `+experiment=glue_tsv glue=mrpc model=minilm_l6` (one worker, the same
+learning rate, seed and steps): with `data.pad_to_max_length=true` (every example padded to 128
+tokens at preparation, as Ray's BERT examples do); without it (each batch padded by the collator on
+the worker to its longest example); and without it with `training.train_sampling_strategy=
+group_by_length` (examples of similar length batched together). The Trainer counts the real
+tokens it trained on (`include_num_input_tokens_seen=non_padding`); tokens/s is that count's
+growth between the trial's first and last report over the training time between them: the
+trial's running time less the evaluations' (`eval_runtime`), so checkpoint saves are included.
+Each run's eval accuracy is printed too.
 
     GLUE_DIR=/data/glue python benchmarks/padding.py [--steps 60 --repeats 2]
 
@@ -25,20 +27,24 @@ from _common import run_sweep
 
 from hfsweep.driver.ray_cluster import init_ray
 
-WAYS = {"padded to max_length (128)": "true", "padded per batch": "false"}
+WAYS = {
+    "padded to max_length (128)": ["data.pad_to_max_length=true"],
+    "padded per batch": ["data.pad_to_max_length=false"],
+    "padded per batch, grouped by length": ["data.pad_to_max_length=false", "+training.train_sampling_strategy=group_by_length"],
+}
 
 
-def measure(padded: str, steps: int) -> dict:
+def measure(way: list[str], steps: int) -> dict:
     every = steps // 3
     _, results = run_sweep([
-        "+experiment=glue_tsv", "glue=mrpc", "model=minilm_l6", "cluster.num_workers=1", f"data.pad_to_max_length={padded}",
+        "+experiment=glue_tsv", "glue=mrpc", "model=minilm_l6", "cluster.num_workers=1", *way,
         f"training.max_steps={steps}", f"training.eval_steps={every}", f"training.save_steps={every}", f"training.logging_steps={every}",
         f"scheduler.grace_period={every}", "search_space.training.learning_rate.values=[3e-5]", "checkpoints.keep_per_trial=1",
         "+training.include_num_input_tokens_seen=non_padding",
     ])
     history = results[0].metrics_dataframe
     tokens = history["num_input_tokens_seen"].iloc[-1] - history["num_input_tokens_seen"].iloc[0]
-    seconds = history["time_total_s"].iloc[-1] - history["time_total_s"].iloc[0]
+    seconds = history["time_total_s"].iloc[-1] - history["time_total_s"].iloc[0] - history["eval_runtime"].iloc[1:].sum()
     return {"tokens_per_s": tokens / seconds, "accuracy": history["eval_accuracy"].iloc[-1], "tokens": tokens}
 
 
@@ -52,8 +58,8 @@ def main() -> None:
     init_ray({"address": None, "num_cpus": 8, "num_gpus": None})
     runs = {name: [] for name in WAYS}
     for _ in range(args.repeats):  # alternated, so a change in the machine's load hits both
-        for name, padded in WAYS.items():
-            runs[name].append(measure(padded, args.steps))
+        for name, way in WAYS.items():
+            runs[name].append(measure(way, args.steps))
     base = statistics.median(r["tokens_per_s"] for r in runs["padded to max_length (128)"])
     print(f"\nMRPC (real files), all-MiniLM-L6-v2, batch 16, {args.steps} steps, 1 worker; median of {args.repeats} alternated runs")
     print("| padding | real tokens/s | ratio | eval accuracy at the last step |")

@@ -96,3 +96,13 @@ def classic_parquet_reader(context) -> None:
     0.3-0.6 s (see BENCHMARKS.md, worker ingest). A no-op once the switch is gone."""
     if hasattr(context, "use_datasource_v2"):
         context.use_datasource_v2 = False
+
+
+def ray_data_iterable(make_iterator):
+    """An iterable of batches that `ray.train.huggingface.transformers.prepare_trainer` hands to
+    the Trainer as it hands Ray Data's own (one batch per step, no re-batching): Ray marks its
+    batch iterables with the private `_IterableFromIterator`, which calls `make_iterator` once per
+    epoch. Used for batches hfsweep forms itself (grouped by length)."""
+    from ray.data.iterator import _IterableFromIterator
+
+    return _IterableFromIterator(make_iterator)

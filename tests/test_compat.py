@@ -46,3 +46,14 @@ def test_datasets_fingerprint_follows_the_content():
     assert isinstance(getattr(dataset, "_fingerprint", None), str), "datasets.Dataset._fingerprint is gone"
     changed = dataset.map(lambda row: {"text": row["text"] + "!"})
     assert compat.dataset_fingerprint(changed) != compat.dataset_fingerprint(dataset)
+
+
+def test_prepare_trainer_hands_a_ray_data_iterables_batches_to_the_trainer_unchanged(tmp_path):
+    from ray.train.huggingface.transformers import prepare_trainer
+    from transformers import Trainer, TrainingArguments
+
+    batches = [{"input_ids": torch.tensor([[1, 2, 3]])}, {"input_ids": torch.tensor([[4, 5]])}]  # two lengths: not re-batched
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=2)
+    trainer = prepare_trainer(Trainer(model=torch.nn.Linear(1, 1), args=args, train_dataset=compat.ray_data_iterable(lambda: iter(batches))))
+    assert [batch["input_ids"].tolist() for batch in trainer.get_train_dataloader()] == [[[1, 2, 3]], [[4, 5]]], \
+        "prepare_trainer no longer recognises ray.data.iterator._IterableFromIterator"

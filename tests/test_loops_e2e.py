@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hfsweep.driver import sweep
-from tests.conftest import resolved_config
+from tests.conftest import resolved_config, write_glue_pairs
 
 pytestmark = pytest.mark.slow
 
@@ -39,3 +39,55 @@ def test_both_loops_give_the_same_loss_curve(ray_cluster, tmp_path, cache_dir):
     for (step, loss_t, eval_t), (_, loss_a, eval_a) in zip(trainer, accelerate):
         assert loss_a == pytest.approx(loss_t, rel=2e-3), f"training loss differs at step {step}"
         assert eval_a == pytest.approx(eval_t, rel=2e-3), f"eval loss differs at step {step}"
+
+
+PAIRS_RUN = [  # a classifier: examples padded per batch, grouped by length, scored by eval metrics
+    "+experiment=bert_mrpc_offline",
+    "data.text_column='#1 String'",
+    "data.pair_column='#2 String'",
+    "data.label_column=Quality",
+    "+data.load_kwargs.quoting=3",
+    "data.max_length=32",
+    "data.max_train_samples=200",
+    "cluster.num_workers=1",
+    "scheduler=fifo",
+    "~scheduler.grace_period",
+    "search_space.training.learning_rate.values=[3e-3]",
+    "training.max_steps=8",
+    "training.eval_steps=4",
+    "training.save_steps=8",
+    "training.logging_steps=4",
+    "training.warmup_steps=0",
+    "+training.train_sampling_strategy=group_by_length",
+]
+
+
+def test_both_loops_pad_and_group_a_classifiers_batches_alike(ray_cluster, tmp_path, cache_dir):
+    folder = write_glue_pairs(tmp_path / "pairs")
+    curves = {}
+    for loop in ("hf_trainer", "accelerate"):
+        results = sweep.run(resolved_config([f"loop={loop}", f"data.path={folder}", *PAIRS_RUN], tmp_path / loop, cache_dir))
+        assert results.errors == []
+        history = results[0].metrics_dataframe
+        curves[loop] = list(zip(history["step"], history["loss"], history["eval_loss"], history["eval_accuracy"], history["eval_f1"]))
+    assert [row[0] for row in curves["hf_trainer"]] == [row[0] for row in curves["accelerate"]] == [8]
+    for trainer, accelerate in zip(curves["hf_trainer"], curves["accelerate"]):
+        assert accelerate[1:3] == pytest.approx(trainer[1:3], rel=2e-3) and accelerate[3:] == pytest.approx(trainer[3:], abs=1e-9)
+
+
+def test_examples_grouped_by_length_share_batches_and_each_is_trained_once(ray_cluster):
+    import random
+
+    import ray
+
+    from hfsweep.loops.common import MEGA_BATCHES, length_grouped
+
+    rng = random.Random(0)
+    lengths = [rng.randint(2, 100) for _ in range(4 * MEGA_BATCHES)]
+    shard = ray.data.from_items([{"input_ids": list(range(n)), "row": i} for i, n in enumerate(lengths)]).iterator()
+    batches = list(length_grouped(shard, 4, lambda batch: batch, seed=0, shuffle={"local_shuffle_buffer_size": None, "local_shuffle_seed": None}))
+    assert sorted(row for batch in batches for row in batch["row"]) == list(range(len(lengths)))
+    padded = sum(4 * max(len(ids) for ids in batch["input_ids"]) for batch in batches)
+    grouped_share = sum(lengths) / padded
+    random_share = sum(lengths) / sum(4 * max(lengths[i:i + 4]) for i in range(0, len(lengths), 4))
+    assert grouped_share > 0.95 and random_share < 0.7, (grouped_share, random_share)

@@ -24,9 +24,10 @@ ACCELERATE_LOOP_KEYS = {
     "learning_rate", "weight_decay", "lr_scheduler_type", "warmup_steps", "max_steps", "seed",
     "per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps", "max_grad_norm",
     "eval_strategy", "eval_steps", "save_strategy", "save_steps", "bf16", "fp16", "activation_checkpointing",
-    "logging_steps", "disable_tqdm", "average_tokens_across_devices",
+    "logging_steps", "disable_tqdm", "average_tokens_across_devices", "train_sampling_strategy",
 }
 DATA_SOURCES = ("pydoc", "hub", "local")
+SAMPLING_STRATEGIES = ("random", "sequential", "group_by_length")  # training.train_sampling_strategy on a streamed shard
 PREPARE_ON = ("driver", "cluster")  # where the train split is tokenized: the driver's processes, or Ray tasks on every node
 TOKENIZER_KINDS = ("byte_level_bpe", "roberta_bpe", "unigram", "wordpiece")  # hfsweep.data.tokenizers.TOKENIZER_TRAINERS, without importing it
 # every trial's reports (time_total_s: Tune's, the trial's running time), plus eval_<eval_metrics>
@@ -461,6 +462,14 @@ def _validate_loop(cfg: dict) -> None:
     loop = cfg["loop"]["name"]
     if loop not in LOOPS:
         raise ConfigError(f"loop.name: '{loop}' is not one of {', '.join(LOOPS)}; e.g. loop=accelerate.")
+    task, strategy = get_task(cfg["model"]["task"]), cfg["training"].get("train_sampling_strategy", "random")
+    if strategy not in SAMPLING_STRATEGIES:
+        raise ConfigError(f"training.train_sampling_strategy: '{strategy}' is not one of {', '.join(SAMPLING_STRATEGIES)} "
+                          f"(the workers stream their shards, so batch_rebalance's whole-set planning cannot run); e.g. group_by_length.")
+    if strategy == "group_by_length" and (not task.pads_batches or cfg["data"]["pad_to_max_length"]):
+        fix = "set data.pad_to_max_length=false" if task.pads_batches else "remove it"
+        raise ConfigError(f"training.train_sampling_strategy: group_by_length batches examples of similar length to pad less, and "
+                          f"every example of model.task={task.name or type(task).__name__} has the same length here; {fix}.")
     if loop != "accelerate":
         return
     if cfg["callbacks"]:

@@ -32,6 +32,7 @@ from hfsweep.loops.common import (
     quiet_logs,
     report,
     resume_checkpoint,
+    train_batches,
     validation_shard,
     with_perplexity,
     worker_seed,
@@ -138,8 +139,6 @@ def train_loop_per_worker(config: dict) -> None:
         apply_hyperparameters(optimizer.optimizer, lr_scheduler.scheduler, training)  # Accelerate's wrappers hold them
         extra.update(resumed_from=resume_from, resumed_weights_digest=weights_digest(accelerator.unwrap_model(model)))
 
-    batch_size = training["per_device_train_batch_size"]
-    shard = ray.train.get_dataset_shard("train")
     train_collate = task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process))
     extra["startup_s"] = time.time() - config["trial_started_at"]
     step_losses: list[float] = []  # one per optimizer step since the last log
@@ -147,8 +146,7 @@ def train_loop_per_worker(config: dict) -> None:
     model.train()
     while step < training["max_steps"]:
         epoch_seed = cfg["seed"] + step  # a fresh shuffle each pass over the shard
-        for batch in shard.iter_torch_batches(batch_size=batch_size, local_shuffle_buffer_size=cfg["data"]["shuffle_buffer_rows"],
-                                              local_shuffle_seed=epoch_seed, device=accelerator.device, collate_fn=train_collate):
+        for batch in train_batches(cfg, train_collate, epoch_seed, accelerator.device):
             with accelerator.accumulate(model):
                 loss = model(**batch).loss
                 micro_losses.append(loss.detach())

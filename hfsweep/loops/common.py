@@ -4,13 +4,14 @@ validation shard, quiet logs and the divergence check."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 
 import ray.train
 from ray.train import Checkpoint, CheckpointUploadMode
 
-from hfsweep.compat import lr_factors, quiet_train_report_log, set_last_lr
+from hfsweep.compat import lr_factors, quiet_train_report_log, ray_data_iterable, set_last_lr
 from hfsweep.tasks import data_collator_for
 from hfsweep.tasks.base import batch_collator
 from hfsweep.trial.bridge import checkpoint_dir_name, report_to_tune
@@ -88,6 +89,41 @@ def hyperparameters_in_effect(optimizer) -> dict:
     step: what a restored trial really trains with, reported so a PBT exploit can be checked."""
     groups = optimizer.param_groups
     return {"lr_in_effect": groups[0]["lr"], "weight_decay_in_effect": max(g.get("weight_decay", 0.0) for g in groups)}
+
+
+MEGA_BATCHES = 50  # examples of this many batches are sorted by length together, as the Trainer's LengthGroupedSampler does
+
+
+def train_batches(cfg: dict, collate, seed: int, device="auto"):
+    """This worker's training batches from its Ray Data shard, made model inputs by `collate`
+    (None: the columns as tensors), in the order `training.train_sampling_strategy` names (the
+    Trainer's key, whose samplers a streamed train set cannot use): `random` (the default) through
+    the local shuffle buffer, seeded; `sequential` in the shard's order; `group_by_length` with
+    examples of similar length in one batch, as the Trainer's LengthGroupedSampler groups them:
+    each run of 50 batches' shuffled examples sorted by length (transformers'
+    `get_length_grouped_indices`), so a batch padded to its longest example pads little; grouped
+    anew every epoch."""
+    shard = ray.train.get_dataset_shard("train")
+    strategy = cfg["training"].get("train_sampling_strategy", "random")
+    batch_size = cfg["training"]["per_device_train_batch_size"]
+    shuffle = {} if strategy == "sequential" else {"local_shuffle_buffer_size": cfg["data"]["shuffle_buffer_rows"], "local_shuffle_seed": seed}
+    if strategy != "group_by_length":
+        return shard.iter_torch_batches(batch_size=batch_size, device=device, collate_fn=collate, **shuffle)
+    epochs = itertools.count()
+    return ray_data_iterable(lambda: length_grouped(shard, batch_size, collate, seed + next(epochs), shuffle))
+
+
+def length_grouped(shard, batch_size: int, collate, seed: int, shuffle: dict):
+    import torch
+    from transformers.trainer_pt_utils import get_length_grouped_indices
+
+    generator = torch.Generator().manual_seed(seed)
+    for examples in shard.iter_batches(batch_size=batch_size * MEGA_BATCHES, batch_format="numpy", **shuffle):
+        lengths = [len(ids) for ids in examples["input_ids"]]
+        order = get_length_grouped_indices(lengths, batch_size, mega_batch_mult=MEGA_BATCHES, generator=generator)
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            yield collate({column: values[rows] for column, values in examples.items()})
 
 
 def validation_shard(cfg: dict, task, tokenizer, device="auto"):

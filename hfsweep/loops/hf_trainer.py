@@ -27,6 +27,7 @@ from hfsweep.loops.common import (
     quiet_logs,
     report,
     resume_checkpoint,
+    train_batches,
     validation_shard,
     with_perplexity,
     worker_seed,
@@ -154,11 +155,7 @@ def train_loop_per_worker(config: dict) -> None:
     model = build_model(cfg["model"], tokenizer, config["label_names"], cfg["peft"])  # with peft: the adapter over the base
     task = get_task(cfg["model"]["task"])
 
-    batch_size = cfg["training"]["per_device_train_batch_size"]
-    train_shard = ray.train.get_dataset_shard("train").iter_torch_batches(
-        batch_size=batch_size, local_shuffle_buffer_size=cfg["data"]["shuffle_buffer_rows"], local_shuffle_seed=cfg["seed"],
-        collate_fn=task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process)),
-    )
+    train_shard = train_batches(cfg, task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process)), cfg["seed"])
 
     extra_metrics: dict = {}
     callbacks = [StopOnDivergence(), ReportCheckpointCallback(extra_metrics, config["trial_started_at"], in_process)]
