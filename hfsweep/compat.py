@@ -106,3 +106,12 @@ def ray_data_iterable(make_iterator):
     from ray.data.iterator import _IterableFromIterator
 
     return _IterableFromIterator(make_iterator)
+
+
+def restored_callbacks(tuner) -> list:
+    """The callbacks of a Tuner built by `Tuner.restore`: its RunConfig, callbacks included, is
+    unpickled from the experiment (Tune then restores their saved state into them), and only
+    Tune's private `TunerInternal` holds it. Empty when that has moved."""
+    local = getattr(tuner, "_local_tuner", None)
+    get_run_config = getattr(local, "get_run_config", None)
+    return list(get_run_config().callbacks or []) if get_run_config else []

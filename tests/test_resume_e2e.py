@@ -26,6 +26,7 @@ SWEEP = [
     "+callbacks.hold._target_=tests.faults.HoldAfterStep",
     "+callbacks.hold.step=10",
     "+callbacks.hold.learning_rate=1e-3",
+    "budget.trial_hours=1",  # never spent here: the summary says what was, across the interruption
 ]
 HELD_TRIAL = "run_trial_*_00001_*"  # the grid's second point, 1e-3
 
@@ -101,6 +102,14 @@ def test_interrupt_then_resume_finishes_the_sweep_without_rerunning(tmp_path, ca
     assert [row["step"] for row in history] == [10, 20], "the unfinished trial did not continue from its checkpoint"
     assert "resumed_from" not in history[0] and history[1]["resumed_from"].endswith("/checkpoint-10")
     assert (run_dir / "best" / "config.json").is_file()
+    # the budget counts on from what was spent before the interruption (Tune restores its saved state)
+    trial_seconds = sum(
+        [json.loads(line) for line in open(path) if line.strip()][-1]["time_total_s"]
+        for path in glob.glob(os.path.join(experiment, "run_trial_*", "result.json"))
+    )
+    (line,) = [line for line in resumed.stdout.splitlines() if line.startswith("  budget:")]
+    spent = float(line.split("trial-hours (")[1].split(" trial-seconds")[0])
+    assert spent == pytest.approx(trial_seconds, abs=0.1), f"{line}: the three trials ran {trial_seconds:.1f} s"
 
 
 def test_resume_of_a_directory_without_a_sweep_is_refused(tmp_path):

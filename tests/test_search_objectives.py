@@ -256,18 +256,24 @@ def test_budget_of_trial_hours_ends_the_sweep_at_the_report_that_spends_it(tmp_p
 
 
 def test_budget_of_wall_clock_counts_from_the_first_check_and_across_a_resume(monkeypatch):
+    import pickle
+
     clock = Clock()
     monkeypatch.setattr(budget_module.time, "time", clock)
     budget = SweepBudget(wall_clock_s=60, trial_hours=None, resources_per_trial=1)
+    pickled = pickle.dumps(budget)  # tuner.pkl holds the budget as it was built
     assert not budget.stop_all()
     clock.now += 50
     assert not budget.stop_all()
-    restored = SweepBudget.__new__(SweepBudget)
-    restored.__setstate__(dict(budget.__dict__))  # as Tune unpickles it when the sweep resumes
+    saved = budget.get_state()  # what Tune saves with the callbacks' state
+    monkeypatch.setattr(budget_module, "_SPENDS", {})  # a new process resumes the sweep
+    callback, stopper = pickle.loads(pickled), pickle.loads(pickled)  # Tune restores the state into one, stops with a copy
+    callback.set_state(saved)
     clock.now += 3600  # the time the sweep lay stopped does not count
-    assert not restored.stop_all()
+    assert not stopper.stop_all()
     clock.now += 10
-    assert restored.stop_all() and restored.reason.startswith("its wall-clock budget (budget.wall_clock_s=60: 60 s)")
+    assert stopper.stop_all() and stopper.reason.startswith("its wall-clock budget (budget.wall_clock_s=60: 60 s)")
+    assert callback.get_state()["spent_s"] == 60, "the state Tune saves next follows what the stopper counted"
 
 
 def test_budget_waits_for_the_checkpoint_of_the_report_that_spent_it(tmp_path):

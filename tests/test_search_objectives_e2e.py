@@ -63,3 +63,17 @@ def test_budget_ends_the_sweep_and_every_trial_has_a_final_state(ray_cluster, tm
     assert len(table) < 3 or (table["ended"] == "never started").any(), "no trial starts after the budget is spent"
     out = capsys.readouterr().out
     assert "  budget:          the sweep ended on its trial-hours budget (budget.trial_hours=0.0003: " in out
+    # the moment the budget was spent: the first report after which the trials' time, times the
+    # CPUs each holds, reaches it; no trial may start after that moment
+    resources = float(out.split("trial-seconds x ")[1].split(")")[0])
+    reports = sorted((row["timestamp"], row["trial_id"], row["time_total_s"]) for result in results
+                     for _, row in result.metrics_dataframe.iterrows())
+    latest, spent_at = {}, None
+    for timestamp, trial_id, seconds in reports:
+        latest[trial_id] = seconds
+        if spent_at is None and sum(latest.values()) * resources / 3600 >= 0.0003:
+            spent_at = timestamp
+    assert spent_at is not None, "the reports never spent the budget"
+    starts = {result.metrics["trial_id"]: result.metrics_dataframe["timestamp"].iloc[0] - result.metrics_dataframe["time_total_s"].iloc[0]
+              for result in results if result.metrics_dataframe is not None and len(result.metrics_dataframe)}
+    assert starts and all(start < spent_at for start in starts.values()), f"spent at {spent_at}, trials started at {starts}"

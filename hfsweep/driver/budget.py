@@ -13,6 +13,8 @@ between would lose it, so `stop_all` waits until no report's checkpoint is being
 from __future__ import annotations
 
 import time
+import uuid
+from dataclasses import dataclass, field
 from typing import Optional
 
 from ray import tune
@@ -21,48 +23,83 @@ from ray.tune.result import SHOULD_CHECKPOINT
 from hfsweep.config.resources import trial_resources
 
 
+@dataclass
+class Spend:
+    """What a budget has spent, and what it waits for."""
+
+    spent_s: float = 0.0  # wall clock, as Tune's TimeoutStopper counts it: from the first check, across a resume
+    last_check: Optional[float] = None
+    trial_s: dict = field(default_factory=dict)  # trial id -> its time_total_s at its latest report
+    reason: Optional[str] = None  # what was spent, once it was
+    saving: set = field(default_factory=set)  # trials whose latest report's checkpoint Tune has not saved yet
+
+
+# One ledger per budget in this process, shared by every copy of it: Tune uses a pickled copy of
+# the stopper beside the callback it restores state into, and both must see one spend.
+_SPENDS: dict[str, Spend] = {}
+
+
 class SweepBudget(tune.Stopper, tune.Callback):
     def __init__(self, wall_clock_s: Optional[float], trial_hours: Optional[float], resources_per_trial: float):
         self.wall_clock_s, self.trial_hours, self.resources = wall_clock_s, trial_hours, resources_per_trial
-        self.spent_s = 0.0  # wall clock, as Tune's TimeoutStopper counts it: from the first check, across a resume
-        self.last_check: Optional[float] = None
-        self.trial_s: dict[str, float] = {}  # trial id -> its time_total_s at its latest report
-        self.reason: Optional[str] = None  # what was spent, once it was
-        self.saving: set[str] = set()  # trials whose latest report's checkpoint Tune has not saved yet
+        self.key = uuid.uuid4().hex
+
+    @property
+    def spend(self) -> Spend:
+        return _SPENDS.setdefault(self.key, Spend())
+
+    @property
+    def reason(self) -> Optional[str]:
+        return self.spend.reason
 
     def __call__(self, trial_id: str, result: dict) -> bool:
-        self.trial_s[trial_id] = result.get("time_total_s", 0.0)
+        self.spend.trial_s[trial_id] = result.get("time_total_s", 0.0)
         return False
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if result.get(SHOULD_CHECKPOINT):
-            self.saving.add(trial.trial_id)
+            self.spend.saving.add(trial.trial_id)
 
     def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
-        self.saving.discard(trial.trial_id)
+        self.spend.saving.discard(trial.trial_id)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        self.saving.discard(trial.trial_id)
+        self.spend.saving.discard(trial.trial_id)
 
     on_trial_error = on_trial_complete
 
     def trial_hours_used(self) -> float:
-        return sum(self.trial_s.values()) * self.resources / 3600
+        return sum(self.spend.trial_s.values()) * self.resources / 3600
 
     def stop_all(self) -> bool:
-        now = time.time()
-        if self.last_check is not None:
-            self.spent_s += now - self.last_check
-        self.last_check = now
-        if self.reason is None and self.wall_clock_s is not None and self.spent_s >= self.wall_clock_s:
-            self.reason = f"its wall-clock budget (budget.wall_clock_s={self.wall_clock_s:g}: {self.spent_s:.0f} s)"
-        if self.reason is None and self.trial_hours is not None and self.trial_hours_used() >= self.trial_hours:
-            self.reason = f"its trial-hours budget (budget.trial_hours={self.trial_hours:g}: {self.trial_hours_used():.3g} used)"
-        return self.reason is not None and not self.saving
+        spend, now = self.spend, time.time()
+        if spend.last_check is not None:
+            spend.spent_s += now - spend.last_check
+        spend.last_check = now
+        if spend.reason is None and self.wall_clock_s is not None and spend.spent_s >= self.wall_clock_s:
+            spend.reason = f"its wall-clock budget (budget.wall_clock_s={self.wall_clock_s:g}: {spend.spent_s:.0f} s)"
+        if spend.reason is None and self.trial_hours is not None and self.trial_hours_used() >= self.trial_hours:
+            spend.reason = f"its trial-hours budget (budget.trial_hours={self.trial_hours:g}: {self.trial_hours_used():.3g} used)"
+        return spend.reason is not None and not spend.saving
 
-    def __setstate__(self, state: dict) -> None:
+    def get_state(self) -> dict:
+        """What was spent, saved by Tune with the experiment's callbacks at every experiment
+        checkpoint (the stopper itself is pickled once, when the Tuner is built)."""
+        return {"spent_s": self.spend.spent_s, "trial_s": dict(self.spend.trial_s), "reason": self.spend.reason}
+
+    def set_state(self, state: dict) -> None:
         """A resumed sweep counts on from what was spent, not the time it lay stopped."""
-        self.__dict__.update(state, last_check=None, saving=set())
+        _SPENDS[self.key] = Spend(spent_s=state["spent_s"], trial_s=dict(state["trial_s"]), reason=state["reason"])
+
+    def summary(self) -> str:
+        """The summary's line: what was spent of each budget."""
+        spent = []
+        if self.wall_clock_s is not None:
+            spent.append(f"{self.spend.spent_s:.0f} of {self.wall_clock_s:g} s of wall clock")
+        if self.trial_hours is not None:
+            spent.append(f"{self.trial_hours_used():.4g} of {self.trial_hours:g} trial-hours "
+                         f"({sum(self.spend.trial_s.values()):.1f} trial-seconds x {self.resources:g})")
+        return "; ".join(spent) + " used"
 
 
 def build_budget(cfg: dict) -> Optional[SweepBudget]:

@@ -14,6 +14,7 @@ from typing import Optional
 import yaml
 from ray import tune
 
+from hfsweep.compat import restored_callbacks
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import RESOLVED_CONFIG, saved_config
 from hfsweep.config.objectives import first_objective, is_multi_objective
@@ -149,9 +150,10 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
     param_space, _, _, _, data, _ = _prepare_sweep(cfg)
     init_ray(cfg["cluster"])
     check_trial_fits(cfg["cluster"])
-    # The loggers and the checkpoint budget come back with the Tuner, their state included.
+    # The loggers, the checkpoint budget and the sweep's budget come back with the Tuner, their state included.
     tuner = tune.Tuner.restore(experiment, trainable_for(cfg, data), resume_errored=True, param_space=param_space)
-    return fit(tuner, cfg, data)
+    budget = next((c for c in restored_callbacks(tuner) if isinstance(c, SweepBudget)), None)
+    return fit(tuner, cfg, data, budget)
 
 
 def fit(tuner: tune.Tuner, cfg: dict, data: PreparedData, budget: Optional[SweepBudget] = None) -> tune.ResultGrid:
@@ -184,6 +186,8 @@ def finish(results: tune.ResultGrid, cfg: dict, data: PreparedData, budget: Opti
         print(f"  objectives:      {', '.join(f'{name} = {value:.4g}' for name, value in best.objectives.items())} (its last report)")
         print(f"  Pareto front:    {table['pareto'].sum()} of {len(table)} trials, marked in results.md and drawn in {PARETO_PLOT}; "
               f"best/ is the one with the best {best.metric}")
+    if budget is not None:
+        print(f"  budget:          {budget.summary()}")
     if budget is not None and budget.reason:
         ended = ", ".join(f"{n} {why}" for why, n in table["ended"].value_counts().items())
         print(f"  budget:          the sweep ended on {budget.reason}; no trial started after, running ones were stopped ({ended})")
