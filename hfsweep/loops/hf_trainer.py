@@ -140,6 +140,16 @@ def build_trainer(cfg: dict, *, model, tokenizer, args: TrainingArguments, train
     )
 
 
+def train_batches(shard, cfg: dict, collate_fn):
+    """The worker's train shard as the Trainer's batches: each pass (epoch) reads it anew, the
+    shards in another order (the file shuffle reseeds per execution) through a local shuffle
+    buffer, so every epoch is a new order and the same seed repeats the same epochs."""
+    return shard.iter_torch_batches(
+        batch_size=cfg["training"]["per_device_train_batch_size"], local_shuffle_buffer_size=cfg["data"]["shuffle_buffer_rows"],
+        local_shuffle_seed=cfg["seed"], collate_fn=collate_fn,
+    )
+
+
 def train_loop_per_worker(config: dict) -> None:
     """Build tokenizer, model, data shard and Trainer from the trial's config, then train."""
     cfg = config["cfg"]
@@ -154,11 +164,8 @@ def train_loop_per_worker(config: dict) -> None:
     model = build_model(cfg["model"], tokenizer, config["label_names"], cfg["peft"])  # with peft: the adapter over the base
     task = get_task(cfg["model"]["task"])
 
-    batch_size = cfg["training"]["per_device_train_batch_size"]
-    train_shard = ray.train.get_dataset_shard("train").iter_torch_batches(
-        batch_size=batch_size, local_shuffle_buffer_size=cfg["data"]["shuffle_buffer_rows"], local_shuffle_seed=cfg["seed"],
-        collate_fn=task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process)),
-    )
+    collate = task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process))
+    train_shard = train_batches(ray.train.get_dataset_shard("train"), cfg, collate)
 
     extra_metrics: dict = {}
     callbacks = [StopOnDivergence(), ReportCheckpointCallback(extra_metrics, config["trial_started_at"], in_process)]
