@@ -25,6 +25,7 @@ from transformers import get_scheduler
 
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.loops.common import (
+    WhatRan,
     apply_hyperparameters,
     check_finite,
     hyperparameters_in_effect,
@@ -112,6 +113,7 @@ def train_loop_per_worker(config: dict) -> None:
         training["lr_scheduler_type"], optimizer,
         num_warmup_steps=training["warmup_steps"], num_training_steps=training["max_steps"],
     )
+    ran = WhatRan(model)
     model, optimizer, lr_scheduler = accelerator.prepare(model, optimizer, lr_scheduler)
     eval_loader = validation_shard(cfg, accelerator.device)
     if eval_loader is None:  # the whole split on every worker: Accelerate's prepared loader splits it
@@ -167,7 +169,7 @@ def train_loop_per_worker(config: dict) -> None:
                 logged.update(_evaluate(accelerator, model, eval_loader, compute_metrics))
                 check_finite("eval_loss", logged["eval_loss"], step)
             if step % training["save_steps"] == 0 or step == training["max_steps"]:
-                metrics = with_perplexity({**extra, **logged, "step": step, "trainer_finished": step >= training["max_steps"]})
+                metrics = with_perplexity({**extra, **logged, **ran.metrics(), "step": step, "trainer_finished": step >= training["max_steps"]})
                 extra = {}
                 path = os.path.join(config["output_dir"], checkpoint_dir_name(step))
                 _save(accelerator, model, tokenizer, path)

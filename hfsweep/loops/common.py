@@ -1,11 +1,12 @@
-"""What both training loops share, written once: reporting a result and its checkpoint, the
-checkpoint to resume from, the trial's own hyperparameters over a restored optimizer, the
-validation shard, quiet logs and the divergence check."""
+"""What both training loops share, written once: reporting a result and its checkpoint, what the
+worker really trains with, the checkpoint to resume from, the trial's own hyperparameters over a
+restored optimizer, the validation shard, quiet logs and the divergence check."""
 
 from __future__ import annotations
 
 import logging
 import math
+import resource
 
 import ray.train
 from ray.train import Checkpoint, CheckpointUploadMode
@@ -29,6 +30,45 @@ def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
         checkpoint_dir_name=checkpoint_dir_name(metrics["step"]),
         checkpoint_upload_mode=CheckpointUploadMode.NO_UPLOAD,
     )
+
+
+class WhatRan:
+    """What the worker really trains with, added to every report so a test (or a user) can check
+    the config took effect: `device` type, the parameters' `param_dtype`, the dtype autocast
+    computes in (`autocast_dtype`, "none" without), Accelerate's `distributed` type (FSDP,
+    DEEPSPEED, MULTI_GPU, NO...), `linear4bit_modules` where the base is 4-bit (QLoRA), and
+    `peak_memory_mb` (CUDA's peak allocation, on CPU the process's peak resident set).
+
+    Measured at the first forward pass of the model's first leaf module with parameters: inside
+    the model's forward, where Accelerate's autocast is on (it wraps the model's forward)."""
+
+    def __init__(self, model):
+        leaf = next(m for m in model.modules() if next(m.children(), None) is None and next(m.parameters(recurse=False), None) is not None)
+        self.ran: dict = {}
+        linear4bit = sum(type(m).__name__ == "Linear4bit" and type(m).__module__.startswith("bitsandbytes") for m in model.modules())
+        if linear4bit:
+            self.ran["linear4bit_modules"] = linear4bit
+        self._hook = leaf.register_forward_pre_hook(self._measure)
+
+    def _measure(self, module, args) -> None:
+        import torch
+        from accelerate.state import AcceleratorState
+
+        parameter = next(module.parameters(recurse=False))
+        device = parameter.device.type
+        autocast = str(torch.get_autocast_dtype(device)).removeprefix("torch.") if torch.is_autocast_enabled(device) else "none"
+        self.ran.update(device=device, param_dtype=str(parameter.dtype).removeprefix("torch."), autocast_dtype=autocast,
+                        distributed=AcceleratorState().distributed_type.value)
+        self._hook.remove()
+
+    def metrics(self) -> dict:
+        import torch
+
+        if self.ran.get("device") == "cuda":
+            peak = torch.cuda.max_memory_allocated() / 2**20
+        else:
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # Linux: KiB
+        return {**self.ran, "peak_memory_mb": peak}
 
 
 def worker_seed(seed: int, in_process: bool) -> int:
