@@ -225,6 +225,8 @@ def test_a_streamed_split_is_prepared_by_the_pool_as_the_same_shards_as_the_file
     """Two pool processes tokenize the stream, which is read at most 2 chunks per process (4)
     ahead of the shards written: each chunk read records the pool's processes and the shards
     on disk at that moment."""
+    import contextlib
+
     import psutil
 
     from hfsweep.data import shards
@@ -235,10 +237,16 @@ def test_a_streamed_split_is_prepared_by_the_pool_as_the_same_shards_as_the_file
     streamed_cfg["model"]["tokenizer"]["pretrained"] = whole.tokenizer_path
     reads = []  # per chunk read: (pool processes alive, shards written)
 
+    def pool_processes() -> int:  # this process's children started by multiprocessing's spawn
+        alive = 0
+        for child in psutil.Process().children():
+            with contextlib.suppress(psutil.NoSuchProcess):  # one that ended meanwhile
+                alive += "spawn_main" in " ".join(child.cmdline())
+        return alive
+
     def recorded_chunks(split, chunk_rows):
         for chunk in chunks(split, chunk_rows):
-            pool = [p for p in psutil.Process().children() if "spawn_main" in " ".join(p.cmdline())]
-            reads.append((len(pool), len(list((tmp_path / "streamed").glob("**/part-*.parquet")))))
+            reads.append((pool_processes(), len(list((tmp_path / "streamed").glob("**/part-*.parquet")))))
             yield chunk
 
     chunks = shards._chunks
