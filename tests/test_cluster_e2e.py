@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -38,14 +39,16 @@ def token_auth():
 
 @pytest.fixture
 def ray_head(no_ray_connection, token_auth):
-    """`ray start --head --block` on loopback, stopped by its PID (never `ray stop`). Its own
+    """`ray start --head --block` on loopback, with the dashboard that serves Ray's State API,
+    stopped by its PID (never `ray stop`). Its own
     short temp dir: Ray's socket paths must fit in 107 bytes, and other Rays here keep theirs."""
     temp_dir = tempfile.mkdtemp(prefix="ray-head-", dir="/tmp")
     port = free_port()
     head = subprocess.Popen(
         [
             "ray", "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
-            "--num-cpus=4", "--include-dashboard=false", f"--ray-client-server-port={free_port()}",
+            "--num-cpus=4", f"--ray-client-server-port={free_port()}",
+            f"--dashboard-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",  # the State API's server
             f"--temp-dir={temp_dir}",
         ],
         stdout=subprocess.DEVNULL,
@@ -70,6 +73,12 @@ def ray_head(no_ray_connection, token_auth):
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+CHUNK_TASKS = """import json, sys
+from ray.util.state import list_nodes, list_tasks
+tasks = list_tasks(address=sys.argv[1], limit=1000, filters=[("func_or_class_name", "=", "_process_on_node"), ("state", "=", "FINISHED")])
+print(json.dumps({"nodes": [n.node_id for n in list_nodes(address=sys.argv[1])], "tasks": [[t.node_id, t.worker_pid] for t in tasks]}))"""
+
+
 def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, token_auth, tmp_path):
     run_dir = tmp_path / "run"
     command = [
@@ -77,12 +86,19 @@ def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, token_auth, tm
         "debug=tiny", "training.max_steps=10", "data.prepare_on=cluster",  # tokenized by Ray tasks on the cluster
         f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={run_dir}",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=400, env=token_auth)
-    assert done.returncode == 0, done.stderr[-3000:]
+    sweep = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=token_auth)
+    _, stderr = sweep.communicate(timeout=400)
+    assert sweep.returncode == 0, stderr[-3000:]
     table = pd.read_csv(run_dir / "results.csv")
     assert list(table["ended"]) == ["completed"] and list(table["step"]) == [10]
     assert (run_dir / "best" / "config.json").is_file()
-    assert len(list((tmp_path / "cache" / "tokenized").glob("*/train/part-*.parquet"))) >= 1  # prepared here, on the cluster
+    # Every shard was made by a Ray task on the cluster's node, in a Ray worker, not in the sweep's process.
+    shards = list((tmp_path / "cache" / "tokenized").glob("*/train/part-*.parquet"))
+    asked = subprocess.run([sys.executable, "-c", CHUNK_TASKS, ray_head], capture_output=True, text=True, timeout=60, env=token_auth)
+    assert asked.returncode == 0, asked.stderr[-2000:]
+    state = json.loads(asked.stdout)
+    assert len(state["tasks"]) == len(shards) >= 1, (state, shards)
+    assert all(node in state["nodes"] and pid != sweep.pid for node, pid in state["tasks"]), state
 
 
 def test_a_trial_survives_losing_the_node_that_runs_its_workers(no_ray_connection, tmp_path, cache_dir):

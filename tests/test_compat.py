@@ -3,6 +3,8 @@ datasets or W&B no longer has what hfsweep relies on (hfsweep itself would only 
 
 from __future__ import annotations
 
+import logging
+
 import datasets
 import pytest
 import torch
@@ -46,6 +48,38 @@ def test_datasets_fingerprint_follows_the_content():
     assert isinstance(getattr(dataset, "_fingerprint", None), str), "datasets.Dataset._fingerprint is gone"
     changed = dataset.map(lambda row: {"text": row["text"] + "!"})
     assert compat.dataset_fingerprint(changed) != compat.dataset_fingerprint(dataset)
+
+
+def test_the_auth_notice_is_silenced_on_the_logger_ray_logs_it_under(caplog):
+    from ray._private.authentication import authentication_token_setup as setup
+
+    assert setup.logger.name == compat.RAY_AUTH_NOTICE_LOGGER, "Ray's token-auth notice moved to another logger"
+    previous = setup.logger.level
+    try:
+        compat.quiet_ray_auth_notice()
+        with caplog.at_level(logging.INFO):
+            setup._warn_token_auth_enabled()  # the notice `ray.init` logs
+        assert not caplog.records, "the token-auth notice is still logged after quiet_ray_auth_notice"
+    finally:
+        setup.logger.setLevel(previous)
+
+
+def test_classic_parquet_reader_makes_read_parquet_use_the_v1_datasource(ray_cluster, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import ray
+    from ray.data._internal.datasource.parquet_datasource import ParquetDatasource
+
+    pq.write_table(pa.table({"a": [1, 2, 3]}), tmp_path / "shard.parquet")
+    context = ray.data.DataContext.get_current()
+    assert hasattr(context, "use_datasource_v2"), "DataContext.use_datasource_v2 is gone"
+    previous = context.use_datasource_v2
+    try:
+        compat.classic_parquet_reader(context)
+        read = ray.data.read_parquet(str(tmp_path / "shard.parquet"))._logical_plan.dag
+    finally:
+        context.use_datasource_v2 = previous
+    assert isinstance(getattr(read, "datasource", None), ParquetDatasource), f"read_parquet planned {read.name}, not the V1 ParquetDatasource"
 
 
 def test_prepare_trainer_hands_a_ray_data_iterables_batches_to_the_trainer_unchanged(tmp_path):

@@ -250,15 +250,42 @@ def test_a_token_budget_stops_preparation_once_the_shards_hold_that_many_tokens(
     assert tables[0].equals(shard_tables(whole)[0].slice(0, tables[0].num_rows)), "a budget keeps the split's beginning"
 
 
-def test_a_streamed_split_is_prepared_as_the_same_shards_as_the_file_read_whole(tmp_path):
+def test_a_streamed_split_is_prepared_by_the_pool_as_the_same_shards_as_the_file_read_whole(tmp_path, monkeypatch):
+    """Two pool processes tokenize the stream, which is read at most 2 chunks per process (4)
+    ahead of the shards written: each chunk read records the pool's processes and the shards
+    on disk at that moment."""
+    import contextlib
+
+    import psutil
+
+    from hfsweep.data import shards
+
     folder = write_prose_folder(tmp_path / "prose")
     whole = prepare(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1))
-    streamed_cfg = data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=2, streaming=True)
+    streamed_cfg = data_config(tmp_path / "streamed", source="local", path=str(folder), chunk_rows=50, num_proc=2, streaming=True)
     streamed_cfg["model"]["tokenizer"]["pretrained"] = whole.tokenizer_path
+    reads = []  # per chunk read: (pool processes alive, shards written)
+
+    def pool_processes() -> int:  # this process's children started by multiprocessing's spawn
+        alive = 0
+        for child in psutil.Process().children():
+            with contextlib.suppress(psutil.NoSuchProcess):  # one that ended meanwhile
+                alive += "spawn_main" in " ".join(child.cmdline())
+        return alive
+
+    def recorded_chunks(split, chunk_rows):
+        for chunk in chunks(split, chunk_rows):
+            reads.append((pool_processes(), len(list((tmp_path / "streamed").glob("**/part-*.parquet")))))
+            yield chunk
+
+    chunks = shards._chunks
+    monkeypatch.setattr(shards, "_chunks", recorded_chunks)
     streamed = prepare(streamed_cfg)
     assert streamed.train_path != whole.train_path
     assert [t.to_pydict() for t in shard_tables(streamed)] == [t.to_pydict() for t in shard_tables(whole)]
     assert streamed.num_validation_blocks == whole.num_validation_blocks
+    assert len(reads) == 8 and max(alive for alive, _ in reads) == 2, reads
+    assert all(written >= index - 4 + 1 for index, (_, written) in enumerate(reads)), f"more than 4 chunks read ahead: {reads}"
 
 
 def test_prepared_on_the_cluster_as_ray_tasks_into_the_same_shards_as_on_the_driver(ray_cluster, tmp_path):
@@ -281,8 +308,9 @@ def test_prepared_on_the_cluster_as_ray_tasks_into_the_same_shards_as_on_the_dri
     assert finished_chunk_tasks() == 2, "one Ray task per chunk (400 lines / 200)"
 
 
-def test_workers_stream_every_shard_in_an_order_set_by_the_seed(ray_cluster, tmp_path):
+def test_workers_stream_every_shard_in_a_new_order_each_epoch_set_by_the_seed(ray_cluster, tmp_path):
     from hfsweep.data.prepare import load_ray_datasets
+    from hfsweep.loops.common import train_batches
 
     folder = write_prose_folder(tmp_path / "prose")
     prepared = prepare(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1))
@@ -297,6 +325,18 @@ def test_workers_stream_every_shard_in_an_order_set_by_the_seed(ray_cluster, tmp
     assert sorted(first) == expected, "every block of every shard, once"
     assert order(1) == first
     assert order(2) != first
+
+    def epochs(seed: int) -> list:
+        """Two passes over the worker's batch iterator, as the Trainer makes one per epoch."""
+        train = load_ray_datasets(prepared, ["train"], seed)["train"]
+        train.context.execution_options.preserve_order = True
+        cfg = {"seed": seed, "training": {"per_device_train_batch_size": 8}, "data": {"shuffle_buffer_rows": 64}}
+        batches = train_batches(train.iterator(), cfg, lambda batch: [tuple(row) for row in batch["input_ids"].tolist()], cfg["seed"])
+        return [[row for batch in batches for row in batch] for _ in range(2)]
+
+    one, two = epochs(1)
+    assert sorted(one) == sorted(two) == expected and one != two, "every epoch is every block, in a new order"
+    assert epochs(1) == [one, two], "the same seed repeats the same epochs"
 
 
 @pytest.mark.parametrize("kind", ["byte_level_bpe", "wordpiece", "roberta_bpe", "unigram"])

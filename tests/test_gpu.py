@@ -1,6 +1,12 @@
-"""The GPU paths, run only where CUDA is (`pytest -m gpu`): DDP over NCCL with bf16, FSDP,
-DeepSpeed ZeRO-2 and ZeRO-3, four trials packed on one GPU, a PBT exploit under FSDP, and QLoRA
-(LoRA over a 4-bit base).
+"""The GPU paths, run only where CUDA is (`pip install -e '.[test,gpu]'`, then `pytest -m gpu`):
+DDP over NCCL with bf16, FSDP, DeepSpeed ZeRO-2 and ZeRO-3, four trials packed on one GPU, a PBT
+exploit under FSDP, and QLoRA (LoRA over a 4-bit base).
+
+Every test asserts what the workers report they ran (`hfsweep.loops.common.WhatRan`: device,
+parameter and autocast dtypes, Accelerate's distributed type, 4-bit modules, peak memory), not only
+that the sweep completed. DDP, FSDP and DeepSpeed need two GPUs, one worker on each: with one GPU
+a trial trains in a single process, where none of them engages, so those tests say so and skip.
+DeepSpeed and bitsandbytes come with the `gpu` extra; without them the tests fail, never skip.
 On a CPU machine every test here is skipped (their refusals there are in test_config.py)."""
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ import importlib.util
 
 import pandas as pd
 import pytest
+import torch
 
 from hfsweep.driver import sweep
 from hfsweep.models import weights_digest
@@ -16,62 +23,80 @@ from tests.conftest import resolved_config, save_tiny_base
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
-
-def gpu_workers() -> int:
-    """Two workers per trial where the machine has two GPUs, else one."""
-    import torch
-
-    return 2 if torch.cuda.device_count() >= 2 else 1
+TWO_GPUS = pytest.mark.skipif(
+    torch.cuda.device_count() < 2,
+    reason="needs two GPUs: one worker per GPU; on one GPU the trial trains in one process, where DDP, FSDP and DeepSpeed do not engage",
+)
 
 
 def gpu_sweep(tmp_path, cache_dir, *overrides):
-    cfg = resolved_config(["debug=tiny", "cluster.use_gpu=true", f"cluster.num_workers={gpu_workers()}", *overrides], tmp_path, cache_dir)
+    cfg = resolved_config(["debug=tiny", "cluster.use_gpu=true", *overrides], tmp_path, cache_dir)
     results = sweep.run(cfg)
     assert results.errors == []
     return cfg, results
 
 
-@pytest.mark.parametrize(
-    "strategy",
-    [
-        "ddp",
-        "fsdp",
-        pytest.param("deepspeed_zero2", marks=pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="pip install 'hfsweep[deepspeed]'")),
-        pytest.param("deepspeed_zero3", marks=pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="pip install 'hfsweep[deepspeed]'")),
-    ],
-)
-def test_each_strategy_trains_a_bf16_sweep_to_the_end(ray_cluster, tmp_path, cache_dir, strategy):
-    cfg, results = gpu_sweep(tmp_path, cache_dir, f"strategy={strategy}", "training.bf16=true")
+def what_ran(results) -> pd.DataFrame:
+    """Every report of every trial, with what its worker said it trained with."""
+    return pd.concat([result.metrics_dataframe for result in results], ignore_index=True)
+
+
+def needs(module: str) -> None:
+    assert importlib.util.find_spec(module) is not None, f"{module} is missing: pip install -e '.[gpu]'"
+
+
+# What each strategy engages with training.bf16=true, as Accelerate decides: DDP and FSDP compute
+# under bf16 autocast (FSDP's parameter dtype follows its own mixed-precision policy, so it is not
+# fixed here); DeepSpeed's bf16 engine holds bf16 weights and Accelerate adds no autocast.
+STRATEGIES = {
+    "ddp": {"distributed": "MULTI_GPU", "param_dtype": "float32", "autocast_dtype": "bfloat16"},
+    "fsdp": {"distributed": "FSDP", "autocast_dtype": "bfloat16"},
+    "deepspeed_zero2": {"distributed": "DEEPSPEED", "param_dtype": "bfloat16", "autocast_dtype": "none"},
+    "deepspeed_zero3": {"distributed": "DEEPSPEED", "param_dtype": "bfloat16", "autocast_dtype": "none"},
+}
+
+
+@TWO_GPUS
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_each_strategy_trains_a_bf16_sweep_on_two_gpus(ray_cluster, tmp_path, cache_dir, strategy):
+    if strategy.startswith("deepspeed"):
+        needs("deepspeed")
+    cfg, results = gpu_sweep(tmp_path, cache_dir, f"strategy={strategy}", "training.bf16=true", "cluster.num_workers=2")
     table = pd.read_csv(tmp_path / "results.csv")
     assert list(table["ended"]) == ["completed"] and list(table["step"]) == [cfg["training"]["max_steps"]]
-    assert (tmp_path / "best" / "config.json").is_file()
+    reports = what_ran(results)
+    expected = {"device": "cuda", **STRATEGIES[strategy]}
+    assert reports[list(expected)].drop_duplicates().to_dict("records") == [expected]
+    assert (reports["peak_memory_mb"] > 0).all()
 
 
-def test_four_single_worker_trials_share_one_gpu(ray_cluster, tmp_path, cache_dir):
-    cfg = resolved_config(
-        [
-            "debug=tiny",
-            "cluster.use_gpu=true",
-            "cluster.resources_per_worker={CPU:1,GPU:0.25}",
-            "search_space.training.learning_rate.values=[3e-3,1e-3,3e-4,1e-4]",
-        ],
-        tmp_path,
-        cache_dir,
+def test_four_bf16_trials_packed_on_one_gpu_train_on_it_at_the_same_time(ray_cluster, tmp_path, cache_dir):
+    cfg, results = gpu_sweep(
+        tmp_path, cache_dir,
+        "training.bf16=true",
+        "cluster.resources_per_worker={CPU:1,GPU:0.25}",
+        "search_space.training.learning_rate.values=[3e-3,1e-3,3e-4,1e-4]",
     )
-    results = sweep.run(cfg)
-    assert results.errors == [] and len(results) == 4
-    table = pd.read_csv(tmp_path / "results.csv")
-    assert set(table["ended"]) == {"completed"}
+    assert len(results) == 4 and set(pd.read_csv(tmp_path / "results.csv")["ended"]) == {"completed"}
+    reports = what_ran(results)
+    expected = {"device": "cuda", "param_dtype": "float32", "autocast_dtype": "bfloat16", "distributed": "NO"}
+    assert reports[list(expected)].drop_duplicates().to_dict("records") == [expected]
+    assert (reports["peak_memory_mb"] > 0).all()
+    # Tune's own timings: a trial began at its first result's timestamp less its time_total_s.
+    spans = [(h["timestamp"].iloc[0] - h["time_total_s"].iloc[0], h["timestamp"].iloc[-1]) for h in (r.metrics_dataframe for r in results)]
+    assert max(began for began, _ in spans) < min(ended for _, ended in spans), f"the four trials did not all run at once: {spans}"
 
 
+@TWO_GPUS
 def test_pbt_under_fsdp_copies_the_donors_weights(ray_cluster, tmp_path, cache_dir):
     from transformers import AutoModelForCausalLM
 
     _, results = gpu_sweep(
         tmp_path, cache_dir,
-        "strategy=fsdp", "scheduler=pbt", "+scheduler.synch=true", "scheduler.resample_probability=0.0",
+        "strategy=fsdp", "cluster.num_workers=2", "scheduler=pbt", "+scheduler.synch=true", "scheduler.resample_probability=0.0",
         "search_space=learning_rate_loguniform", "num_samples=2", "training.max_steps=30", "training.lr_scheduler_type=constant",
     )
+    assert set(what_ran(results)["distributed"]) == {"FSDP"}
     rows = [row for result in results for _, row in result.metrics_dataframe.iterrows()]
     exploited = [r for r in rows if isinstance(r.get("resumed_from"), str)]
     assert exploited, "PBT never restored a trial"
@@ -79,8 +104,8 @@ def test_pbt_under_fsdp_copies_the_donors_weights(ray_cluster, tmp_path, cache_d
         assert row["resumed_weights_digest"] == weights_digest(AutoModelForCausalLM.from_pretrained(row["resumed_from"]))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is None, reason="pip install bitsandbytes")
 def test_a_qlora_sweep_trains_an_adapter_over_a_4bit_base(ray_cluster, tmp_path, cache_dir):
+    needs("bitsandbytes")
     from peft import PeftModel
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
@@ -90,5 +115,9 @@ def test_a_qlora_sweep_trains_an_adapter_over_a_4bit_base(ray_cluster, tmp_path,
                              f"model.pretrained={base}", f"model.tokenizer.pretrained={base}")
     table = pd.read_csv(tmp_path / "run" / "results.csv")
     assert list(table["ended"]) == ["completed"] and list(table["step"]) == [cfg["training"]["max_steps"]]
+    reports = what_ran(results)
+    assert (reports["linear4bit_modules"] > 0).all(), "the base's linear layers are not bitsandbytes' Linear4bit"
+    assert set(reports["device"]) == {"cuda"} and set(reports["autocast_dtype"]) == {"bfloat16"}
+    assert (reports["peak_memory_mb"] > 0).all()
     assert all("lora_" in name for name in load_file(tmp_path / "run" / "best" / "adapter_model.safetensors")), "only the adapter is saved"
     PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), tmp_path / "run" / "best")

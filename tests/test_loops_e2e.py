@@ -1,5 +1,6 @@
 """The two training loops train alike: the same config gives the same loss curve under
-`loop=hf_trainer` and `loop=accelerate` (one process, so no data sharding differs)."""
+`loop=hf_trainer` and `loop=accelerate` (one process, so no data sharding differs), and each
+worker reports that it trained as configured (on CPU, float32 weights under bf16 autocast)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ SAME_RUN = [
     "+training.max_grad_norm=0.5",
     "+training.seed=7",
     "training.warmup_steps=2",
+    "training.bf16=true",  # on CPU too: torch's autocast
 ]
 
 
@@ -29,6 +31,9 @@ def loss_curve(loop: str, storage, cache_dir) -> list[tuple]:
     results = sweep.run(resolved_config([f"loop={loop}", *SAME_RUN], storage, cache_dir))
     assert results.errors == []
     history = results[0].metrics_dataframe
+    ran = history[["device", "param_dtype", "autocast_dtype", "distributed"]].drop_duplicates().to_dict("records")
+    assert ran == [{"device": "cpu", "param_dtype": "float32", "autocast_dtype": "bfloat16", "distributed": "NO"}], f"{loop} ran {ran}"
+    assert (history["peak_memory_mb"] > 0).all()
     return list(zip(history["step"], history["loss"], history["eval_loss"]))
 
 

@@ -71,6 +71,15 @@ def test_every_report_reached_tune_with_its_checkpoint(finished_sweep):
         assert len(result.best_checkpoints) == len(history)
 
 
+def test_every_report_says_the_workers_trained_ddp_on_cpu_in_float32(finished_sweep):
+    _, results = finished_sweep
+    for result in results:
+        history = result.metrics_dataframe
+        ran = history[["device", "param_dtype", "autocast_dtype", "distributed"]].drop_duplicates().to_dict("records")
+        assert ran == [{"device": "cpu", "param_dtype": "float32", "autocast_dtype": "none", "distributed": "MULTI_CPU"}]
+        assert (history["peak_memory_mb"] > 0).all()
+
+
 def test_best_checkpoint_loads_and_reproduces_its_eval_loss(finished_sweep):
     cfg, results = finished_sweep
     best = best_trial(results, cfg)

@@ -4,6 +4,7 @@ of their own) and code (`_target_`) from their own folder; the installed wheel f
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -86,18 +87,31 @@ def test_the_example_project_sweeps_its_own_task_metric_and_loss_from_its_folder
     assert best.config.num_labels == 1 and best.config.problem_type == "regression"
 
 
+def venv_on_this_pythons_packages(venv: Path) -> str:
+    """A fresh virtual environment that sees, after its own site-packages, those of the Python
+    running the tests (where the dependencies are), whether that Python is a plain interpreter or
+    itself a virtual environment, whose packages `venv --system-site-packages` would not see."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    own = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True, check=True)
+    ours = site.getsitepackages() + ([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])
+    added = "; ".join(f"site.addsitedir({folder!r})" for folder in ours)
+    (Path(own.stdout.strip()) / "tests_parent_site_packages.pth").write_text(f"import site; {added}\n")
+    return python
+
+
 @pytest.mark.slow
 def test_the_wheel_installs_and_runs_from_any_folder(tmp_path, cache_dir):
     """Built and installed non-editable into a fresh virtual environment (its dependencies come
-    from this Python's site-packages), then run from a folder that is not the checkout."""
+    from this Python's site-packages, whether or not this Python is itself a virtual environment),
+    then run from a folder that is not the checkout."""
     repo = EXAMPLE.parents[1]
     wheels = tmp_path / "wheels"
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(repo)],
                            capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-2000:]
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
-    python = str(venv / "bin" / "python")
+    python = venv_on_this_pythons_packages(venv)
     (wheel,) = wheels.glob("hfsweep-*.whl")
     installed = subprocess.run([python, "-m", "pip", "install", "--no-deps", "-q", str(wheel)], capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stderr[-2000:]

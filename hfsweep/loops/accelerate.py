@@ -26,6 +26,7 @@ from transformers.trainer_pt_utils import nested_concat
 
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.loops.common import (
+    WhatRan,
     apply_hyperparameters,
     check_finite,
     hyperparameters_in_effect,
@@ -122,6 +123,7 @@ def train_loop_per_worker(config: dict) -> None:
         training["lr_scheduler_type"], optimizer,
         num_warmup_steps=training["warmup_steps"], num_training_steps=training["max_steps"],
     )
+    ran = WhatRan(model)
     model, optimizer, lr_scheduler = accelerator.prepare(model, optimizer, lr_scheduler)
     eval_loader = validation_shard(cfg, task, tokenizer, accelerator.device)
     if eval_loader is None:  # the whole split on every worker: Accelerate's prepared loader splits it
@@ -146,7 +148,7 @@ def train_loop_per_worker(config: dict) -> None:
     model.train()
     while step < training["max_steps"]:
         epoch_seed = cfg["seed"] + step  # a fresh shuffle each pass over the shard
-        for batch in train_batches(cfg, train_collate, epoch_seed, accelerator.device):
+        for batch in train_batches(ray.train.get_dataset_shard("train"), cfg, train_collate, epoch_seed, accelerator.device):
             with accelerator.accumulate(model):
                 loss = model(**batch).loss
                 micro_losses.append(loss.detach())
@@ -174,7 +176,7 @@ def train_loop_per_worker(config: dict) -> None:
                 logged.update(_evaluate(accelerator, model, eval_loader, compute_metrics))
                 check_finite("eval_loss", logged["eval_loss"], step)
             if step % training["save_steps"] == 0 or step == training["max_steps"]:
-                metrics = with_perplexity({**extra, **logged, "step": step, "trainer_finished": step >= training["max_steps"]})
+                metrics = with_perplexity({**extra, **logged, **ran.metrics(), "step": step, "trainer_finished": step >= training["max_steps"]})
                 extra = {}
                 path = os.path.join(config["output_dir"], checkpoint_dir_name(step))
                 _save(accelerator, model, tokenizer, path)

@@ -1,12 +1,13 @@
-"""What both training loops share, written once: reporting a result and its checkpoint, the
-checkpoint to resume from, the trial's own hyperparameters over a restored optimizer, the
-validation shard, quiet logs and the divergence check."""
+"""What both training loops share, written once: reporting a result and its checkpoint, what the
+worker really trains with, the checkpoint to resume from, the trial's own hyperparameters over a
+restored optimizer, the validation shard, quiet logs and the divergence check."""
 
 from __future__ import annotations
 
 import itertools
 import logging
 import math
+import resource
 
 import ray.train
 from ray.train import Checkpoint, CheckpointUploadMode
@@ -32,6 +33,45 @@ def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
         checkpoint_dir_name=checkpoint_dir_name(metrics["step"]),
         checkpoint_upload_mode=CheckpointUploadMode.NO_UPLOAD,
     )
+
+
+class WhatRan:
+    """What the worker really trains with, added to every report so a test (or a user) can check
+    the config took effect: `device` type, the parameters' `param_dtype`, the dtype autocast
+    computes in (`autocast_dtype`, "none" without), Accelerate's `distributed` type (FSDP,
+    DEEPSPEED, MULTI_GPU, NO...), `linear4bit_modules` where the base is 4-bit (QLoRA), and
+    `peak_memory_mb` (CUDA's peak allocation, on CPU the process's peak resident set).
+
+    Measured at the first forward pass of the model's first leaf module with parameters: inside
+    the model's forward, where Accelerate's autocast is on (it wraps the model's forward)."""
+
+    def __init__(self, model):
+        leaf = next(m for m in model.modules() if next(m.children(), None) is None and next(m.parameters(recurse=False), None) is not None)
+        self.ran: dict = {}
+        linear4bit = sum(type(m).__name__ == "Linear4bit" and type(m).__module__.startswith("bitsandbytes") for m in model.modules())
+        if linear4bit:
+            self.ran["linear4bit_modules"] = linear4bit
+        self._hook = leaf.register_forward_pre_hook(self._measure)
+
+    def _measure(self, module, args) -> None:
+        import torch
+        from accelerate.state import AcceleratorState
+
+        parameter = next(module.parameters(recurse=False))
+        device = parameter.device.type
+        autocast = str(torch.get_autocast_dtype(device)).removeprefix("torch.") if torch.is_autocast_enabled(device) else "none"
+        self.ran.update(device=device, param_dtype=str(parameter.dtype).removeprefix("torch."), autocast_dtype=autocast,
+                        distributed=AcceleratorState().distributed_type.value)
+        self._hook.remove()
+
+    def metrics(self) -> dict:
+        import torch
+
+        if self.ran.get("device") == "cuda":
+            peak = torch.cuda.max_memory_allocated() / 2**20
+        else:
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # Linux: KiB
+        return {**self.ran, "peak_memory_mb": peak}
 
 
 def worker_seed(seed: int, in_process: bool) -> int:
@@ -94,16 +134,17 @@ def hyperparameters_in_effect(optimizer) -> dict:
 MEGA_BATCHES = 50  # examples of this many batches are sorted by length together, as the Trainer's LengthGroupedSampler does
 
 
-def train_batches(cfg: dict, collate, seed: int, device="auto"):
-    """This worker's training batches from its Ray Data shard, made model inputs by `collate`
+def train_batches(shard, cfg: dict, collate, seed: int, device="auto"):
+    """This worker's training batches from its Ray Data `shard`, made model inputs by `collate`
     (None: the columns as tensors), in the order `training.train_sampling_strategy` names (the
     Trainer's key, whose samplers a streamed train set cannot use): `random` (the default) through
-    the local shuffle buffer, seeded; `sequential` in the shard's order; `group_by_length` with
+    the local shuffle buffer, seeded (each pass reads the shard anew, its files in another order:
+    the file shuffle reseeds per execution, so every epoch is a new order and the same seed
+    repeats the same epochs); `sequential` in the shard's order; `group_by_length` with
     examples of similar length in one batch, as the Trainer's LengthGroupedSampler groups them:
     each run of 50 batches' shuffled examples sorted by length (transformers'
     `get_length_grouped_indices`), so a batch padded to its longest example pads little; grouped
     anew every epoch."""
-    shard = ray.train.get_dataset_shard("train")
     strategy = cfg["training"].get("train_sampling_strategy", "random")
     batch_size = cfg["training"]["per_device_train_batch_size"]
     shuffle = {} if strategy == "sequential" else {"local_shuffle_buffer_size": cfg["data"]["shuffle_buffer_rows"], "local_shuffle_seed": seed}

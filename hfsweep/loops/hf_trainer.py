@@ -21,6 +21,7 @@ from transformers import PrinterCallback, Seq2SeqTrainingArguments, Trainer, Tra
 from hfsweep.config.loading import import_object
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.loops.common import (
+    WhatRan,
     apply_hyperparameters,
     check_finite,
     hyperparameters_in_effect,
@@ -40,13 +41,14 @@ from hfsweep.trial.bridge import checkpoint_dir_name
 
 
 class ReportCheckpointCallback(TrainerCallback):
-    """After every save, report the latest metrics and the checkpoint the Trainer just wrote.
+    """After every save, report the latest metrics, what the worker trains with (`ran`) and the
+    checkpoint the Trainer just wrote.
 
     `extra` holds what other callbacks add to the next report.
     """
 
-    def __init__(self, extra: dict, trial_started_at: float, in_process: bool):
-        self.extra = extra
+    def __init__(self, extra: dict, trial_started_at: float, in_process: bool, ran: WhatRan):
+        self.extra, self.ran = extra, ran
         self.trial_started_at = trial_started_at
         self.in_process = in_process
 
@@ -61,6 +63,7 @@ class ReportCheckpointCallback(TrainerCallback):
             metrics.update(entry)
         metrics.update(self.extra)
         self.extra.clear()
+        metrics.update(self.ran.metrics())
         metrics["step"] = state.global_step
         # The Trainer ends itself at max_steps or when a callback (early stopping) says so.
         metrics["trainer_finished"] = bool(control.should_training_stop or state.global_step >= state.max_steps)
@@ -155,10 +158,11 @@ def train_loop_per_worker(config: dict) -> None:
     model = build_model(cfg["model"], tokenizer, config["label_names"], cfg["peft"])  # with peft: the adapter over the base
     task = get_task(cfg["model"]["task"])
 
-    train_shard = train_batches(cfg, task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process)), cfg["seed"])
+    collate = task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process))
+    train_shard = train_batches(ray.train.get_dataset_shard("train"), cfg, collate, cfg["seed"])
 
     extra_metrics: dict = {}
-    callbacks = [StopOnDivergence(), ReportCheckpointCallback(extra_metrics, config["trial_started_at"], in_process)]
+    callbacks = [StopOnDivergence(), ReportCheckpointCallback(extra_metrics, config["trial_started_at"], in_process, WhatRan(model))]
     callbacks += [instantiate(node) for node in cfg["callbacks"].values()]
     resume_from = resume_checkpoint(config)
     if resume_from:
