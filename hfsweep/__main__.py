@@ -52,6 +52,17 @@ def remove_hydra_output(run_dir: str) -> None:
         os.rmdir(run_dir)
 
 
+def quiet_transformers_integrations() -> None:
+    """transformers' integrations module prints "[INFO] Running in WANDB offline mode" when first
+    imported with WANDB_MODE=offline, before any refusal hfsweep prints: imported here, silently."""
+    if os.environ.get("WANDB_MODE") == "offline":
+        import contextlib
+        import io
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            import transformers.integrations.integration_utils  # noqa: F401
+
+
 PRINT_ONLY_FLAGS = {"--cfg", "-c"}  # Hydra prints the config and exits: nothing to validate
 
 
@@ -60,6 +71,7 @@ def cli() -> None:
     (its own messages span several, printed after its run directory is made), and a config that
     fails validation (without the app's second composition, so a refusal takes about a second)."""
     argv = sys.argv[1:]
+    quiet_transformers_integrations()
     try:
         for cfg in check_composition(argv):
             resolved = None if PRINT_ONLY_FLAGS & set(argv) else resolvable_here(cfg)

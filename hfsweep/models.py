@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import hashlib
+import warnings
 
 from hfsweep.config.errors import ConfigError, HubUnreachableError
 from hfsweep.tasks import get_task
@@ -18,6 +19,11 @@ def check_pretrained_reachable(model_cfg: dict) -> None:
 
     try:
         AutoConfig.from_pretrained(model_cfg["pretrained"])
+    except ValueError as err:  # a local folder whose config.json is missing or names no model_type
+        raise ConfigError(
+            f"model.pretrained: '{model_cfg['pretrained']}' has no usable config.json ({' '.join(str(err).split())}); "
+            f"give a folder a model was saved to (save_pretrained), or a hub name."
+        ) from err
     except OSError as err:
         raise HubUnreachableError(
             f"model.pretrained: cannot load '{model_cfg['pretrained']}' ({type(err).__name__}: offline or not "
@@ -167,7 +173,9 @@ def check_peft_targets(cfg: dict) -> None:
         with torch.device("meta"):
             model = auto_class.from_config(config)
         try:
-            get_peft_model(model, adapter_config({**peft_cfg, "target_modules": targets}, auto_class))
+            with warnings.catch_warnings():  # e.g. GPT-2's Conv1D sets fan_in_fan_out: PEFT's note, not the user's concern
+                warnings.simplefilter("ignore")
+                get_peft_model(model, adapter_config({**peft_cfg, "target_modules": targets}, auto_class))
         except ValueError as err:
             linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules() if _is_linear(module)})
             raise ConfigError(

@@ -1,33 +1,53 @@
-"""Many `python -m hfsweep ARGS` command lines in one Python process: each one's stderr and exit
-code as the command gives them, without paying the interpreter's start and the imports for each
-(the refusal tests run about 75 of them).
+"""Many `python -m hfsweep ARGS` command lines in one Python process: what each one prints on file
+descriptors 1 and 2 (Python's and any library's, native code's included), its exit code, and
+whether it started Ray, without paying the interpreter's start and the imports for each (the
+refusal tests run about 80 of them; `tests/test_config.py` also runs one real process per section).
 
     python -m tests.cli_in_process CASES.json RESULTS.json    # CASES: a list of argument lists
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
+import os
 import sys
+import tempfile
+import warnings
 
 
-def run(argv: list[str]) -> tuple[str, int]:
-    """`hfsweep.__main__.cli()` on `argv`, from a clean Hydra: its stderr and exit code."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    from hfsweep.__main__ import cli
-
-    GlobalHydra.instance().clear()
+def run(argv: list[str]) -> tuple[str, int, bool]:
+    """`hfsweep.__main__.cli()` on `argv`, from a clean Hydra, with warnings shown anew (a warning
+    prints once per process, and each case is a process of its own to the user): everything
+    written to fds 1 and 2, the exit code, and whether Ray is initialised after it. The first
+    case imports hfsweep inside the capture."""
+    warnings.resetwarnings()
+    warnings.simplefilter("default")  # a changed filter also forgets which warnings were shown
     sys.argv = ["hfsweep", *argv]
-    stderr, code = io.StringIO(), 0
-    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+    code = 0
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        saved = [os.dup(1), os.dup(2)]
+        sys.stdout.flush(), sys.stderr.flush()
+        os.dup2(captured.fileno(), 1)
+        os.dup2(captured.fileno(), 2)
         try:
+            from hydra.core.global_hydra import GlobalHydra
+
+            from hfsweep.__main__ import cli
+
+            GlobalHydra.instance().clear()
             cli()
         except SystemExit as exit:
             code = exit.code if isinstance(exit.code, int) else 1
-    return stderr.getvalue(), code
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+        captured.seek(0)
+        output = captured.read().decode(errors="replace")
+    ray = sys.modules.get("ray")
+    return output, code, bool(ray is not None and ray.is_initialized())
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.validation import validate
@@ -115,6 +116,34 @@ def test_precision_and_activation_checkpointing_switches_reach_the_training_argu
 
 # Every input hfsweep refuses, with the one line it answers (after "hfsweep: error: "). Each runs
 # as a user runs it: `python -m hfsweep ARGS`, exit status 2, nothing left in the run directory.
+PAIRS = ["model=bert_tiny", "data.source=local", "data.text_column=sentence"]  # a classifier on local csv files
+
+# One row of each section of REFUSED (by its first argument) also runs as a real `python -m hfsweep`
+# process, imports and all: what a user sees is exactly the one line.
+IN_A_REAL_PROCESS = {"training.learning_rat=0.001", "num_samples=0", "+training.learning_rat=0.1", "data.source=ftp",
+                     "eval_metrics=[accuracy]", "cluster.num_cpus=4 cluster.num_workers=4", "loop=accelerate callbacks=early_stopping",
+                     "budget.trial_hours=0", "search_alg.warm_start=/no/such/run", "peft=lora peft.r=0",
+                     " ".join([*PAIRS, "data.path={data}/mixed_labels"])}
+
+
+def write_bad_data(folder: Path) -> Path:
+    """Local csv folders as users get them wrong, and one folder that is not a model."""
+    files = {
+        "empty": ("sentence,label\n", "sentence,label\na b,1\n"),
+        "empty_validation": ("sentence,label\na b c,1\nd e f,0\n", ""),
+        "mixed_labels": ("sentence,label\na b c,1\nd e f,pos\ng h,0\n", "sentence,label\na b,1\n"),
+        "unseen_label": ("sentence,label\na b c,1\nd e f,0\n", "sentence,label\na b,2\n"),
+        "good": ("sentence,label\na b c,1\nd e f,0\n", "sentence,label\na b,1\n"),
+    }
+    for name, (train, validation) in files.items():
+        (folder / name).mkdir(parents=True)
+        (folder / name / "train.csv").write_text(train)
+        (folder / name / "validation.csv").write_text(validation)
+    (folder / "no_config").mkdir()
+    (folder / "no_config" / "README.md").write_text("not a model\n")
+    return folder
+
+
 REFUSED = [
     # Hydra's composition errors, caught before Hydra's app starts
     (["training.learning_rat=0.001"], "training.learning_rat: not a key of training (did you mean 'learning_rate'?); fix the spelling."),
@@ -165,8 +194,6 @@ REFUSED = [
     (["model=bert_tiny", "data.max_length=256"], "data.max_length (256): larger than the model's 128 positions; lower it (data.max_length=128) or raise the model's positions."),
     # cluster and hardware
     (["cluster.num_cpus=4", "cluster.num_workers=4"], "cluster.num_workers: one trial needs 5 CPUs (1 CPU for the trial + 4 workers) and reading its data 1 more, but cluster.num_cpus is 4; raise cluster.num_cpus or lower cluster.num_workers."),
-    (["cluster.use_gpu=true"], "cluster.use_gpu: this machine has no CUDA GPU; set cluster.use_gpu=false."),
-    (["+cluster.resources_per_worker.GPU=1"], "cluster.resources_per_worker.GPU: this machine has no CUDA GPU; remove it (~cluster.resources_per_worker.GPU)."),
     (["cluster.use_gpu=true", "cluster.num_gpus=1", "+cluster.resources_per_worker.GPU=0.25", "strategy=fsdp"], "strategy=fsdp: shards a model across whole GPUs, not a share of one (cluster.resources_per_worker.GPU=0.25); use strategy=ddp, or GPU=1."),
     (["cluster.use_gpu=true", "cluster.num_gpus=1", "+cluster.resources_per_worker.GPU=0.25"], "cluster.num_workers: trials packed onto shared GPUs (cluster.resources_per_worker.GPU=0.25) train in one process each, as NCCL needs a GPU per worker; set cluster.num_workers=1, or GPU=1."),
     # loops
@@ -180,6 +207,8 @@ REFUSED = [
     (["budget.trial_hours=0"], "budget.trial_hours: must be positive, not 0.0; e.g. budget.trial_hours=8, or null for none."),
     # search space and warm start (checked by the sweep, still before Ray starts)
     (["search_alg.warm_start=/no/such/run"], "search_alg.warm_start: '/no/such/run' holds no sweep (resolved_config.yaml is missing); pass an earlier sweep's run directory."),
+    (["+training.train_sampling_strategy=batch_rebalance"], "training.train_sampling_strategy: 'batch_rebalance' is not one of random, sequential, group_by_length (the workers stream their shards, so batch_rebalance's whole-set planning cannot run); e.g. group_by_length."),
+    (["+training.train_sampling_strategy=group_by_length"], "training.train_sampling_strategy: group_by_length batches examples of similar length to pad less, and every example of model.task=causal_lm has the same length here; remove it."),
     (["search_space.training.learning_rate.sampler=nope"], "search_space.training.learning_rate: unknown sampler 'nope'; use one of choice, grid, uniform, quniform, loguniform, qloguniform, randint, qrandint, lograndint."),
     (["strategy=fsdp"], "strategy=fsdp: needs GPUs; set cluster.use_gpu=true on a GPU machine, or use strategy=ddp on CPUs."),
     # PEFT
@@ -188,7 +217,17 @@ REFUSED = [
     (["peft=lora", "peft.target_modules=[q_proj]"], "peft.target_modules: ['q_proj'] does not fit this gpt2 model (Target modules {'q_proj'} not found in the base model. Please check the target modules and try again.); use some of c_attn, c_fc, c_proj, lm_head, or all-linear."),
     (["+search_space.peft.r={sampler:choice,values:[4,8]}"], "search_space.peft.r: peft=none trains no adapter; add peft=lora, or drop the key."),
     (["peft=lora", "loop=accelerate"], "peft: loop=accelerate saves whole models, not adapters; use loop=hf_trainer with peft=lora."),
+    (["peft=lora", "peft.r=0"], "peft.r: the adapter's rank must be a positive integer, not 0; e.g. peft.r=8."),
+    # data files as users get them wrong ({data}: the folders `write_bad_data` writes)
+    ([*PAIRS, "data.path={data}/empty"], "data.path: '{data}/empty/train.csv' (train) holds a header and no rows; put the train split's examples in it, or point data.path at the right folder."),
+    ([*PAIRS, "data.path={data}/empty_validation"], "data.path: '{data}/empty_validation/validation.csv' (validation) is empty; put the validation split's examples in it, or point data.path at the right folder."),
+    ([*PAIRS, "data.path={data}/mixed_labels"], "data.label_column: 'label' of the train split mixes numbers (0, 1) and words (pos); give every example a label of one kind (class ids, or class names)."),
+    ([*PAIRS, "data.path={data}/unseen_label"], "data.label_column: 'label' of the validation split has labels outside the 2 classes of the train split (2); check the data or data.num_labels."),
+    ([*PAIRS, "data.path={data}/good", "model.pretrained={data}/no_config"], "model.pretrained: '{data}/no_config' has no usable config.json (Unrecognized model in {data}/no_config. Should have a `model_type` key in its config.json.); give a folder a model was saved to (save_pretrained), or a hub name."),
 ]
+if not torch.cuda.is_available():  # refused only because this machine has no CUDA device
+    REFUSED.append((["cluster.use_gpu=true"], "cluster.use_gpu: this machine has no CUDA GPU; set cluster.use_gpu=false."))
+    REFUSED.append((["+cluster.resources_per_worker.GPU=1"], "cluster.resources_per_worker.GPU: this machine has no CUDA GPU; remove it (~cluster.resources_per_worker.GPU)."))
 if importlib.util.find_spec("deepspeed") is None:
     REFUSED.append((["strategy=deepspeed_zero2"], "strategy=deepspeed_zero2: DeepSpeed is not installed; pip install 'hfsweep[deepspeed]' (on a machine with CUDA GPUs), or use strategy=ddp."))
 
@@ -207,10 +246,14 @@ def run_cli(args: list[str], run_dir: Path, cache: Path) -> subprocess.Completed
 @pytest.fixture(scope="module")
 def refusals(tmp_path_factory) -> dict:
     """Every REFUSED command line, as `python -m hfsweep` runs it: in two Python processes (half
-    the lines each) that run their lines one after another (`tests.cli_in_process`), since a
-    refusal costs far less than the imports before it."""
+    the lines each) that run their lines one after another (`tests.cli_in_process`, capturing file
+    descriptors 1 and 2), since a refusal costs far less than the imports before it; and the rows
+    of IN_A_REAL_PROCESS each in a process of its own, all at once. Each case: its output (stdout
+    and stderr together), exit code, run directory, and whether Ray was started."""
     root = tmp_path_factory.mktemp("refused")
-    argvs = [[*args, *run_dir_overrides(args, root / str(i)), f"cache_dir={root / 'cache'}"] for i, (args, _) in enumerate(REFUSED)]
+    data = write_bad_data(root / "data")
+    argvs = [[*(arg.replace("{data}", str(data)) for arg in args), *run_dir_overrides(args, root / str(i)), f"cache_dir={root / 'cache'}"]
+             for i, (args, _) in enumerate(REFUSED)]
     halves = [list(range(len(argvs)))[k::2] for k in range(2)]
     for k, half in enumerate(halves):
         (root / f"cases-{k}.json").write_text(json.dumps([argvs[i] for i in half]))
@@ -220,15 +263,30 @@ def refusals(tmp_path_factory) -> dict:
     results = {}
     for k, half in enumerate(halves):
         results.update(zip(half, json.loads((root / f"results-{k}.json").read_text())))
-    return {i: (stderr, code, root / str(i)) for i, (stderr, code) in results.items()}
+    real = {i: subprocess.Popen([sys.executable, "-m", "hfsweep", *argvs[i][:-2], *run_dir_overrides(argvs[i], root / f"real-{i}"),
+                                 f"cache_dir={root / 'cache'}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for i, (args, _) in enumerate(REFUSED) if " ".join(args) in IN_A_REAL_PROCESS}
+    for i, process in real.items():
+        output, _ = process.communicate(timeout=600)
+        results[f"real-{i}"] = (output, process.returncode, False)
+    return {i: (output, code, root / str(i), ray_started, data) for i, (output, code, ray_started) in results.items()}
 
 
 @pytest.mark.parametrize("case", range(len(REFUSED)), ids=[" ".join(args) for args, _ in REFUSED])
 def test_every_refused_input_gets_one_line_naming_the_key_and_fix_exit_2_and_leaves_nothing(case, refusals):
-    stderr, code, run_dir = refusals[case]
-    assert stderr.strip().splitlines() == [f"hfsweep: error: {REFUSED[case][1]}"], stderr[-2000:]
+    output, code, run_dir, ray_started, data = refusals[case]
+    assert output.strip().splitlines() == ["hfsweep: error: " + REFUSED[case][1].replace("{data}", str(data))], output[-2000:]
     assert code == 2
     assert not run_dir.exists(), "a rejected config must leave no output behind"
+    assert not ray_started, "refused before Ray starts"
+
+
+def test_one_refusal_of_every_section_prints_exactly_its_line_from_a_real_process(refusals):
+    real = [(int(key.split("-")[1]), value) for key, value in refusals.items() if isinstance(key, str)]
+    assert {" ".join(REFUSED[i][0]) for i, _ in real} == IN_A_REAL_PROCESS, "a section without a real-process row"
+    for i, (output, code, _, _, data) in real:
+        assert (output.strip().splitlines(), code) == (["hfsweep: error: " + REFUSED[i][1].replace("{data}", str(data))], 2), output[-2000:]
+        assert not (run_dir := refusals[i][2].parent / f"real-{i}").exists(), run_dir
 
 
 def test_a_training_value_the_search_space_also_sets_is_named_in_one_warning(tmp_path):

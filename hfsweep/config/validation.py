@@ -498,6 +498,12 @@ def _validate_peft(cfg: dict) -> None:
         raise ConfigError(f"peft: loop={cfg['loop']['name']} saves whole models, not adapters; use loop=hf_trainer with peft={peft['method']}.")
     from hfsweep.models import ADAPTER_KEYS
 
+    if "r" in ADAPTER_KEYS[peft["method"]]:
+        ranks = [peft["r"], *searched.get("r", {}).get("values", [])]
+        bad = next((r for r in ranks if not isinstance(r, int) or r < 1), None)
+        if bad is not None:
+            where = "search_space.peft.r" if bad != peft["r"] else "peft.r"
+            raise ConfigError(f"{where}: the adapter's rank must be a positive integer, not {bad}; e.g. peft.r=8.")
     other_methods_keys = {key for keys in ADAPTER_KEYS.values() for key in keys} - set(ADAPTER_KEYS[peft["method"]])
     unused = [key for key in searched if key in other_methods_keys]
     if unused:

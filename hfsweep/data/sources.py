@@ -103,6 +103,7 @@ def _load_local(builder: str, files: dict, options: dict, streaming: bool = Fals
     in one line that names the file, the reader's complaint and the usual fix."""
     from datasets.exceptions import DatasetGenerationError
 
+    _refuse_empty(builder, files, options)
     level = datasets.logging.get_verbosity()
     datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its "Failed to read file" error log would repeat the refusal
     datasets.disable_progress_bars()
@@ -118,6 +119,26 @@ def _load_local(builder: str, files: dict, options: dict, streaming: bool = Fals
     finally:
         datasets.logging.set_verbosity(level)
         datasets.enable_progress_bars()
+
+
+def _refuse_empty(builder: str, files: dict, options: dict) -> None:
+    """A split file with no examples (empty, blank, or a csv header only) is refused by name:
+    its reader would fail with a message about something else, or train on nothing."""
+    header = int(builder == "csv" and options.get("header", "infer") is not None and not options.get("column_names"))
+    for split, split_files in files.items():
+        for path in split_files:
+            if builder == "parquet":
+                import pyarrow.parquet as pq
+
+                lines = min(pq.ParquetFile(path).metadata.num_rows, 1)
+                header_only = False
+            else:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    lines = sum(1 for _, _ in zip((line for line in f if line.strip()), range(header + 1)))
+                header_only = header and lines == 1
+            if lines <= header:
+                what = "holds a header and no rows" if header_only else "is empty"
+                raise ConfigError(f"data.path: '{path}' ({split}) {what}; put the {split} split's examples in it, or point data.path at the right folder.")
 
 
 def _parse_error(builder: str, files: dict, options: dict, err: Exception) -> ConfigError:

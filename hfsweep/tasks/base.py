@@ -3,11 +3,26 @@ class, the data collator and the metrics. Built-in tasks subclass `Task`."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 
 IGNORED = -100  # the label the loss and the metrics skip: padding, special tokens, later sub-tokens
+
+
+@contextmanager
+def quiet_progress():
+    """No `datasets` progress bars inside (a cast that may fail: its bar would precede the refusal)."""
+    import datasets
+
+    enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if enabled:
+            datasets.enable_progress_bars()
 
 
 def rows(batch: dict) -> list[dict]:

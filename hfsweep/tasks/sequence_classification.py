@@ -6,7 +6,7 @@ run_glue.py does for STS-B, a regression on a float score with one output."""
 from __future__ import annotations
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.tasks.base import Task
+from hfsweep.tasks.base import Task, quiet_progress
 from hfsweep.tasks.causal_lm import token_features
 from hfsweep.tasks.metrics import LABELS
 
@@ -18,13 +18,29 @@ def encode_labels(raw, column: str, num_labels: int | None):
 
     feature = raw["train"].features[column]
     if not isinstance(feature, ClassLabel):
-        values = sorted(set(raw["train"][column]))
+        values = set(raw["train"][column])
+        numbers = sorted(str(v) for v in values if not isinstance(v, str) or _is_number(v))
+        words = sorted(v for v in values if isinstance(v, str) and not _is_number(v))
+        if numbers and words:
+            raise ConfigError(
+                f"data.label_column: '{column}' of the train split mixes numbers ({', '.join(numbers[:3])}) and words "
+                f"({', '.join(words[:3])}); give every example a label of one kind (class ids, or class names)."
+            )
+        values = sorted(values)
         if values and isinstance(values[0], str):
             feature = ClassLabel(names=values)
         else:
             feature = ClassLabel(num_classes=num_labels or int(max(values)) + 1)
+            for split in raw:  # class ids: a cast would not check them, the tokenized split's features would, with a traceback
+                outside = sorted(v for v in set(raw[split][column]) if not 0 <= v < feature.num_classes)
+                if outside:
+                    raise ConfigError(
+                        f"data.label_column: '{column}' of the {split} split has labels outside the {feature.num_classes} classes of "
+                        f"the train split ({', '.join(map(str, outside[:5]))}); check the data or data.num_labels."
+                    )
         try:
-            raw = raw.cast_column(column, feature)
+            with quiet_progress():  # a refusal is the only line the user sees
+                raw = raw.cast_column(column, feature)
         except ValueError as err:
             raise ConfigError(
                 f"data.label_column: '{column}' has labels outside the {feature.num_classes} classes of the train split "
@@ -36,6 +52,14 @@ def encode_labels(raw, column: str, num_labels: int | None):
             f"set data.num_labels={feature.num_classes} or null."
         )
     return raw
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def is_regression(train, data_cfg: dict) -> bool:
