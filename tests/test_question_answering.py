@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from datasets import Dataset
 
+from hfsweep.config.errors import ConfigError
 from hfsweep.data.sources import load_raw
 from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
 from hfsweep.tasks.base import EvalContext
@@ -89,3 +90,30 @@ def test_logits_pointing_at_the_answers_score_exact_match_100(tokenizer, tmp_pat
         starts[i, feature["start_positions"]] = ends[i, feature["end_positions"]] = 10.0 if feature["start_positions"] else -5.0
     compute = TASK.compute_metrics(["squad"], EvalContext(validation_path=str(tmp_path / "prepared" / "validation"), data_cfg=cfg))
     assert compute(((starts, ends), None)) == {"exact_match": 100.0, "f1": 100.0}
+
+
+def squad_rows(count: int, misplaced: int = 0, unanswerable: int = 0):
+    """Flat SQuAD rows; the first `misplaced` answers' answer_start points one character off."""
+    rows = []
+    for i in range(count):
+        start = 32 + (1 if i < misplaced else 0)
+        answers = {"text": [], "answer_start": []} if i >= count - unanswerable else {"text": ["Gustave Eiffel"], "answer_start": [start]}
+        rows.append({"id": f"q{i}", "question": "Who built the tower?", "context": CONTEXT, "answers": answers})
+    return Dataset.from_list(rows)
+
+
+def test_misplaced_answers_are_left_out_and_a_file_full_of_them_is_refused(tmp_path, capsys):
+    cfg = data_cfg(tmp_path)
+    raw = TASK.prepare_raw({"train": squad_rows(200, misplaced=2)}, cfg)  # 1%: left out, and said
+    assert raw["train"].num_rows == 198 and "q0" not in raw["train"]["id"]
+    assert "2 of the train split's 200 answers are not where their answer_start says in the context (the first: id q0)" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match=r"^data\.label_column: 3 of the train split's 200 answers \(1\.5%\) are not where their "
+                                          r"answer_start says in the context \(the first: id q0\); fix the offsets"):
+        TASK.prepare_raw({"train": squad_rows(200, misplaced=3)}, cfg)
+
+
+def test_unanswerable_questions_need_version_2_with_negative(tmp_path):
+    with pytest.raises(ConfigError, match=r"^data\.version_2_with_negative: 1 of the train split's 3 questions have no answer"):
+        TASK.prepare_raw({"train": squad_rows(3, unanswerable=1)}, data_cfg(tmp_path))
+    raw = TASK.prepare_raw({"train": squad_rows(3, unanswerable=1)}, data_cfg(tmp_path, version_2_with_negative=True))
+    assert raw["train"].num_rows == 3  # trained on, with the null answer as the label

@@ -29,6 +29,7 @@ from hfsweep.tasks.causal_lm import token_features
 from hfsweep.tasks.metrics import ANSWERS
 
 EXAMPLES = "examples"  # beside the prepared validation features: the raw validation examples
+MISPLACED_SHARE = 0.01  # more train answers than this whose answer_start misses their text: the file is refused
 
 
 def answer_positions(offsets: list, answers: dict, side: list) -> tuple[int, int]:
@@ -68,6 +69,34 @@ class QuestionAnswering(Task):
         if builder == "json" and all(is_squad_json(f) for split_files in files.values() for f in split_files):
             return read_squad(files)
         return None
+
+    def prepare_raw(self, raw, data_cfg: dict):
+        """The train split's answers checked before they become token labels: unanswerable
+        questions (SQuAD 2.0's empty answers) need `data.version_2_with_negative`, and an answer
+        whose `answer_start` does not locate its text in the context is left out, or the file is
+        refused when more than 1% of them are (wrong offsets, or a file re-encoded since)."""
+        context, answers = data_cfg["pair_column"], data_cfg["label_column"]
+        train = raw["train"]
+        unanswerable = sum(1 for answer in train[answers] if not answer["text"])
+        if unanswerable and not data_cfg["version_2_with_negative"]:
+            raise ConfigError(
+                f"data.version_2_with_negative: {unanswerable} of the train split's {train.num_rows} questions have no answer "
+                f"(SQuAD 2.0's unanswerable ones); set data.version_2_with_negative=true to train on them as run_qa.py "
+                f"--version_2_with_negative does (the null answer scored by squad_v2)."
+            )
+        misplaced = [i for i, (text, answer) in enumerate(zip(train[context], train[answers]))
+                     if answer["text"] and not text.startswith(answer["text"][0], answer["answer_start"][0])]
+        if len(misplaced) > MISPLACED_SHARE * train.num_rows:
+            raise ConfigError(
+                f"data.label_column: {len(misplaced)} of the train split's {train.num_rows} answers ({len(misplaced) / train.num_rows:.1%}) "
+                f"are not where their answer_start says in the context (the first: id {train[misplaced[0]]['id']}); "
+                f"fix the offsets (character positions in the context) or the file's encoding."
+            )
+        if misplaced:
+            print(f"hfsweep: question answering: {len(misplaced)} of the train split's {train.num_rows} answers are not where their "
+                  f"answer_start says in the context (the first: id {train[misplaced[0]]['id']}); left out of training.")
+            raw["train"] = train.select(sorted(set(range(train.num_rows)) - set(misplaced)))
+        return raw
 
     def label_names(self, train, data_cfg: dict):
         return None  # start and end positions, not classes
