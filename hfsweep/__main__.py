@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema in the ConfigStore)
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import check_composition, resolvable_here, resolve, searched_overrides
+from hfsweep.config.loading import check_composition, normalise_overrides, resolvable_here, resolve, searched_overrides
 from hfsweep.config.validation import validate
 
 
@@ -70,7 +70,7 @@ def cli() -> None:
     """Refuse a bad command line in one line before Hydra's app starts: what Hydra cannot compose
     (its own messages span several, printed after its run directory is made), and a config that
     fails validation (without the app's second composition, so a refusal takes about a second)."""
-    argv = sys.argv[1:]
+    argv = sys.argv[1:] = normalise_overrides(sys.argv[1:])  # Hydra's app reads sys.argv
     quiet_transformers_integrations()
     try:
         for cfg in check_composition(argv):

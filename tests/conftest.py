@@ -19,9 +19,10 @@ CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 def compose_config(overrides: list[str] = ()):
     """Compose conf/config.yaml with overrides, as `python -m hfsweep` would."""
     from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema)
+    from hfsweep.config.loading import normalise_overrides
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+        return compose(config_name="config", overrides=normalise_overrides(list(overrides)))
 
 
 def resolved_config(overrides: list[str], storage: Path, cache: Path) -> dict:

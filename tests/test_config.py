@@ -41,6 +41,28 @@ def test_every_experiment_composes_resolves_and_validates(experiment, tmp_path, 
     validate(cfg)
 
 
+@pytest.mark.parametrize("spelling", ["+experiment", "experiment"])
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_debug_tiny_shrinks_every_experiment(experiment, spelling, tmp_path, monkeypatch):
+    """`debug=tiny` merges after the preset (either spelling, either order on the command line):
+    20 steps, one learning rate, one worker, FIFO, whatever the preset set; the scheduler builds."""
+    from hfsweep.driver.schedulers import build_scheduler
+    from hfsweep.driver.search_space import compile_search_space
+
+    monkeypatch.setenv("GLUE_DIR", str(tmp_path))
+    (tmp_path / "MRPC").mkdir()
+    overrides = experiment_overrides(experiment, tmp_path)
+    overrides[0] = overrides[0].replace("+experiment", spelling)
+    cfg = resolved_config(["debug=tiny", *overrides], tmp_path, tmp_path)
+    validate(cfg)
+    assert cfg["training"]["max_steps"] == 20 and cfg["training"]["eval_steps"] == cfg["training"]["save_steps"] == 10
+    assert cfg["search_space"]["training"]["learning_rate"]["values"] == [1.0e-3]
+    assert cfg["cluster"]["num_workers"] == 1 and cfg["num_samples"] == 1
+    scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+    assert type(scheduler).__name__ == "FIFOScheduler"
+    assert cfg["name"] == ("glue_mrpc" if experiment.startswith("glue") else experiment)  # the preset still applies
+
+
 @pytest.mark.parametrize("experiment", [e for e in EXPERIMENTS if e.endswith("_offline")])
 def test_offline_presets_name_the_missing_data_folder(experiment, tmp_path):
     cfg = resolved_config([f"+experiment={experiment}", *base_override(experiment)], tmp_path, tmp_path)

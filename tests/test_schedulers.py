@@ -146,7 +146,7 @@ def test_scheduler_settings_ray_rejects_are_one_line_config_errors(tmp_path):
 
 def test_a_setting_the_chosen_scheduler_does_not_take_names_the_key_to_drop(tmp_path):
     cfg = config(tmp_path, "scheduler=fifo", "+scheduler.grace_period=300")  # as a preset tuned for ASHA leaves it
-    with pytest.raises(ConfigError, match=r"^scheduler\.grace_period: FIFOScheduler takes no 'grace_period'; drop it with ~scheduler\.grace_period$"):
+    with pytest.raises(ConfigError, match=r"^scheduler\.grace_period: FIFOScheduler takes no 'grace_period'; drop it with ~scheduler\.grace_period \(or scheduler\.grace_period=null\)$"):
         build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
 
 

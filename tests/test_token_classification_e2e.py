@@ -43,3 +43,17 @@ def test_bert_conll2003_offline_learns_entities_and_asha_acts_on_entity_f1(ray_c
 
     model = AutoModelForTokenClassification.from_pretrained(os.path.join(cfg["cluster"]["storage_path"], "best"))
     assert sorted(model.config.id2label.values()) == ["B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", "I-PER", "O"]
+
+
+def test_the_offline_preset_under_debug_tiny_runs_one_short_trial(ray_cluster, tmp_path, cache_dir):
+    """`debug=tiny` shrinks a preset (the preset's ASHA grace period of 100 would refuse 20 steps)."""
+    folder = write_offline_data(str(tmp_path / "data"))["conll_proxy"]
+    overrides = ["+experiment=bert_conll2003_offline", "debug=tiny", f"data.path={folder}", "data.max_train_samples=200"]
+    cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
+    results = sweep.run(cfg)
+    assert results.errors == [] and len(results) == 1
+    result = results[0]
+    assert result.metrics["step"] == 20 and list(result.metrics_dataframe["step"]) == [10, 20]
+    assert result.config["training"]["learning_rate"] == 1e-3 and 0 <= result.metrics["eval_overall_f1"] <= 1
+    model = AutoModelForTokenClassification.from_pretrained(os.path.join(cfg["cluster"]["storage_path"], "best"))
+    assert model.config.num_labels == 9

@@ -144,6 +144,14 @@ _VALUE_FLAGS = {"-cp": "--config-path", "--config-path": "--config-path", "-cn":
                 "--config-name": "--config-name", "-cd": "--config-dir", "--config-dir": "--config-dir"}
 
 
+def normalise_overrides(argv: list[str]) -> list[str]:
+    """`+experiment=NAME` as `experiment=NAME`. Hydra appends a `+group` after the primary config's
+    whole defaults list, after the debug preset; hfsweep's defaults list holds `experiment: null`
+    before `debug: null`, so a preset is selected in place and `debug=tiny` merges after it. Hydra
+    refuses `+` for a group already in the list, so both spellings are taken as the selection."""
+    return [arg[1:] if arg.startswith("+experiment=") else arg for arg in argv]
+
+
 def check_composition(argv: list[str]) -> list[DictConfig]:
     """Compose the config as `python -m hfsweep ARGV` will, with the same primary config and
     search path (`--config-path`, `--config-name`, `--config-dir`, `hydra.searchpath`); raise

@@ -22,7 +22,10 @@ from hfsweep.driver.search_space import pb2_bounds, pbt_mutations, unperturbed
 
 def instantiate_at(key: str, node: dict, **objects):
     """Hydra-instantiate the config at `key`, passing `objects` (Tune domains, ints) straight to the
-    constructor; a constructor's complaint about its arguments becomes one line naming the key."""
+    constructor; a constructor's complaint about its arguments becomes one line naming the key.
+    A null setting is left out (the class's default applies), so `null` unsets what a preset set
+    for another class: `debug=tiny` runs under FIFO a preset that set ASHA's grace period."""
+    node = {k: v for k, v in node.items() if v is not None}
     try:
         return instantiate(node, _partial_=True)(**objects)
     except (AssertionError, ValueError, TypeError) as err:
@@ -30,7 +33,7 @@ def instantiate_at(key: str, node: dict, **objects):
         unexpected = re.search(r"unexpected keyword argument '(\w+)'", str(err))
         if unexpected:  # e.g. a preset's ASHA grace_period left over after scheduler=fifo
             arg = unexpected.group(1)
-            raise ConfigError(f"{key}.{arg}: {name} takes no '{arg}'; drop it with ~{key}.{arg}") from err
+            raise ConfigError(f"{key}.{arg}: {name} takes no '{arg}'; drop it with ~{key}.{arg} (or {key}.{arg}=null)") from err
         raise ConfigError(f"{key}: {name} rejects these settings: {err}") from err
 
 
