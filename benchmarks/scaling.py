@@ -142,7 +142,7 @@ def bench_data(sizes: list[int], root: Path, streaming: bool) -> None:
 
 def tiny_trial(config: dict) -> None:
     """Three reports, each with a pointer checkpoint, and no training."""
-    from hfsweep.trial.bridge import report_to_tune
+    from hfsweep.contract import report_to_tune
 
     for step in (10, 20, 30):
         report_to_tune({"eval_loss": 1.0 / (config["training"]["learning_rate"] * step), "step": step}, f"/nonexistent/checkpoint-{step}")

@@ -9,7 +9,7 @@ import time
 
 from transformers import TrainerCallback
 
-from hfsweep.trial.bridge import POINTER_FILE
+from hfsweep.contract import POINTER_FILE
 
 
 class CrashMidSave(TrainerCallback):

@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 from hfsweep.cli import glue
-from hfsweep.config.errors import ConfigError
 from hfsweep.data.prepare import prepare
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.models import build_model

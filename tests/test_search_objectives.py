@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import RESOLVED_CONFIG
+from hfsweep.run_dir import RESOLVED_CONFIG
 from hfsweep.config.validation import validate
 from hfsweep.driver import budget as budget_module
 from hfsweep.driver.budget import SweepBudget, build_budget

@@ -3,7 +3,6 @@ of their own) and code (`_target_`) from their own folder; the installed wheel f
 
 from __future__ import annotations
 
-import os
 import site
 import subprocess
 import sys

@@ -22,23 +22,22 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import RESOLVED_CONFIG
-from hfsweep.driver.tables import BEST_FILE, markdown
+from hfsweep.driver.tables import markdown
+from hfsweep.run_dir import BEST_FILE, last_column, read_config
 
 # Each task's official metrics, in GLUE's order: (label, the replay.csv column of the final model's score).
 OFFICIAL = {
-    "cola": [("MCC", "last_eval_matthews_correlation")],
-    "sst2": [("Acc", "last_eval_accuracy")],
-    "mrpc": [("F1", "last_eval_f1"), ("Acc", "last_eval_accuracy")],
-    "stsb": [("Pearson", "last_eval_pearson"), ("Spearman", "last_eval_spearmanr")],
-    "qqp": [("F1", "last_eval_f1"), ("Acc", "last_eval_accuracy")],
-    "mnli": [("Acc matched", "last_eval_accuracy"), ("Acc mismatched", "mismatched_eval_accuracy")],
-    "qnli": [("Acc", "last_eval_accuracy")],
-    "rte": [("Acc", "last_eval_accuracy")],
-    "wnli": [("Acc", "last_eval_accuracy")],
+    "cola": [("MCC", last_column("eval_matthews_correlation"))],
+    "sst2": [("Acc", last_column("eval_accuracy"))],
+    "mrpc": [("F1", last_column("eval_f1")), ("Acc", last_column("eval_accuracy"))],
+    "stsb": [("Pearson", last_column("eval_pearson")), ("Spearman", last_column("eval_spearmanr"))],
+    "qqp": [("F1", last_column("eval_f1")), ("Acc", last_column("eval_accuracy"))],
+    "mnli": [("Acc matched", last_column("eval_accuracy")), ("Acc mismatched", "mismatched_eval_accuracy")],
+    "qnli": [("Acc", last_column("eval_accuracy"))],
+    "rte": [("Acc", last_column("eval_accuracy"))],
+    "wnli": [("Acc", last_column("eval_accuracy"))],
 }
 NAMES = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "qqp": "QQP", "mnli": "MNLI", "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI"}
 
@@ -48,7 +47,7 @@ def glue_jobs(multirun_dir: str) -> dict[str, str]:
     jobs = {}
     for best in sorted(Path(multirun_dir).glob(f"*/{BEST_FILE}")):
         job = best.parent
-        cfg = yaml.safe_load((job / RESOLVED_CONFIG).read_text())
+        cfg = read_config(str(job))
         tasks = [e.get("config_name") for e in cfg["eval_metrics"] if isinstance(e, dict) and e.get("name") == "glue"]
         if not tasks or tasks[0] not in OFFICIAL:
             raise ConfigError(f"glue: job '{job}' scores no GLUE task; its eval_metrics need {{name: glue, config_name: TASK}} (+experiment=glue).")

@@ -11,20 +11,17 @@ its final model (`NAME_eval_*`); then their mean ± std.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
 import pandas as pd
-import yaml
-from omegaconf import OmegaConf
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import RESOLVED_CONFIG
 from hfsweep.config.objectives import first_objective
-from hfsweep.driver.tables import BEST_FILE, markdown
-from hfsweep.trial.bridge import read_pointer
+from hfsweep.driver.tables import markdown
+from hfsweep.run_dir import BEST_FILE, RESOLVED_CONFIG, RESULTS_FILE, best_config, last_column
+from hfsweep.contract import read_pointer
 
 REPLAY_DIR = "replay"
 # Replaces these top-level keys: nothing ends a trial before its budget, and the variant generator
@@ -47,12 +44,7 @@ def replay_config(run_dir: str, seeds: list[int]) -> dict:
     out = os.path.join(os.path.abspath(run_dir), REPLAY_DIR)
     if os.path.exists(out):
         raise ConfigError(f"replay: '{out}' already exists; move or delete it to replay again.")
-    saved = yaml.safe_load(Path(run_dir, RESOLVED_CONFIG).read_text())
-    best = json.loads(Path(run_dir, BEST_FILE).read_text())
-    best_cfg = OmegaConf.create(saved)
-    for path, value in best["hyperparameters"].items():
-        OmegaConf.update(best_cfg, path, value)
-    cfg = {**OmegaConf.to_container(best_cfg), **FULL_BUDGET}
+    cfg = {**best_config(run_dir), **FULL_BUDGET}
     cfg["search_space"] = {"seed": {"sampler": "grid", "values": list(seeds)}}
     cfg["cluster"]["storage_path"] = out
     return cfg
@@ -68,7 +60,7 @@ def final_scores(results, cfg: dict) -> pd.DataFrame:
     for result in results:
         history = result.metrics_dataframe
         row = {"seed": str(result.config["seed"])}
-        row.update({f"last_{name}": history[name].dropna().iloc[-1] for name in scores(dict.fromkeys(history.columns))})
+        row.update({last_column(name): history[name].dropna().iloc[-1] for name in scores(dict.fromkeys(history.columns))})
         checkpoint = read_pointer(result.checkpoint)
         for name, (data_cfg, raw) in extra_sets.items():
             print(f"replay: seed {row['seed']}: scoring {checkpoint} on extra_validation.{name}")
@@ -80,7 +72,7 @@ def final_scores(results, cfg: dict) -> pd.DataFrame:
 def replay_table(out: str, metric: str, final: pd.DataFrame) -> pd.DataFrame:
     """replay.csv and replay.md: per seed its status, last step, final scores (`final_scores`) and
     best metric; then their mean and sample std (rows `mean`, `std`; `mean ± std` in Markdown)."""
-    results = pd.read_csv(os.path.join(out, "results.csv")).astype({"seed": str})
+    results = pd.read_csv(os.path.join(out, RESULTS_FILE)).astype({"seed": str})
     per_seed = results[["seed", "status", "step", f"best_{metric}"]].merge(final, on="seed").sort_values("seed", key=lambda s: s.astype(int))
     columns = [c for c in per_seed.columns if c not in ("seed", "status", "step")]
     mean, std = per_seed[columns].mean(), per_seed[columns].std()

@@ -7,10 +7,9 @@ the sweep may be finished or still running.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from hfsweep.config.loading import RESOLVED_CONFIG
+from hfsweep.run_dir import RESOLVED_CONFIG, holds_sweep
 from hfsweep.driver.results import write_report
 
 
@@ -18,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hfsweep.report", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", help="a sweep's run directory (holds resolved_config.yaml)")
     run_dir = parser.parse_args(argv).run_dir
-    if not os.path.isfile(os.path.join(run_dir, RESOLVED_CONFIG)):
+    if not holds_sweep(run_dir):
         print(f"hfsweep.report: error: {run_dir} holds no sweep ({RESOLVED_CONFIG} is missing).", file=sys.stderr)
         return 2
     table = write_report(run_dir)

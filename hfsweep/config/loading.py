@@ -13,13 +13,12 @@ import difflib
 import os
 import re
 
-import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.run_dir import RESOLVED_CONFIG, holds_sweep, read_config
 
-RESOLVED_CONFIG = "resolved_config.yaml"  # a sweep's whole config, in its run directory
 
 
 def to_plain_dict(cfg: DictConfig) -> dict:
@@ -296,11 +295,9 @@ def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -
     is refused unless `force`; keys added to hfsweep since the run was saved take their defaults."""
     from hfsweep.config.schema import SweepConfig
 
-    saved_path = os.path.join(run_dir, RESOLVED_CONFIG)
-    if not os.path.isfile(saved_path):
+    if not holds_sweep(run_dir):
         raise ConfigError(f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass a sweep's run directory.")
-    with open(saved_path) as f:
-        saved = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepConfig), yaml.safe_load(f)), resolve=True)
+    saved = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepConfig), read_config(run_dir)), resolve=True)
     cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
     changed = sorted(changed_keys(saved, cfg))
     if changed and not force:

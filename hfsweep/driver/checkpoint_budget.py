@@ -17,7 +17,7 @@ from ray import tune
 
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.driver.schedulers import scheduler_may_exploit
-from hfsweep.trial.bridge import checkpoint_step
+from hfsweep.contract import checkpoint_step
 
 
 class CheckpointBudget(tune.Callback):

@@ -12,7 +12,8 @@ from pathlib import Path
 import yaml
 from hydra.experimental.callback import Callback
 
-from hfsweep.driver.tables import BEST_FILE, markdown
+from hfsweep.driver.tables import markdown
+from hfsweep.run_dir import BEST_FILE, read_best
 
 
 class MultirunSummary(Callback):
@@ -23,7 +24,7 @@ class MultirunSummary(Callback):
         rows = []
         job_dirs = sorted((p.parent for p in sweep_dir.glob(f"*/{BEST_FILE}")), key=lambda d: (len(d.name), d.name))
         for job_dir in job_dirs:
-            best = json.loads((job_dir / BEST_FILE).read_text())
+            best = read_best(str(job_dir))
             overrides = yaml.safe_load((job_dir / ".hydra" / "overrides.yaml").read_text()) or []
             rows.append(
                 {

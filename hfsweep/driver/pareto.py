@@ -9,6 +9,8 @@ order of `metric` says which objective picks the exported model.
 
 from __future__ import annotations
 
+from hfsweep.run_dir import last_column
+
 import numpy as np
 import pandas as pd
 
@@ -18,7 +20,7 @@ PARETO_PLOT = "pareto.png"
 def minimised(table: pd.DataFrame, objectives: list[tuple[str, str]]) -> np.ndarray:
     """Each row's last objective values, signed so that lower is better in every column."""
     signs = np.array([1.0 if mode == "min" else -1.0 for _, mode in objectives])
-    return table[[f"last_{metric}" for metric, _ in objectives]].to_numpy(dtype=float) * signs
+    return table[[last_column(metric) for metric, _ in objectives]].to_numpy(dtype=float) * signs
 
 
 def pareto_optimal(table: pd.DataFrame, objectives: list[tuple[str, str]]) -> pd.Series:
@@ -48,11 +50,11 @@ def plot_pareto(table: pd.DataFrame, objectives: list[tuple[str, str]], path: st
     (x, x_mode), (y, y_mode) = objectives[:2]
     fig, ax = plt.subplots(figsize=(6, 4.5))
     others = table[~table["pareto"]]
-    ax.scatter(others[f"last_{x}"], others[f"last_{y}"], color="0.6", label="dominated")
-    front = table[table["pareto"]].sort_values(f"last_{x}")
-    ax.plot(front[f"last_{x}"], front[f"last_{y}"], "o-", color="C3", label="Pareto-optimal")
+    ax.scatter(others[last_column(x)], others[last_column(y)], color="0.6", label="dominated")
+    front = table[table["pareto"]].sort_values(last_column(x))
+    ax.plot(front[last_column(x)], front[last_column(y)], "o-", color="C3", label="Pareto-optimal")
     for _, row in front.iterrows():
-        ax.annotate(row["trial_id"].rsplit("_", 1)[-1], (row[f"last_{x}"], row[f"last_{y}"]), fontsize="x-small",
+        ax.annotate(row["trial_id"].rsplit("_", 1)[-1], (row[last_column(x)], row[last_column(y)]), fontsize="x-small",
                     xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel(f"{x} ({x_mode})")
     ax.set_ylabel(f"{y} ({y_mode})")

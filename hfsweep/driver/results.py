@@ -8,7 +8,6 @@ Tables and plots are built from Tune's experiment directory alone (`ExperimentAn
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -23,16 +22,17 @@ matplotlib.use("Agg")  # files only, no display
 logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)  # "building the font cache" on a fresh machine
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-import yaml  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from ray import tune  # noqa: E402
 
-from hfsweep.config.loading import RESOLVED_CONFIG, apply_sampled, iter_leaves  # noqa: E402
+from hfsweep.config.loading import apply_sampled, iter_leaves  # noqa: E402
 from hfsweep.driver.search_space import nested  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
 from hfsweep.driver.pareto import PARETO_PLOT, best_of_front, pareto_optimal, plot_pareto  # noqa: E402
-from hfsweep.driver.tables import BEST_FILE, markdown  # noqa: E402
-from hfsweep.trial.bridge import read_pointer  # noqa: E402
+from hfsweep.driver.tables import markdown  # noqa: E402
+from hfsweep import run_dir as run_files  # noqa: E402
+from hfsweep.run_dir import last_column  # noqa: E402
+from hfsweep.contract import read_pointer  # noqa: E402
 
 
 @dataclass
@@ -87,7 +87,7 @@ def best_of_pareto_front(results: tune.ResultGrid, cfg: dict) -> BestTrial:
             reports = history.dropna(subset=names)
             if len(reports):
                 last[reports["trial_id"].iloc[-1]] = reports.iloc[-1]
-    table = pd.DataFrame([{f"last_{name}": report[name] for name in names} for report in last.values()], index=list(last))
+    table = pd.DataFrame([{last_column(name): report[name] for name in names} for report in last.values()], index=list(last))
     table["pareto"] = pareto_optimal(table, objectives(cfg))
     report = last[best_of_front(table, objectives(cfg))]
     return BestTrial(
@@ -108,8 +108,7 @@ def results_config(results: tune.ResultGrid, trial_id: str) -> dict:
 
 def write_best(best: BestTrial, run_dir: str) -> None:
     """`best.json` in the run directory: what a multirun summary and a reader need first."""
-    with open(os.path.join(run_dir, BEST_FILE), "w") as f:
-        json.dump(dataclasses.asdict(best), f, indent=2)
+    run_files.write_best(run_dir, dataclasses.asdict(best))
 
 
 def export_best(best: BestTrial, cfg: dict, out_dir: str, label_names: Optional[list] = None) -> str:
@@ -196,7 +195,7 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
         for metric, mode in objectives(cfg):
             values = history[metric].dropna() if metric in history else pd.Series(dtype=float)
             scores[f"best_{metric}"] = (values.max() if mode == "max" else values.min()) if len(values) else None
-            scores[f"last_{metric}"] = values.iloc[-1] if len(values) else None
+            scores[last_column(metric)] = values.iloc[-1] if len(values) else None
         rows.append(
             {
                 "trial_id": trial.trial_id,
@@ -257,13 +256,12 @@ def plot_hyperparameters(table: pd.DataFrame, cfg: dict, path: str) -> None:
 def write_report(run_dir: str) -> pd.DataFrame:
     """Write results.csv, results.md, curves.png and hyperparameters.png into the run directory,
     and pareto.png with several objectives."""
-    with open(os.path.join(run_dir, RESOLVED_CONFIG)) as f:
-        cfg = yaml.safe_load(f)
+    cfg = run_files.read_config(run_dir)
     metric, mode = first_objective(cfg)
     analysis = tune.ExperimentAnalysis(os.path.join(run_dir, cfg["name"]), default_metric=metric, default_mode=mode)
     table = trial_table(analysis, cfg)
-    table.to_csv(os.path.join(run_dir, "results.csv"), index=False)
-    Path(run_dir, "results.md").write_text(markdown(table))
+    table.to_csv(os.path.join(run_dir, run_files.RESULTS_FILE), index=False)
+    Path(run_dir, run_files.RESULTS_TABLE).write_text(markdown(table))
     plot_curves(analysis, cfg, os.path.join(run_dir, "curves.png"))
     plot_hyperparameters(table, cfg, os.path.join(run_dir, "hyperparameters.png"))
     if is_multi_objective(cfg) and len(table):

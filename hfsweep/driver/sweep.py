@@ -11,12 +11,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-import yaml
 from ray import tune
 
 from hfsweep.compat import restored_callbacks
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import RESOLVED_CONFIG, saved_config
+from hfsweep.config.loading import saved_config
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trial_resources, trains_in_process
 from hfsweep.config.validation import validate
@@ -33,6 +32,7 @@ from hfsweep.driver.schedulers import build_scheduler, build_search_alg, build_s
 from hfsweep.driver.search_space import compile_search_space
 from hfsweep.driver.warm_start import load_warm_start, searcher_arguments
 from hfsweep.models import build_model, check_peft_targets, check_pretrained_reachable, check_weights_digest
+from hfsweep.run_dir import write_config
 from hfsweep.trial.trainable import run_trial
 from hfsweep.tasks import data_collator_for, get_task
 
@@ -131,8 +131,7 @@ def run(cfg: dict) -> tune.ResultGrid:
     init_ray(cfg["cluster"])
     check_trial_fits(cfg["cluster"])
     # Everything is checked: only now does the run directory get the sweep's files.
-    with open(os.path.join(storage, RESOLVED_CONFIG), "w") as f:
-        yaml.safe_dump(cfg, f, sort_keys=False)
+    write_config(storage, cfg)
     write_provenance(storage, cfg)
     for note in setup.notes:
         print(f"hfsweep: {note}")

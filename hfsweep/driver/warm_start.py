@@ -23,16 +23,15 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import pandas as pd
-import yaml
 from omegaconf import OmegaConf
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import RESOLVED_CONFIG, changed_keys, iter_leaves
+from hfsweep.config.loading import changed_keys, iter_leaves
+from hfsweep.run_dir import RESOLVED_CONFIG, RESULTS_FILE, holds_sweep, last_column, read_config
 from hfsweep.config.objectives import objectives
 from hfsweep.config.validation import as_override
 from hfsweep.driver.search_space import nested
 
-RESULTS_FILE = "results.csv"
 COMPARED_SECTIONS = ("model", "data", "training", "peft")  # settings that make two trials' results comparable
 _ABSENT = object()
 
@@ -94,12 +93,12 @@ def _check_searcher(cfg: dict) -> None:
 
 
 def _read_run(run_dir: str, cfg: dict, param_space: dict, warm: WarmStart) -> None:
-    config_path, results_path = os.path.join(run_dir, RESOLVED_CONFIG), os.path.join(run_dir, RESULTS_FILE)
-    if not os.path.isfile(config_path):
+    results_path = os.path.join(run_dir, RESULTS_FILE)
+    if not holds_sweep(run_dir):
         raise ConfigError(f"search_alg.warm_start: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass an earlier sweep's run directory.")
     if not os.path.isfile(results_path):
         raise ConfigError(f"search_alg.warm_start: '{run_dir}' holds no {RESULTS_FILE}; write it with python -m hfsweep.report {run_dir}.")
-    earlier = yaml.safe_load(open(config_path))
+    earlier = read_config(run_dir)
     if objectives(earlier) != objectives(cfg):
         raise ConfigError(
             f"search_alg.warm_start: '{run_dir}' swept metric={as_override(earlier['metric'])} mode={as_override(earlier['mode'])}, "
@@ -120,7 +119,7 @@ def _read_run(run_dir: str, cfg: dict, param_space: dict, warm: WarmStart) -> No
         warm.notes.append(f"{run_dir}: ran with other settings of {', '.join(changed)}")
 
     table = pd.read_csv(results_path)
-    columns = [f"last_{metric}" for metric, _ in objectives(cfg)]
+    columns = [last_column(metric) for metric, _ in objectives(cfg)]
     used = outside = 0
     for _, row in table.iterrows():
         values = [row.get(column) for column in columns]

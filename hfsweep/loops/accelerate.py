@@ -41,7 +41,7 @@ from hfsweep.loops.common import (
 from hfsweep.models import build_model, weights_digest
 from hfsweep.tasks import compute_metrics_for, data_collator_for, get_task
 from hfsweep.tasks.base import IGNORED, EvalContext
-from hfsweep.trial.bridge import checkpoint_dir_name, checkpoint_step
+from hfsweep.contract import checkpoint_dir_name, checkpoint_step
 
 TRAINER_DEFAULTS = {"gradient_accumulation_steps": 1, "max_grad_norm": 1.0, "weight_decay": 0.0, "warmup_steps": 0, "logging_steps": 500,
                     "lr_scheduler_type": "linear"}  # transformers.TrainingArguments' own defaults

@@ -15,7 +15,7 @@ from ray.train import Checkpoint, CheckpointUploadMode
 from hfsweep.compat import lr_factors, quiet_train_report_log, ray_data_iterable, set_last_lr
 from hfsweep.tasks import data_collator_for
 from hfsweep.tasks.base import batch_collator
-from hfsweep.trial.bridge import checkpoint_dir_name, report_to_tune
+from hfsweep.contract import checkpoint_dir_name, report_to_tune
 
 
 def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:

@@ -37,7 +37,7 @@ from hfsweep.models import build_model, weights_digest
 from hfsweep.tasks import compute_metrics_for, data_collator_for, get_task
 from hfsweep.tasks.base import EvalContext
 from hfsweep.tasks.sft import chat_template
-from hfsweep.trial.bridge import checkpoint_dir_name
+from hfsweep.contract import checkpoint_dir_name
 
 
 class ReportCheckpointCallback(TrainerCallback):

@@ -6,7 +6,7 @@ worker actors to start. A multi-worker trial fits a `TorchTrainer`; Train V2 run
 its controller actor while the trial blocks in `fit()`, so `ForwardToTune` sends every report
 (metrics plus the path of the checkpoint the workers wrote) through a Ray queue back to the trial
 process, whose main thread re-reports it to Tune. Either way Tune sees every checkpoint as a
-pointer (`hfsweep.trial.bridge`), so schedulers can restore trials and PBT can exploit.
+pointer (`hfsweep.contract`), so schedulers can restore trials and PBT can exploit.
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ from ray.util.queue import Queue
 from hfsweep.config.loading import apply_sampled
 from hfsweep.config.resources import resource_names, trains_in_process
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, what_is_prepared
-from hfsweep.trial.bridge import read_pointer, report_to_tune
+from hfsweep.contract import HF_CHECKPOINTS, read_pointer, report_to_tune
 from hfsweep.trial.train_fn import ForwardToTune, train_loop
 
-HF_CHECKPOINTS = "hf_checkpoints"  # in a trial's Train run directory: where the Trainer writes its checkpoints
 
 
 def train_run_name(trial_id: str, resume_from: Optional[str]) -> str:

@@ -1,5 +1,6 @@
-"""How a trial's results reach Tune: metrics plus a tiny pointer checkpoint; and the checkpoint
-folders' names, in one place.
+"""The contract between the trial and the training loops: how a result reaches Tune (metrics plus
+a tiny pointer checkpoint) and how checkpoints are named. The trial and both loops import it; no
+loop imports the trial.
 
 The Trainer writes each checkpoint once, in the trial's Train run directory. Tune receives a
 pointer checkpoint that holds only that directory's path, so schedulers can restore trials and
@@ -17,6 +18,7 @@ from typing import Optional
 from ray import tune
 
 POINTER_FILE = "hfsweep_checkpoint.json"
+HF_CHECKPOINTS = "hf_checkpoints"  # in a trial's Train run directory: where the loops write checkpoints
 
 
 def read_pointer(checkpoint: Optional[tune.Checkpoint]) -> Optional[str]:

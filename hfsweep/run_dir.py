@@ -1,0 +1,55 @@
+"""What a sweep's run directory holds, named in one place: the resolved config it ran (read back
+by resume, replay, warm start, reports and the GLUE table), `best.json`, and the results table
+whose `last_{metric}` columns hold each trial's final scores. Kept light (no pandas, no Ray): the
+multirun summary, a Hydra callback, reads it too."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import yaml
+
+RESOLVED_CONFIG = "resolved_config.yaml"  # the sweep's whole config
+BEST_FILE = "best.json"  # the best trial, its checkpoint and hyperparameters
+RESULTS_FILE = "results.csv"  # one row per trial
+RESULTS_TABLE = "results.md"  # the same rows in Markdown
+
+
+def last_column(metric: str) -> str:
+    """The results column of a trial's final value of `metric`."""
+    return f"last_{metric}"
+
+
+def holds_sweep(run_dir: str) -> bool:
+    return os.path.isfile(os.path.join(run_dir, RESOLVED_CONFIG))
+
+
+def write_config(run_dir: str, cfg: dict) -> None:
+    with open(os.path.join(run_dir, RESOLVED_CONFIG), "w") as f:
+        yaml.safe_dump(cfg, f, sort_keys=False)
+
+
+def read_config(run_dir: str) -> dict:
+    with open(os.path.join(run_dir, RESOLVED_CONFIG)) as f:
+        return yaml.safe_load(f)
+
+
+def write_best(run_dir: str, best: dict) -> None:
+    with open(os.path.join(run_dir, BEST_FILE), "w") as f:
+        json.dump(best, f, indent=2)
+
+
+def read_best(run_dir: str) -> dict:
+    with open(os.path.join(run_dir, BEST_FILE)) as f:
+        return json.load(f)
+
+
+def best_config(run_dir: str) -> dict:
+    """The sweep's config with its best trial's hyperparameters set: what replay re-trains."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create(read_config(run_dir))
+    for path, value in read_best(run_dir)["hyperparameters"].items():
+        OmegaConf.update(cfg, path, value)
+    return OmegaConf.to_container(cfg)
