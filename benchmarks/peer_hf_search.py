@@ -25,6 +25,7 @@ from hfsweep.data.prepare import prepare
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.models import build_model
 from hfsweep.driver.ray_cluster import init_ray
+from hfsweep.tasks import get_task
 
 GRID = [3e-3, 1e-3, 1e-4, 1e-5]
 STEPS, EVAL_STEPS, GRACE = 60, 10, 20
@@ -36,7 +37,7 @@ def hf_search(cfg: dict) -> tuple[float, float]:
 
     def model_init(trial=None):
         set_seed(cfg["seed"])
-        return build_model(cfg["model"], tokenizer)
+        return build_model(cfg["model"], tokenizer, task=get_task(cfg["model"]["task"]))
 
     train = datasets.Dataset.from_parquet(sorted(glob.glob(os.path.join(data.train_path, "*.parquet"))))
     validation = datasets.load_from_disk(data.validation_path)

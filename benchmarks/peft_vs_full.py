@@ -26,6 +26,7 @@ from _common import config, run_sweep
 
 from hfsweep.driver.ray_cluster import init_ray
 from hfsweep.driver.results import directory_bytes
+from hfsweep.tasks import get_task
 
 METHODS = {"full fine-tuning": ["peft=none"], "LoRA (r=8, c_attn)": ["peft=lora"]}
 
@@ -42,7 +43,7 @@ def save_base(width: int, layers: int) -> str:
     tokenizer = load_tokenizer(prepare(cfg).tokenizer_path)
     transformers.set_seed(0)
     folder = tempfile.mkdtemp(prefix="hfsweep-peft-base-")
-    build_model(cfg["model"], tokenizer).save_pretrained(folder)
+    build_model(cfg["model"], tokenizer, task=get_task(cfg["model"]["task"])).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 

@@ -156,7 +156,7 @@ def bench_trials(counts: list[int], root: Path) -> None:
 
     init_ray({"address": None, "num_cpus": 8, "num_gpus": None, "runtime_env": {}})
     real_trainable_for = sweep.trainable_for
-    sweep.trainable_for = lambda cfg, data: tune.with_resources(tiny_trial, {"CPU": 1})
+    sweep.trainable_for = lambda cfg, task, data: tune.with_resources(tiny_trial, {"CPU": 1})
     # As `sweep.fit` runs every sweep: without Tune's automatic JSON, CSV and TensorBoard loggers
     # (the baseline too, so that it measures Tune's own bookkeeping, not its loggers').
     os.environ[sweep.NO_AUTO_LOGGERS] = "1"
@@ -187,7 +187,7 @@ def _run_trial_counts(counts: list[int], root: Path) -> None:
             yaml.safe_dump(cfg, f)
         param_space = compile_search_space(cfg["search_space"], cfg)
         callbacks = [build_checkpoint_budget(cfg)]
-        tuner = sweep.build_tuner(cfg, param_space, None, build_scheduler(cfg, param_space), build_stopper(cfg), callbacks)
+        tuner = sweep.build_tuner(cfg, param_space, None, None, build_scheduler(cfg, param_space), build_stopper(cfg), callbacks)
         start = time.perf_counter()
         results = tuner.fit()
         fit_s = time.perf_counter() - start

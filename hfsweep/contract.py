@@ -13,9 +13,25 @@ import json
 import os
 import re
 import tempfile
-from typing import Optional
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from ray import tune
+
+IGNORED = -100  # the label the loss and the metrics skip: padding, special tokens, later sub-tokens
+
+
+@dataclass(frozen=True)
+class EvalContext:
+    """What a task's metrics may need besides the predictions, handed to them by either loop: the
+    classes' names, the tokenizer (to decode generated text), and the prepared validation split
+    (QA maps its features' answer spans back to the examples' contexts)."""
+
+    label_names: Optional[list] = None
+    tokenizer: Any = None
+    validation_path: Optional[str] = None
+    data_cfg: Optional[dict] = None
+
 
 POINTER_FILE = "hfsweep_checkpoint.json"
 HF_CHECKPOINTS = "hf_checkpoints"  # in a trial's Train run directory: where the loops write checkpoints

@@ -8,7 +8,6 @@ import hashlib
 import warnings
 
 from hfsweep.config.errors import ConfigError, HubUnreachableError
-from hfsweep.tasks import get_task
 
 
 def check_pretrained_reachable(model_cfg: dict) -> None:
@@ -76,13 +75,13 @@ PEFT_TASK_TYPES = {
 }
 
 
-def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None, peft_cfg: dict | None = None):
+def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None, peft_cfg: dict | None = None, *, task):
     """A pretrained model, or one built from `model.config` with the tokenizer's vocabulary,
     through the task's Auto class; or whatever `model.factory` (a `_target_` callable taking
     `model_cfg`, `tokenizer` and `label_names`) returns, for architectures the Auto classes do not
     cover. A classifier gets one output per class of the prepared data, named after it. With
-    `peft_cfg` naming a method, the model is that adapter over this base."""
-    task = get_task(model_cfg["task"])
+    `peft_cfg` naming a method, the model is that adapter over this base. `task` is the sweep's
+    Task, resolved once on the driver."""
     quantized = peft_cfg is not None and (peft_cfg["load_in_4bit"] or peft_cfg["load_in_8bit"])
     if model_cfg.get("factory"):
         from hydra.utils import instantiate
@@ -150,7 +149,7 @@ def _build(model_cfg: dict, auto_class, tokenizer, from_data: dict):
     return auto_class.from_config(config)
 
 
-def check_peft_targets(cfg: dict) -> None:
+def check_peft_targets(cfg: dict, task) -> None:
     """Refuse in one line, on the driver, target_modules (configured or searched) that the model
     does not have: the adapter is tried on the model built on the meta device (no weights, no
     memory; a pretrained model's config is read, not its weights)."""
@@ -162,7 +161,7 @@ def check_peft_targets(cfg: dict) -> None:
     from transformers import AutoConfig
 
     check_pretrained_reachable(model_cfg)
-    auto_class = get_task(model_cfg["task"]).auto_model_class()
+    auto_class = task.auto_model_class()
     if model_cfg["pretrained"]:
         config = AutoConfig.from_pretrained(model_cfg["pretrained"])
     else:

@@ -123,13 +123,14 @@ def untrained_metrics(cfg: dict, out_dir: str) -> dict:
     from hfsweep.models import build_model
     from hfsweep.tasks import get_task
 
+    task = get_task(cfg["model"]["task"])
     data = prepare(cfg)
     tokenizer = load_tokenizer(data.tokenizer_path)
     transformers.set_seed(cfg["seed"])
-    model = build_model(cfg["model"], tokenizer, data.label_names)
-    arguments_class = Seq2SeqTrainingArguments if get_task(cfg["model"]["task"]).generates else TrainingArguments
+    model = build_model(cfg["model"], tokenizer, data.label_names, task=task)
+    arguments_class = Seq2SeqTrainingArguments if task.generates else TrainingArguments
     args = arguments_class(output_dir=out_dir, use_cpu=True, report_to="none", per_device_eval_batch_size=64)
-    trainer = build_trainer(cfg, model=model, tokenizer=tokenizer, args=args, train_dataset=None,
+    trainer = build_trainer(cfg, task, model=model, tokenizer=tokenizer, args=args, train_dataset=None,
                             eval_dataset=datasets.load_from_disk(data.validation_path), callbacks=[], label_names=data.label_names,
                             validation_path=data.validation_path)
     return trainer.evaluate()
@@ -161,10 +162,11 @@ def save_tiny_base(folder: Path, cache: Path, overrides: list[str] = ()) -> str:
     from hfsweep.data.prepare import prepare
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.models import build_model
+    from hfsweep.tasks import get_task
 
     cfg = resolved_config(["debug=tiny", *overrides], folder / "unused", cache)
     tokenizer = load_tokenizer(prepare(cfg).tokenizer_path)
     transformers.set_seed(0)
-    build_model(cfg["model"], tokenizer).save_pretrained(folder)
+    build_model(cfg["model"], tokenizer, task=get_task(cfg["model"]["task"])).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)

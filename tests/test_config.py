@@ -13,7 +13,7 @@ import torch
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.validation import validate
-from hfsweep.tasks import task_names
+from hfsweep.tasks import get_task, task_names
 from tests.conftest import CONF_DIR, resolved_config
 
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
@@ -132,7 +132,7 @@ def test_precision_and_activation_checkpointing_switches_reach_the_training_argu
 
     cfg = resolved_config(["training.bf16=true", "training.activation_checkpointing=true"], tmp_path, tmp_path)
     validate(cfg)  # CPUs run bf16 through torch's autocast
-    args = training_arguments(cfg, str(tmp_path))
+    args = training_arguments(cfg, str(tmp_path), get_task(cfg["model"]["task"]))
     assert args.bf16 and not args.fp16 and args.activation_checkpointing
 
 

@@ -132,7 +132,7 @@ def test_padding_each_batch_gives_the_same_eval_loss_as_padding_to_max_length(pr
         prepared = prepare(cfg)
         tokenizer = load_tokenizer(prepared.tokenizer_path)
         transformers.set_seed(0)
-        model = build_model(cfg["model"], tokenizer, prepared.label_names)
+        model = build_model(cfg["model"], tokenizer, prepared.label_names, task=get_task(cfg["model"]["task"]))
         collator = get_task("sequence_classification").data_collator(tokenizer)
         losses[padded] = evaluate_model(model, tokenizer, prepared.validation_path, batch_size=8, data_collator=collator)
         stored[padded] = sum(len(ids) for ids in datasets.load_from_disk(prepared.validation_path)["input_ids"])

@@ -15,6 +15,7 @@ from hfsweep.data.prepare import prepare
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.models import build_model
 from tests.conftest import resolved_config
+from hfsweep.tasks import get_task
 
 
 def replay_table(**columns: list[float]) -> pd.DataFrame:
@@ -104,5 +105,5 @@ def test_stsb_scores_make_a_regression_with_one_output(num_labels, tmp_path):
     validation = __import__("datasets").load_from_disk(prepared.validation_path)
     assert str(validation.features["labels"].dtype) == "float32"
     assert validation["labels"][:3] == pytest.approx([0.0, 1.1, 2.2])
-    model = build_model(cfg["model"], load_tokenizer(prepared.tokenizer_path), prepared.label_names)
+    model = build_model(cfg["model"], load_tokenizer(prepared.tokenizer_path), prepared.label_names, task=get_task(cfg["model"]["task"]))
     assert model.config.num_labels == 1 and model.config.problem_type == "regression"

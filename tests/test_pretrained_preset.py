@@ -16,6 +16,7 @@ from hfsweep.config.loading import package_folder
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.models import build_model, check_weights_digest
 from tests.conftest import resolved_config
+from hfsweep.tasks import get_task
 
 WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # the hub's model.safetensors
 
@@ -38,7 +39,7 @@ def test_the_preset_is_the_installed_packages_model_folder_with_its_own_tokenize
                                             ("question_answering", "qa_outputs")])
 def test_every_encoder_family_gets_the_pretrained_encoder_and_a_new_head(minilm, task, head):
     tokenizer = load_tokenizer(minilm["tokenizer"]["pretrained"])
-    model = build_model({**minilm, "task": task}, tokenizer, ["no", "yes"] if task != "question_answering" else None)
+    model = build_model({**minilm, "task": task}, tokenizer, ["no", "yes"] if task != "question_answering" else None, task=get_task(task))
     pretrained = load_file(os.path.join(minilm["pretrained"], "model.safetensors"))
     encoder = model.base_model.state_dict()
     assert (encoder["encoder.layer.5.output.dense.weight"] == pretrained["encoder.layer.5.output.dense.weight"]).all()

@@ -14,6 +14,7 @@ from hfsweep.models import build_model
 from hfsweep.loops.trainers import ClassWeightedTrainer
 from hfsweep.loops.hf_trainer import build_trainer, training_arguments
 from tests.conftest import resolved_config
+from hfsweep.tasks import get_task
 
 ADVANCED = [
     "+training.optim=adafactor",
@@ -36,10 +37,10 @@ class OneToken:
 
 def trainer_from(overrides: list[str], tmp_path) -> Trainer:
     cfg = resolved_config(["model=bert_tiny", "eval_metrics=[accuracy,f1]", *overrides], tmp_path, tmp_path)
-    model = build_model(cfg["model"], OneToken(), ["negative", "positive"])
-    args = training_arguments(cfg, str(tmp_path / "out"))
+    model = build_model(cfg["model"], OneToken(), ["negative", "positive"], task=get_task(cfg["model"]["task"]))
+    args = training_arguments(cfg, str(tmp_path / "out"), get_task(cfg["model"]["task"]))
     validation = [{"input_ids": torch.arange(1, 13), "labels": torch.tensor(1)}]
-    return build_trainer(cfg, model=model, tokenizer=None, args=args, train_dataset=None, eval_dataset=validation, callbacks=[])
+    return build_trainer(cfg, get_task(cfg["model"]["task"]), model=model, tokenizer=None, args=args, train_dataset=None, eval_dataset=validation, callbacks=[])
 
 
 def test_advanced_training_arguments_reach_the_trainer_untouched(tmp_path):
@@ -122,7 +123,7 @@ def highest_logit_share(eval_pred) -> dict:
 
 def test_a_model_factory_from_config_builds_the_model(tmp_path):
     cfg = resolved_config(["+model.factory._target_=tests.test_trainer.three_layer_gpt2"], tmp_path, tmp_path)
-    model = build_model(cfg["model"], OneToken())
+    model = build_model(cfg["model"], OneToken(), task=get_task(cfg["model"]["task"]))
     assert model.config.n_layer == 3 and model.loss_type == "ForCausalLM"
 
 

@@ -51,7 +51,7 @@ def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: dict, raw) ->
     with tempfile.TemporaryDirectory() as folder:
         validation_path = write_validation(raw["validation"], task, tokenizer, data_cfg, folder)
         trainer = build_trainer(
-            here, model=model, tokenizer=tokenizer, args=training_arguments(here, folder), train_dataset=None,
+            here, task, model=model, tokenizer=tokenizer, args=training_arguments(here, folder, task), train_dataset=None,
             eval_dataset=datasets.load_from_disk(validation_path), callbacks=[], label_names=task.label_names(raw["train"], data_cfg), validation_path=validation_path,
         )
         trainer.remove_callback(PrinterCallback)  # the caller tabulates the scores

@@ -111,7 +111,7 @@ def write_best(best: BestTrial, run_dir: str) -> None:
     run_files.write_best(run_dir, dataclasses.asdict(best))
 
 
-def export_best(best: BestTrial, cfg: dict, out_dir: str, label_names: Optional[list] = None) -> str:
+def export_best(best: BestTrial, cfg: dict, task, out_dir: str, label_names: Optional[list] = None) -> str:
     """The best checkpoint as a plain Hugging Face model directory: weights, config, tokenizer;
     no optimizer, scheduler or RNG state. A PEFT checkpoint is exported as its adapter, for
     `PeftModel.from_pretrained(base, out_dir)`, and with `peft.export_merged` also merged into
@@ -119,15 +119,14 @@ def export_best(best: BestTrial, cfg: dict, out_dir: str, label_names: Optional[
     import transformers
 
     from hfsweep.data.tokenizers import load_tokenizer
-    from hfsweep.tasks import get_task
 
     transformers.utils.logging.disable_progress_bar()  # "Loading weights", "Writing model shards"
     tokenizer = load_tokenizer(best.checkpoint_path)
     if not is_adapter(best.checkpoint_path):
-        get_task(cfg["model"]["task"]).auto_model_class().from_pretrained(best.checkpoint_path).save_pretrained(out_dir)
+        task.auto_model_class().from_pretrained(best.checkpoint_path).save_pretrained(out_dir)
         tokenizer.save_pretrained(out_dir)
         return out_dir
-    model = load_adapter_checkpoint(best.checkpoint_path, apply_sampled(cfg, nested(best.hyperparameters)), tokenizer, label_names)
+    model = load_adapter_checkpoint(best.checkpoint_path, apply_sampled(cfg, nested(best.hyperparameters)), task, tokenizer, label_names)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     if cfg["peft"]["export_merged"]:
@@ -143,7 +142,7 @@ def is_adapter(checkpoint_path: str) -> bool:
     return os.path.isfile(os.path.join(checkpoint_path, CONFIG_NAME))
 
 
-def load_adapter_checkpoint(checkpoint_path: str, trial_cfg: dict, tokenizer, label_names: Optional[list] = None):
+def load_adapter_checkpoint(checkpoint_path: str, trial_cfg: dict, task, tokenizer, label_names: Optional[list] = None):
     """A trial's adapter checkpoint over its base, rebuilt as the trial built it (same seed, so a
     base built from `model.config` is the same too), in full precision."""
     from peft import PeftModel
@@ -152,7 +151,7 @@ def load_adapter_checkpoint(checkpoint_path: str, trial_cfg: dict, tokenizer, la
     from hfsweep.models import build_model
 
     set_seed(trial_cfg["seed"])
-    return PeftModel.from_pretrained(build_model(trial_cfg["model"], tokenizer, label_names), checkpoint_path)
+    return PeftModel.from_pretrained(build_model(trial_cfg["model"], tokenizer, label_names, task=task), checkpoint_path)
 
 
 def directory_bytes(path: str) -> int:

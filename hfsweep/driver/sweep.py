@@ -34,19 +34,20 @@ from hfsweep.driver.warm_start import load_warm_start, searcher_arguments
 from hfsweep.models import build_model, check_peft_targets, check_pretrained_reachable, check_weights_digest
 from hfsweep.run_dir import write_config
 from hfsweep.trial.trainable import run_trial
-from hfsweep.tasks import data_collator_for, get_task
+from hfsweep.tasks import get_task
 
 NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
 
 
-def trainable_for(cfg: dict, data: PreparedData):
-    """The Tune trainable: `run_trial` bound to the config and the shared Ray Datasets. An
+def trainable_for(cfg: dict, task, data: PreparedData):
+    """The Tune trainable: `run_trial` bound to the config, its Task (resolved here, once, and
+    handed to every trial's workers) and the shared Ray Datasets. An
     in-process trial holds its worker's resources; one that drives a worker group holds 1 CPU,
     and Train reserves the workers'."""
     ray_datasets = load_ray_datasets(data, cfg["data"]["datasets_to_split"], cfg["seed"])  # once, shared by every trial
     cluster = cfg["cluster"]
     return tune.with_resources(
-        tune.with_parameters(run_trial, cfg=cfg, data=data, ray_datasets=ray_datasets),
+        tune.with_parameters(run_trial, cfg=cfg, task=task, data=data, ray_datasets=ray_datasets),
         trial_resources(cluster) if trains_in_process(cluster) else {"CPU": 1},
     )
 
@@ -71,7 +72,7 @@ def search_setup(cfg: dict, param_space: dict) -> SearchSetup:
     return setup
 
 
-def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, stopper, callbacks: list,
+def build_tuner(cfg: dict, param_space: dict, task, data: PreparedData, scheduler, stopper, callbacks: list,
                 setup: SearchSetup = SearchSetup()) -> tune.Tuner:
     """In-process trials reuse their actors (imports paid once per actor) and are retried by Tune
     from their latest checkpoint; a worker group is restarted by Train instead. Several objectives
@@ -82,7 +83,7 @@ def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, sto
     concurrency = max_concurrent_trials(cluster)
     single = not is_multi_objective(cfg)
     return tune.Tuner(
-        trainable_for(cfg, data),
+        trainable_for(cfg, task, data),
         param_space=param_space,
         tune_config=tune.TuneConfig(
             metric=cfg["metric"] if single else None,
@@ -108,7 +109,7 @@ def build_tuner(cfg: dict, param_space: dict, data: PreparedData, scheduler, sto
     )
 
 
-def _prepare_sweep(cfg: dict) -> tuple:
+def _prepare_sweep(cfg: dict, task) -> tuple:
     """Everything that can fail on bad input, before Ray starts."""
     validate(cfg)
     param_space = compile_search_space(cfg["search_space"], cfg)
@@ -117,7 +118,7 @@ def _prepare_sweep(cfg: dict) -> tuple:
     callbacks = [*build_loggers(cfg), *filter(None, [build_checkpoint_budget(cfg), setup.budget])]
     check_pretrained_reachable(cfg["model"])
     check_weights_digest(cfg["model"], cfg["cache_dir"])
-    check_peft_targets(cfg)
+    check_peft_targets(cfg, task)
     if cfg["data"]["prepare_on"] == "cluster":  # the one preparation that needs Ray: tasks on the cluster's nodes
         init_ray(cfg["cluster"])
     return param_space, scheduler, stopper, callbacks, prepare(cfg), setup
@@ -125,7 +126,8 @@ def _prepare_sweep(cfg: dict) -> tuple:
 
 def run(cfg: dict) -> tune.ResultGrid:
     """Validate, prepare data, run the sweep; return Tune's ResultGrid."""
-    param_space, scheduler, stopper, callbacks, data, setup = _prepare_sweep(cfg)
+    task = get_task(cfg["model"]["task"])  # the one Task of the sweep, handed to every layer below
+    param_space, scheduler, stopper, callbacks, data, setup = _prepare_sweep(cfg, task)
     storage = cfg["cluster"]["storage_path"]
     check_storage_writable(storage)
     init_ray(cfg["cluster"])
@@ -135,7 +137,7 @@ def run(cfg: dict) -> tune.ResultGrid:
     write_provenance(storage, cfg)
     for note in setup.notes:
         print(f"hfsweep: {note}")
-    return fit(build_tuner(cfg, param_space, data, scheduler, stopper, callbacks, setup), cfg, data, setup.budget)
+    return fit(build_tuner(cfg, param_space, task, data, scheduler, stopper, callbacks, setup), cfg, task, data, setup.budget)
 
 
 def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune.ResultGrid:
@@ -146,16 +148,17 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
     experiment = os.path.join(run_dir, cfg["name"])
     if not tune.Tuner.can_restore(experiment):
         raise ConfigError(f"resume: '{experiment}' holds no Tune experiment state; nothing to resume.")
-    param_space, _, _, _, data, _ = _prepare_sweep(cfg)
+    task = get_task(cfg["model"]["task"])
+    param_space, _, _, _, data, _ = _prepare_sweep(cfg, task)
     init_ray(cfg["cluster"])
     check_trial_fits(cfg["cluster"])
     # The loggers, the checkpoint budget and the sweep's budget come back with the Tuner, their state included.
-    tuner = tune.Tuner.restore(experiment, trainable_for(cfg, data), resume_errored=True, param_space=param_space)
+    tuner = tune.Tuner.restore(experiment, trainable_for(cfg, task, data), resume_errored=True, param_space=param_space)
     budget = next((c for c in restored_callbacks(tuner) if isinstance(c, SweepBudget)), None)
-    return fit(tuner, cfg, data, budget)
+    return fit(tuner, cfg, task, data, budget)
 
 
-def fit(tuner: tune.Tuner, cfg: dict, data: PreparedData, budget: Optional[SweepBudget] = None) -> tune.ResultGrid:
+def fit(tuner: tune.Tuner, cfg: dict, task, data: PreparedData, budget: Optional[SweepBudget] = None) -> tune.ResultGrid:
     """Run the sweep with exactly the loggers the config names: Tune would otherwise add its
     TensorBoard logger to every sweep, `logger=none` included."""
     previous = os.environ.get(NO_AUTO_LOGGERS)
@@ -167,10 +170,10 @@ def fit(tuner: tune.Tuner, cfg: dict, data: PreparedData, budget: Optional[Sweep
             del os.environ[NO_AUTO_LOGGERS]
         else:
             os.environ[NO_AUTO_LOGGERS] = previous
-    return finish(results, cfg, data, budget)
+    return finish(results, cfg, task, data, budget)
 
 
-def finish(results: tune.ResultGrid, cfg: dict, data: PreparedData, budget: Optional[SweepBudget] = None) -> tune.ResultGrid:
+def finish(results: tune.ResultGrid, cfg: dict, task, data: PreparedData, budget: Optional[SweepBudget] = None) -> tune.ResultGrid:
     """Best trial, exported model, tables and plots, and the one-screen summary (which says
     whether the sweep ended on its budget)."""
     if results.num_terminated == 0:
@@ -178,9 +181,9 @@ def finish(results: tune.ResultGrid, cfg: dict, data: PreparedData, budget: Opti
     storage = cfg["cluster"]["storage_path"]
     best = best_trial(results, cfg)
     write_best(best, storage)
-    export_best(best, cfg, os.path.join(storage, "best"), data.label_names)
+    export_best(best, cfg, task, os.path.join(storage, "best"), data.label_names)
     table = write_report(storage)
-    print(summary(best, storage, untrained_eval_loss(cfg, data)))
+    print(summary(best, storage, untrained_eval_loss(cfg, task, data)))
     if is_multi_objective(cfg):
         print(f"  objectives:      {', '.join(f'{name} = {value:.4g}' for name, value in best.objectives.items())} (its last report)")
         print(f"  Pareto front:    {table['pareto'].sum()} of {len(table)} trials, marked in results.md and drawn in {PARETO_PLOT}; "
@@ -197,11 +200,11 @@ def finish(results: tune.ResultGrid, cfg: dict, data: PreparedData, budget: Opti
     return results
 
 
-def untrained_eval_loss(cfg: dict, data: PreparedData) -> float:
+def untrained_eval_loss(cfg: dict, task, data: PreparedData) -> float:
     """The validation loss of the model every trial starts from (same seed), as a baseline."""
     from transformers import set_seed
 
     tokenizer = load_tokenizer(data.tokenizer_path)
     set_seed(cfg["seed"])
-    model = build_model(cfg["model"], tokenizer, data.label_names)
-    return evaluate_model(model, tokenizer, data.validation_path, data_collator=data_collator_for(cfg, get_task(cfg["model"]["task"]), tokenizer))
+    model = build_model(cfg["model"], tokenizer, data.label_names, task=task)
+    return evaluate_model(model, tokenizer, data.validation_path, data_collator=task.collator(cfg, tokenizer))

@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader
 from transformers import get_scheduler
 from transformers.trainer_pt_utils import nested_concat
 
+from hfsweep.contract import IGNORED, EvalContext, checkpoint_dir_name, checkpoint_step
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.loops.common import (
     WhatRan,
@@ -39,9 +40,6 @@ from hfsweep.loops.common import (
     worker_seed,
 )
 from hfsweep.models import build_model, weights_digest
-from hfsweep.tasks import compute_metrics_for, data_collator_for, get_task
-from hfsweep.tasks.base import IGNORED, EvalContext
-from hfsweep.contract import checkpoint_dir_name, checkpoint_step
 
 TRAINER_DEFAULTS = {"gradient_accumulation_steps": 1, "max_grad_norm": 1.0, "weight_decay": 0.0, "warmup_steps": 0, "logging_steps": 500,
                     "lr_scheduler_type": "linear"}  # transformers.TrainingArguments' own defaults
@@ -101,7 +99,7 @@ def train_loop_per_worker(config: dict) -> None:
     """Train with Accelerate for training.max_steps optimizer steps."""
     cfg = config["cfg"]
     training = {**TRAINER_DEFAULTS, **cfg["training"]}
-    in_process, task = config["in_process"], get_task(cfg["model"]["task"])
+    in_process, task = config["in_process"], config["task"]
     precision = "bf16" if training.get("bf16") else "fp16" if training.get("fp16") else "no"
     # One scheduler step per optimizer step: by default Accelerate steps it once per process, for a
     # schedule written for one process, and the LR would decay num_workers times too fast.
@@ -114,7 +112,7 @@ def train_loop_per_worker(config: dict) -> None:
     tokenizer = load_tokenizer(config["tokenizer_path"])
     validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
-    model = build_model(cfg["model"], tokenizer, config["label_names"])
+    model = build_model(cfg["model"], tokenizer, config["label_names"], task=task)
     transformers.set_seed(training.get("seed", cfg["seed"]))  # as the Trainer seeds itself, after the model
     if training.get("activation_checkpointing"):
         model.gradient_checkpointing_enable()
@@ -129,10 +127,10 @@ def train_loop_per_worker(config: dict) -> None:
     if eval_loader is None:  # the whole split on every worker: Accelerate's prepared loader splits it
         eval_loader = accelerator.prepare(
             DataLoader(validation.with_format("torch"), batch_size=training["per_device_eval_batch_size"],
-                       collate_fn=data_collator_for(cfg, task, tokenizer))
+                       collate_fn=task.collator(cfg, tokenizer))
         )
 
-    compute_metrics = compute_metrics_for(cfg, task, EvalContext(config["label_names"], tokenizer, config["validation_path"], cfg["data"]))
+    compute_metrics = task.metrics_for(cfg, EvalContext(config["label_names"], tokenizer, config["validation_path"], cfg["data"]))
     step, extra, logged, reported_once = 0, {}, {}, {}
     resume_from = resume_checkpoint(config)
     if resume_from:

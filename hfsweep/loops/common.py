@@ -13,8 +13,6 @@ import ray.train
 from ray.train import Checkpoint, CheckpointUploadMode
 
 from hfsweep.compat import lr_factors, quiet_train_report_log, ray_data_iterable, set_last_lr
-from hfsweep.tasks import data_collator_for
-from hfsweep.tasks.base import batch_collator
 from hfsweep.contract import checkpoint_dir_name, report_to_tune
 
 
@@ -174,9 +172,8 @@ def validation_shard(cfg: dict, task, tokenizer, device="auto"):
     A task that pads per batch pads them with its collator."""
     if "validation" not in cfg["data"]["datasets_to_split"]:
         return None
-    collate = batch_collator(data_collator_for(cfg, task, tokenizer)) if task.pads_batches else None
     return ray.train.get_dataset_shard("validation").iter_torch_batches(
-        batch_size=cfg["training"]["per_device_eval_batch_size"], device=device, collate_fn=collate
+        batch_size=cfg["training"]["per_device_eval_batch_size"], device=device, collate_fn=task.validation_collator(cfg, tokenizer)
     )
 
 

@@ -19,6 +19,7 @@ from ray.train.huggingface.transformers import prepare_trainer
 from transformers import PrinterCallback, Seq2SeqTrainingArguments, Trainer, TrainerCallback, TrainingArguments
 
 from hfsweep.config.loading import import_object
+from hfsweep.contract import EvalContext, checkpoint_dir_name
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.loops.common import (
     WhatRan,
@@ -34,10 +35,6 @@ from hfsweep.loops.common import (
     worker_seed,
 )
 from hfsweep.models import build_model, weights_digest
-from hfsweep.tasks import compute_metrics_for, data_collator_for, get_task
-from hfsweep.tasks.base import EvalContext
-from hfsweep.tasks.sft import chat_template
-from hfsweep.contract import checkpoint_dir_name
 
 
 class ReportCheckpointCallback(TrainerCallback):
@@ -108,13 +105,13 @@ class ApplyHyperparametersOnResume(TrainerCallback):
             self.report.update(hyperparameters_in_effect(optimizer))
 
 
-def training_arguments(cfg: dict, output_dir: str) -> TrainingArguments:
+def training_arguments(cfg: dict, output_dir: str, task) -> TrainingArguments:
     """The Trainer's arguments from config, plus what hfsweep owns: paths, device, logging. Their
     class is the one the Trainer class names as its `arguments_class` (trainer=sft: TRL's
     SFTConfig), else Seq2SeqTrainingArguments for a task that generates, else TrainingArguments."""
     args = {**cfg["training"], **cfg["strategy"]["training_args"]}
     args.setdefault("seed", cfg["seed"])
-    default_class = Seq2SeqTrainingArguments if get_task(cfg["model"]["task"]).generates else TrainingArguments
+    default_class = Seq2SeqTrainingArguments if task.generates else TrainingArguments
     arguments_class = getattr(import_object(cfg["trainer"]["_target_"]), "arguments_class", default_class)
     return arguments_class(
         output_dir=output_dir,
@@ -126,11 +123,10 @@ def training_arguments(cfg: dict, output_dir: str) -> TrainingArguments:
     )
 
 
-def build_trainer(cfg: dict, *, model, tokenizer, args: TrainingArguments, train_dataset, eval_dataset, callbacks, label_names=None,
+def build_trainer(cfg: dict, task, *, model, tokenizer, args: TrainingArguments, train_dataset, eval_dataset, callbacks, label_names=None,
                   validation_path=None) -> Trainer:
     """The configured Trainer class (`trainer._target_`: transformers.Trainer or a subclass, with
     its own arguments from config), with the task's collator and the configured `eval_metrics`."""
-    task = get_task(cfg["model"]["task"])
     trainer_class = instantiate(cfg["trainer"], _partial_=True)
     return trainer_class(
         model=model,
@@ -138,9 +134,9 @@ def build_trainer(cfg: dict, *, model, tokenizer, args: TrainingArguments, train
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         processing_class=tokenizer,
-        data_collator=data_collator_for(cfg, task, tokenizer),
+        data_collator=task.collator(cfg, tokenizer),
         callbacks=callbacks,
-        compute_metrics=compute_metrics_for(cfg, task, EvalContext(label_names, tokenizer, validation_path, cfg["data"])),
+        compute_metrics=task.metrics_for(cfg, EvalContext(label_names, tokenizer, validation_path, cfg["data"])),
     )
 
 
@@ -150,13 +146,12 @@ def train_loop_per_worker(config: dict) -> None:
     in_process = config["in_process"]  # Ray Train's context and checkpoint APIs are off in a Tune trial's process
     quiet_logs(0 if in_process else ray.train.get_context().get_world_rank())
 
+    task = config["task"]  # resolved once, on the driver
     tokenizer = load_tokenizer(config["tokenizer_path"])
-    if cfg["data"]["chat_template"]:  # the template the data was rendered with: saved with every checkpoint's tokenizer
-        tokenizer.chat_template = chat_template(cfg["data"])
+    task.prepare_tokenizer(tokenizer, cfg["data"])  # saved with every checkpoint's tokenizer
     validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
-    model = build_model(cfg["model"], tokenizer, config["label_names"], cfg["peft"])  # with peft: the adapter over the base
-    task = get_task(cfg["model"]["task"])
+    model = build_model(cfg["model"], tokenizer, config["label_names"], cfg["peft"], task=task)  # with peft: the adapter over the base
 
     collate = task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process))
     train_shard = train_batches(ray.train.get_dataset_shard("train"), cfg, collate, cfg["seed"])
@@ -170,9 +165,10 @@ def train_loop_per_worker(config: dict) -> None:
 
     trainer = build_trainer(
         cfg,
+        task,
         model=model,
         tokenizer=tokenizer,
-        args=training_arguments(cfg, config["output_dir"]),
+        args=training_arguments(cfg, config["output_dir"], task),
         train_dataset=train_shard,
         eval_dataset=validation if (shard := validation_shard(cfg, task, tokenizer)) is None else shard,
         callbacks=callbacks,

@@ -16,26 +16,6 @@ from hfsweep.config.errors import ConfigError
 _NOT_TASKS = {"base", "metrics"}  # the shared pieces beside the task modules
 
 
-def data_collator_for(cfg: dict, task, tokenizer):
-    """`data_collator: {_target_: ...}` from config, built with the tokenizer (a transformers
-    collator class, or any callable taking `tokenizer`); else the task's own."""
-    if cfg.get("data_collator"):
-        from hydra.utils import instantiate
-
-        return instantiate(cfg["data_collator"], tokenizer=tokenizer)
-    return task.data_collator(tokenizer)
-
-
-def compute_metrics_for(cfg: dict, task, context):
-    """`compute_metrics: {_target_: a function (eval_pred) -> {name: value}}` from config; else the
-    task's metrics for `eval_metrics` (None when there are none)."""
-    if cfg.get("compute_metrics"):
-        from hydra.utils import instantiate
-
-        return instantiate(cfg["compute_metrics"], _partial_=True)
-    return task.compute_metrics(cfg["eval_metrics"], context)
-
-
 def task_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_TASKS)
 

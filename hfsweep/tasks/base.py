@@ -4,11 +4,9 @@ class, the data collator and the metrics. Built-in tasks subclass `Task`."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
-
-IGNORED = -100  # the label the loss and the metrics skip: padding, special tokens, later sub-tokens
+from hfsweep.contract import IGNORED, EvalContext  # noqa: F401  (what task modules share with the loops)
 
 
 @contextmanager
@@ -34,18 +32,6 @@ def rows(batch: dict) -> list[dict]:
 def batch_collator(collator: Callable) -> Callable:
     """A transformers collator (a list of examples -> tensors) as a Ray Data `collate_fn`."""
     return lambda batch: collator(rows(batch))
-
-
-@dataclass(frozen=True)
-class EvalContext:
-    """What a task's metrics may need besides the predictions: the classes' names, the tokenizer
-    (to decode generated text), and the prepared validation split (QA maps its features' answer
-    spans back to the examples' contexts)."""
-
-    label_names: Optional[list] = None
-    tokenizer: Any = None
-    validation_path: Optional[str] = None
-    data_cfg: Optional[dict] = None
 
 
 class Task:
@@ -133,10 +119,38 @@ class Task:
 
         return default_data_collator
 
+    def collator(self, cfg: dict, tokenizer):
+        """The collator both loops use: `data_collator: {_target_: ...}` from config, built with the
+        tokenizer (a transformers collator class, or any callable taking `tokenizer`); else the
+        task's own `data_collator`."""
+        if cfg.get("data_collator"):
+            from hydra.utils import instantiate
+
+            return instantiate(cfg["data_collator"], tokenizer=tokenizer)
+        return self.data_collator(tokenizer)
+
+    def validation_collator(self, cfg: dict, tokenizer) -> Optional[Callable]:
+        """What turns a Ray Data batch of a worker's validation shard into model inputs: the
+        collator, for a task that pads per batch; None: the rows are the inputs."""
+        return batch_collator(self.collator(cfg, tokenizer)) if self.pads_batches else None
+
+    def prepare_tokenizer(self, tokenizer, data_cfg: dict) -> None:
+        """Set on a worker's tokenizer what the data was prepared with and every checkpoint's
+        tokenizer must keep (SFT: the chat template); by default nothing."""
+
     def predictions_and_references(self, eval_pred, context: EvalContext) -> tuple:
         """The evaluation output (`EvalPrediction`: logits or generated ids, and labels) as the
         predictions and references `evaluate`'s metrics take, and the number of classes (or None)."""
         raise NotImplementedError
+
+    def metrics_for(self, cfg: dict, context: EvalContext) -> Optional[Callable]:
+        """The loops' `compute_metrics`: `compute_metrics: {_target_: a function (eval_pred) ->
+        {name: value}}` from config; else the task's metrics for `eval_metrics` (None for none)."""
+        if cfg.get("compute_metrics"):
+            from hydra.utils import instantiate
+
+            return instantiate(cfg["compute_metrics"], _partial_=True)
+        return self.compute_metrics(cfg["eval_metrics"], context)
 
     def compute_metrics(self, entries: list, context: EvalContext = EvalContext()) -> Optional[Callable]:
         """The Trainer's `compute_metrics` for the configured `eval_metrics`, or None for none."""

@@ -111,6 +111,10 @@ class SFT(Task):
 
         return AutoModelForCausalLM
 
+    def prepare_tokenizer(self, tokenizer, data_cfg: dict) -> None:
+        if data_cfg["chat_template"]:  # the template the data was rendered with
+            tokenizer.chat_template = chat_template(data_cfg)
+
     def check_config(self, data_cfg: dict) -> None:
         import importlib.util
 

@@ -46,7 +46,7 @@ def data_changed(cfg: dict, trial_cfg: dict) -> bool:
     return what_is_prepared(trial_cfg["data"]) != what_is_prepared(cfg["data"]) or trial_cfg["model"]["tokenizer"] != cfg["model"]["tokenizer"]
 
 
-def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, ray_datasets: dict) -> None:
+def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_datasets: dict) -> None:
     """Tune function trainable: train the sampled config, report every checkpoint to Tune."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     started_at = time.time()
@@ -62,6 +62,7 @@ def run_trial(sampled: dict, *, cfg: dict, data: PreparedData, ray_datasets: dic
     train_runs = os.path.join(cluster["storage_path"], cfg["name"], "train_runs")
     loop_config = {
         "cfg": trial_cfg,
+        "task": task,
         "tokenizer_path": data.tokenizer_path,
         "validation_path": data.validation_path,
         "label_names": data.label_names,
