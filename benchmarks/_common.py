@@ -42,9 +42,8 @@ def run_sweep(overrides: list[str]) -> tuple[float, object]:
 
 def plain_trainer_saves(cfg: dict, workers: int) -> list[tuple[int, float]]:
     """Run the plain Trainer baseline on the same prepared data; return (step, time) of each save."""
-    from hfsweep.data.prepare import prepare
 
-    data = prepare(cfg)
+    data = prepare_data(cfg)
     with tempfile.TemporaryDirectory() as out:
         spec = Path(out, "spec.json")
         spec.write_text(json.dumps({"cfg": cfg, "data": dataclasses.asdict(data), "output_dir": out}))
@@ -61,3 +60,11 @@ def median_spread(values: list[float]) -> str:
     if len(values) == 1:
         return f"{values[0]:.3f}"
     return f"{statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f}, n={len(values)})"
+
+
+def prepare_data(cfg: dict):
+    """The sweep's data prepared as `sweep.run` prepares it: for the Task its config names."""
+    from hfsweep.data.prepare import prepare
+    from hfsweep.tasks import get_task
+
+    return prepare(cfg, get_task(cfg["model"]["task"]))

@@ -21,7 +21,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 from transformers import Trainer, TrainingArguments, default_data_collator, set_seed
 
-from hfsweep.data.prepare import prepare
+from _common import prepare_data
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.models import build_model
 from hfsweep.driver.ray_cluster import init_ray
@@ -32,7 +32,7 @@ STEPS, EVAL_STEPS, GRACE = 60, 10, 20
 
 
 def hf_search(cfg: dict) -> tuple[float, float]:
-    data = prepare(cfg)
+    data = prepare_data(cfg)
     tokenizer = load_tokenizer(data.tokenizer_path)
 
     def model_init(trial=None):

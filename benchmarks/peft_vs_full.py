@@ -35,12 +35,12 @@ def save_base(width: int, layers: int) -> str:
     """A GPT-2 of the given size with the embedded default's tokenizer, as a local directory."""
     import transformers
 
-    from hfsweep.data.prepare import prepare
+    from _common import prepare_data
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.models import build_model
 
     cfg = config([f"model.config.n_embd={width}", f"model.config.n_layer={layers}"], tempfile.mkdtemp())
-    tokenizer = load_tokenizer(prepare(cfg).tokenizer_path)
+    tokenizer = load_tokenizer(prepare_data(cfg).tokenizer_path)
     transformers.set_seed(0)
     folder = tempfile.mkdtemp(prefix="hfsweep-peft-base-")
     build_model(cfg["model"], tokenizer, task=get_task(cfg["model"]["task"])).save_pretrained(folder)

@@ -54,9 +54,9 @@ def write_corpus(folder: Path, megabytes: int) -> Path:
 
 def tokenizer_dir(root: Path) -> str:
     """A byte-level BPE tokenizer trained once on the pydoc prose (as the embedded default trains it)."""
-    from hfsweep.data.prepare import prepare
+    from _common import prepare_data
 
-    prepared = prepare({**config([], str(root / "run")), "cache_dir": str(root / "tok-cache")})
+    prepared = prepare_data({**config([], str(root / "run")), "cache_dir": str(root / "tok-cache")})
     return prepared.tokenizer_path
 
 
@@ -91,7 +91,7 @@ def prepare_once(corpus: str, tokenizer_path: str, cache: str, streaming: str) -
 
     import transformers  # noqa: F401
 
-    from hfsweep.data.prepare import prepare
+    from _common import prepare_data
 
     overrides = ["data.source=local", f"data.path={corpus}", f"model.tokenizer.pretrained={tokenizer_path}", f"data.streaming={streaming}"]
     cfg = config(overrides, tempfile.mkdtemp())
@@ -104,7 +104,7 @@ def prepare_once(corpus: str, tokenizer_path: str, cache: str, streaming: str) -
 
     threading.Thread(target=sample, daemon=True).start()
     start = time.perf_counter()
-    prepared = prepare(cfg)
+    prepared = prepare_data(cfg)
     wall = time.perf_counter() - start
     done.set()
     return {

@@ -117,14 +117,13 @@ def untrained_metrics(cfg: dict, out_dir: str) -> dict:
     import transformers
     from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
-    from hfsweep.data.prepare import prepare
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.loops.hf_trainer import build_trainer
     from hfsweep.models import build_model
     from hfsweep.tasks import get_task
 
     task = get_task(cfg["model"]["task"])
-    data = prepare(cfg)
+    data = prepare_data(cfg)
     tokenizer = load_tokenizer(data.tokenizer_path)
     transformers.set_seed(cfg["seed"])
     model = build_model(cfg["model"], tokenizer, data.label_names, task=task)
@@ -159,14 +158,21 @@ def save_tiny_base(folder: Path, cache: Path, overrides: list[str] = ()) -> str:
     tokenizer it trains on its data, at its initial weights."""
     import transformers
 
-    from hfsweep.data.prepare import prepare
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.models import build_model
     from hfsweep.tasks import get_task
 
     cfg = resolved_config(["debug=tiny", *overrides], folder / "unused", cache)
-    tokenizer = load_tokenizer(prepare(cfg).tokenizer_path)
+    tokenizer = load_tokenizer(prepare_data(cfg).tokenizer_path)
     transformers.set_seed(0)
     build_model(cfg["model"], tokenizer, task=get_task(cfg["model"]["task"])).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
+
+
+def prepare_data(cfg: dict):
+    """The sweep's data prepared as `sweep.run` prepares it: for the Task its config names."""
+    from hfsweep.data.prepare import prepare
+    from hfsweep.tasks import get_task
+
+    return prepare(cfg, get_task(cfg["model"]["task"]))

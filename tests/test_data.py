@@ -14,9 +14,8 @@ import pytest
 from hfsweep.data import offline as datasets_offline
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.schema import DataConfig
-from hfsweep.data.prepare import prepare
 from hfsweep.tasks.causal_lm import group_texts
-from tests.conftest import write_glue_pairs
+from tests.conftest import prepare_data, write_glue_pairs
 from hfsweep.data.tokenizers import load_tokenizer
 
 
@@ -55,7 +54,7 @@ def test_pydoc_prose_is_prepared_once_and_cached(tmp_path, monkeypatch):
     tokenized = []
     preprocess = TASK.preprocess
     monkeypatch.setattr(TASK, "preprocess", lambda *args: tokenized.append(args[-1]) or preprocess(*args))
-    first = prepare(data_config(tmp_path, num_proc=1))  # in this process, where the counter is
+    first = prepare_data(data_config(tmp_path, num_proc=1))  # in this process, where the counter is
     assert tokenized[-1] == "validation" and set(tokenized) == {"train", "validation"}
     assert first.num_train_blocks > 10 * first.num_validation_blocks > 0
     tokenizer = load_tokenizer(first.tokenizer_path)
@@ -64,7 +63,7 @@ def test_pydoc_prose_is_prepared_once_and_cached(tmp_path, monkeypatch):
     assert validation.column_names == ["input_ids", "attention_mask", "labels"]
     assert all(len(row) == 32 for row in validation["input_ids"])
     calls = len(tokenized)
-    again = prepare(data_config(tmp_path))  # num_proc is not part of the data
+    again = prepare_data(data_config(tmp_path))  # num_proc is not part of the data
     assert again == first
     assert len(tokenized) == calls, "the second sweep on the same data tokenized it again"
 
@@ -75,13 +74,13 @@ def test_local_text_files_with_wikitext_names(tmp_path):
     prose = "The quick brown fox jumps over the lazy dog. " * 40
     (folder / "wiki.train.raw").write_text("\n".join([prose] * 20))
     (folder / "wiki.valid.raw").write_text(prose)
-    prepared = prepare(data_config(tmp_path / "cache", source="local", path=str(folder)))
+    prepared = prepare_data(data_config(tmp_path / "cache", source="local", path=str(folder)))
     assert prepared.num_train_blocks > prepared.num_validation_blocks > 0
 
 
 def test_the_wikitext_proxy_is_the_default_prose_in_wikitext_file_names(proxy_data, tmp_path):
-    proxy = prepare(data_config(tmp_path / "cache", source="local", path=str(proxy_data["wikitext_proxy"])))
-    pydoc = prepare(data_config(tmp_path / "cache"))
+    proxy = prepare_data(data_config(tmp_path / "cache", source="local", path=str(proxy_data["wikitext_proxy"])))
+    pydoc = prepare_data(data_config(tmp_path / "cache"))
     assert (proxy.num_train_blocks, proxy.num_validation_blocks) == (pydoc.num_train_blocks, pydoc.num_validation_blocks)
     assert datasets.load_from_disk(proxy.validation_path)["input_ids"] == datasets.load_from_disk(pydoc.validation_path)["input_ids"]
 
@@ -92,13 +91,13 @@ def test_local_csv_with_a_missing_text_column_names_the_key(tmp_path):
     for split in ("train", "validation"):
         (folder / f"{split}.csv").write_text("sentence,label\nhello there,1\n")
     with pytest.raises(ConfigError, match=r"data\.text_column: 'text' is not a column of the \w+ split \(columns: sentence, label\)"):
-        prepare(data_config(tmp_path / "cache", source="local", path=str(folder)))
+        prepare_data(data_config(tmp_path / "cache", source="local", path=str(folder)))
 
 
 def test_local_folder_without_validation_file(tmp_path):
     (tmp_path / "train.txt").write_text("hello")
     with pytest.raises(ConfigError, match=r"data\.path: '.*' has no validation file"):
-        prepare(data_config(tmp_path / "cache", source="local", path=str(tmp_path)))
+        prepare_data(data_config(tmp_path / "cache", source="local", path=str(tmp_path)))
 
 
 def test_proxy_data_has_the_real_columns_balanced_pairs_and_disjoint_splits(proxy_data):
@@ -129,7 +128,7 @@ def test_padding_each_batch_gives_the_same_eval_loss_as_padding_to_max_length(pr
         cfg["data"]["max_length"] = 256  # longer than every pair: each batch pads less
         cfg["model"].update(config={"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
                                     "intermediate_size": 64, "initializer_range": 0.5}, pretrained=None)  # far from chance
-        prepared = prepare(cfg)
+        prepared = prepare_data(cfg)
         tokenizer = load_tokenizer(prepared.tokenizer_path)
         transformers.set_seed(0)
         model = build_model(cfg["model"], tokenizer, prepared.label_names, task=get_task(cfg["model"]["task"]))
@@ -141,7 +140,7 @@ def test_padding_each_batch_gives_the_same_eval_loss_as_padding_to_max_length(pr
 
 
 def test_sentence_pairs_are_encoded_for_bert_with_their_classes(proxy_data, tmp_path):
-    prepared = prepare(classification_config(tmp_path, proxy_data["mrpc_proxy"], text_column="sentence1", pair_column="sentence2"))
+    prepared = prepare_data(classification_config(tmp_path, proxy_data["mrpc_proxy"], text_column="sentence1", pair_column="sentence2"))
     assert prepared.label_names == ["0", "1"]
     validation = datasets.load_from_disk(prepared.validation_path)
     assert validation.column_names == ["input_ids", "token_type_ids", "attention_mask", "labels"]
@@ -164,11 +163,11 @@ def test_string_labels_become_named_classes_and_subsets_apply(tmp_path):
     for split in ("train", "validation"):
         (folder / f"{split}.csv").write_text("\n".join(rows))
     cfg = classification_config(tmp_path / "cache", folder, label_column="stars", max_train_samples=10, max_eval_samples=5)
-    prepared = prepare(cfg)
+    prepared = prepare_data(cfg)
     assert prepared.label_names == ["good", "poor"]
     assert (prepared.num_train_blocks, prepared.num_validation_blocks) == (10, 5)
     with pytest.raises(ConfigError, match=r"data\.num_labels: 3, but 'stars' holds 2 classes"):
-        prepare({**cfg, "data": {**cfg["data"], "num_labels": 3}})
+        prepare_data({**cfg, "data": {**cfg["data"], "num_labels": 3}})
 
 
 @pytest.mark.parametrize(
@@ -181,20 +180,20 @@ def test_string_labels_become_named_classes_and_subsets_apply(tmp_path):
 )
 def test_a_missing_classification_column_names_the_key(proxy_data, tmp_path, data, message):
     with pytest.raises(ConfigError, match=message):
-        prepare(classification_config(tmp_path, proxy_data["yelp_proxy"], **data))
+        prepare_data(classification_config(tmp_path, proxy_data["yelp_proxy"], **data))
 
 
 def test_glue_tsv_is_refused_in_one_line_without_quoting_and_read_with_it(tmp_path):
     folder = write_glue_pairs(tmp_path / "mrpc", counts={"train": 20, "dev": 10})
     columns = {"text_column": "#1 String", "pair_column": "#2 String", "label_column": "Quality"}
     with pytest.raises(ConfigError) as refused:
-        prepare(classification_config(tmp_path / "cache", folder, **columns))
+        prepare_data(classification_config(tmp_path / "cache", folder, **columns))
     assert str(refused.value) == (
         f"data.path: cannot parse '{folder}/train.tsv' as csv (ParserError: Error tokenizing data. C error: EOF inside string "
         "starting at row 11); quote characters inside unquoted fields (as in GLUE's TSVs): +data.load_kwargs.quoting=3; "
         "other pandas.read_csv options (delimiter, column_names, skiprows, encoding) go in data.load_kwargs too."
     )
-    prepared = prepare(classification_config(tmp_path / "cache", folder, load_kwargs={"quoting": 3}, **columns))
+    prepared = prepare_data(classification_config(tmp_path / "cache", folder, load_kwargs={"quoting": 3}, **columns))
     assert prepared.label_names == ["0", "1"] and prepared.num_train_blocks == 20 and prepared.num_validation_blocks == 10
 
 
@@ -232,7 +231,7 @@ def shard_tables(prepared) -> list:
 
 def test_the_train_split_is_tokenized_in_chunks_into_the_same_shards_by_one_process_or_two(tmp_path):
     folder = write_prose_folder(tmp_path / "prose")
-    by = {n: prepare(data_config(tmp_path / f"cache{n}", source="local", path=str(folder), chunk_rows=50, num_proc=n)) for n in (1, 2)}
+    by = {n: prepare_data(data_config(tmp_path / f"cache{n}", source="local", path=str(folder), chunk_rows=50, num_proc=n)) for n in (1, 2)}
     one, two = shard_tables(by[1]), shard_tables(by[2])
     assert len(one) == len(two) == 8  # 400 lines / 50 per chunk
     assert all(a.equals(b) for a, b in zip(one, two))
@@ -242,8 +241,8 @@ def test_the_train_split_is_tokenized_in_chunks_into_the_same_shards_by_one_proc
 
 def test_a_token_budget_stops_preparation_once_the_shards_hold_that_many_tokens(tmp_path):
     folder = write_prose_folder(tmp_path / "prose")
-    whole = prepare(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1))
-    budget = prepare(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1, max_train_tokens=1000))
+    whole = prepare_data(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1))
+    budget = prepare_data(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1, max_train_tokens=1000))
     assert budget.num_train_tokens == 1024 and budget.num_train_blocks == 32  # the 32-token block that reaches 1000
     tables = shard_tables(budget)
     assert sum(t.num_rows for t in tables) == 32 < whole.num_train_blocks
@@ -261,7 +260,7 @@ def test_a_streamed_split_is_prepared_by_the_pool_as_the_same_shards_as_the_file
     from hfsweep.data import shards
 
     folder = write_prose_folder(tmp_path / "prose")
-    whole = prepare(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1))
+    whole = prepare_data(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1))
     streamed_cfg = data_config(tmp_path / "streamed", source="local", path=str(folder), chunk_rows=50, num_proc=2, streaming=True)
     streamed_cfg["model"]["tokenizer"]["pretrained"] = whole.tokenizer_path
     reads = []  # per chunk read: (pool processes alive, shards written)
@@ -280,7 +279,7 @@ def test_a_streamed_split_is_prepared_by_the_pool_as_the_same_shards_as_the_file
 
     chunks = shards._chunks
     monkeypatch.setattr(shards, "_chunks", recorded_chunks)
-    streamed = prepare(streamed_cfg)
+    streamed = prepare_data(streamed_cfg)
     assert streamed.train_path != whole.train_path
     assert [t.to_pydict() for t in shard_tables(streamed)] == [t.to_pydict() for t in shard_tables(whole)]
     assert streamed.num_validation_blocks == whole.num_validation_blocks
@@ -294,8 +293,8 @@ def test_prepared_on_the_cluster_as_ray_tasks_into_the_same_shards_as_on_the_dri
 
     folder = write_prose_folder(tmp_path / "prose")
     # two chunks: each task that runs at once starts a Ray worker, which imports transformers (seconds on two cores)
-    driver = prepare(data_config(tmp_path / "driver", source="local", path=str(folder), chunk_rows=200, num_proc=1))
-    cluster = prepare(data_config(tmp_path / "cluster", source="local", path=str(folder), chunk_rows=200, prepare_on="cluster"))
+    driver = prepare_data(data_config(tmp_path / "driver", source="local", path=str(folder), chunk_rows=200, num_proc=1))
+    cluster = prepare_data(data_config(tmp_path / "cluster", source="local", path=str(folder), chunk_rows=200, prepare_on="cluster"))
     assert [t.to_pydict() for t in shard_tables(cluster)] == [t.to_pydict() for t in shard_tables(driver)]
     assert cluster.num_train_tokens == driver.num_train_tokens
     def finished_chunk_tasks() -> int:  # task events reach the State API a second or so late
@@ -313,7 +312,7 @@ def test_workers_stream_every_shard_in_a_new_order_each_epoch_set_by_the_seed(ra
     from hfsweep.loops.common import train_batches
 
     folder = write_prose_folder(tmp_path / "prose")
-    prepared = prepare(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1))
+    prepared = prepare_data(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1))
     expected = sorted(map(tuple, (row for t in shard_tables(prepared) for row in t.column("input_ids").to_pylist())))
 
     def order(seed: int) -> list:
@@ -344,7 +343,7 @@ def test_token_ids_are_the_tokenizers_own_input_ids_and_a_truncating_backend_goe
     from hfsweep.data.tokenizers import token_ids
 
     folder = write_prose_folder(tmp_path / "prose")
-    tokenizer = load_tokenizer(prepare(data_config(tmp_path / "cache", tokenizer=kind, source="local", path=str(folder))).tokenizer_path)
+    tokenizer = load_tokenizer(prepare_data(data_config(tmp_path / "cache", tokenizer=kind, source="local", path=str(folder))).tokenizer_path)
     texts = (folder / "train.txt").read_text().splitlines()[:50] + ["", "<|endoftext|> [SEP] </s> unseen wörds ☃"]
     assert token_ids(tokenizer, texts) == tokenizer(texts)["input_ids"]
     tokenizer.backend_tokenizer.enable_truncation(max_length=4)  # transformers turns it off for a call without truncation

@@ -9,9 +9,8 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hfsweep.driver import sweep
-from hfsweep.data.prepare import prepare
 from hfsweep.driver.results import evaluate_model
-from tests.conftest import resolved_config
+from tests.conftest import prepare_data, resolved_config
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +29,7 @@ def test_accelerate_on_two_workers_evaluates_each_validation_example_once(ray_cl
     final = results[0].metrics
     assert final["step"] == 10
 
-    data = prepare(cfg)
+    data = prepare_data(cfg)
     blocks = data.num_validation_blocks
     assert final["eval_samples"] == blocks - blocks % 2, "every example once, in two equal shards (not twice, not once per worker)"
     checkpoint = final["checkpoint_path"]

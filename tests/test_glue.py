@@ -11,10 +11,9 @@ import pytest
 import yaml
 
 from hfsweep.cli import glue
-from hfsweep.data.prepare import prepare
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.models import build_model
-from tests.conftest import resolved_config
+from tests.conftest import prepare_data, resolved_config
 from hfsweep.tasks import get_task
 
 
@@ -100,7 +99,7 @@ def test_stsb_scores_make_a_regression_with_one_output(num_labels, tmp_path):
     overrides = ["+experiment=glue_tsv", "glue=stsb", "model=bert_tiny", f"data.path={folder}", "data.max_length=16",
                  "model.tokenizer.vocab_size=200", f"data.num_labels={'null' if num_labels is None else num_labels}"]
     cfg = resolved_config(overrides, tmp_path / "run", tmp_path / "cache")
-    prepared = prepare(cfg)
+    prepared = prepare_data(cfg)
     assert prepared.label_names is None
     validation = __import__("datasets").load_from_disk(prepared.validation_path)
     assert str(validation.features["labels"].dtype) == "float32"

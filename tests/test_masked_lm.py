@@ -66,5 +66,5 @@ def test_whole_word_masking_masks_every_sub_token_of_a_word(tokenizer):
 
 
 def test_searching_the_masking_probability_prepares_nothing_again():
-    assert what_is_prepared({**DATA_CFG, "mlm_probability": 0.3}) == what_is_prepared(DATA_CFG)
-    assert what_is_prepared({**DATA_CFG, "eval_mlm_probability": 0.3}) != what_is_prepared(DATA_CFG)
+    assert what_is_prepared({**DATA_CFG, "mlm_probability": 0.3}, TASK) == what_is_prepared(DATA_CFG, TASK)
+    assert what_is_prepared({**DATA_CFG, "eval_mlm_probability": 0.3}, TASK) != what_is_prepared(DATA_CFG, TASK)

@@ -12,11 +12,10 @@ from peft import PeftModel
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hfsweep.data.prepare import prepare
 from hfsweep.driver import sweep
 from hfsweep.driver.results import best_trial, directory_bytes, evaluate_model
 from hfsweep.models import tensors_digest
-from tests.conftest import resolved_config, save_tiny_base
+from tests.conftest import prepare_data, resolved_config, save_tiny_base
 
 pytestmark = pytest.mark.slow
 
@@ -86,8 +85,8 @@ def test_best_adapter_loads_onto_the_base_and_reproduces_its_eval_loss(asha_swee
     exported = os.path.join(cfg["cluster"]["storage_path"], "best")
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), exported)
     untrained = evaluate_model(AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(exported),
-                               prepare(cfg).validation_path)
-    loss = evaluate_model(model, AutoTokenizer.from_pretrained(exported), prepare(cfg).validation_path)
+                               prepare_data(cfg).validation_path)
+    loss = evaluate_model(model, AutoTokenizer.from_pretrained(exported), prepare_data(cfg).validation_path)
     assert loss == pytest.approx(best.value, rel=0.01)
     assert loss < untrained - 0.05, "the adapter changed nothing"
 

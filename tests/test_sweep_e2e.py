@@ -15,10 +15,9 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hfsweep.driver import sweep
-from hfsweep.data.prepare import prepare
 from hfsweep.models import weights_digest
 from hfsweep.driver.results import best_trial, evaluate_model
-from tests.conftest import resolved_config
+from tests.conftest import prepare_data, resolved_config
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +85,7 @@ def test_best_checkpoint_loads_and_reproduces_its_eval_loss(finished_sweep):
     assert best.hyperparameters["training.learning_rate"] == 3e-3
     model = AutoModelForCausalLM.from_pretrained(best.checkpoint_path)
     tokenizer = AutoTokenizer.from_pretrained(best.checkpoint_path)
-    data = prepare(cfg)
+    data = prepare_data(cfg)
     loss = evaluate_model(model, tokenizer, data.validation_path)
     assert loss == pytest.approx(best.value, rel=0.01)
 

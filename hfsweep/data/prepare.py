@@ -24,7 +24,6 @@ from hfsweep.data.cache import atomic_dir
 from hfsweep.data.shards import write_shards
 from hfsweep.data.sources import load_raw, source_identity
 from hfsweep.data.tokenizers import load_tokenizer, tokenizer_for
-from hfsweep.tasks import get_task
 
 
 PREPARED_LAYOUT = 2  # what a prepared folder holds; a change makes earlier caches miss instead of misread
@@ -55,17 +54,14 @@ def _check_columns(raw: DatasetDict, data_cfg: dict, keys) -> None:
                 )
 
 
-# How the data is prepared and used, not what is prepared: processes, sharding, shuffling, and the
-# masking of training batches, which happens on the workers.
-NOT_PREPARED = ("datasets_to_split", "num_proc", "prepare_on", "shuffle_buffer_rows", "mlm_probability")
+# How the data is prepared and used, not what is prepared: processes, sharding, shuffling. A task
+# adds the keys it applies on the workers (`Task.worker_keys`: masked LM's masking).
+NOT_PREPARED = ("datasets_to_split", "num_proc", "prepare_on", "shuffle_buffer_rows")
 
 
-TEXT_KEYS = ("text_column", "pair_column", "target_column", "source_lang", "target_lang")
-
-
-def what_is_prepared(data_cfg: dict) -> dict:
+def what_is_prepared(data_cfg: dict, task) -> dict:
     """The data.* keys the prepared data depends on (its cache key)."""
-    return {k: v for k, v in data_cfg.items() if k not in NOT_PREPARED}
+    return {k: v for k, v in data_cfg.items() if k not in NOT_PREPARED + task.worker_keys}
 
 
 def raw_splits(data_cfg: dict, cache_dir: str, task) -> DatasetDict:
@@ -90,14 +86,13 @@ def write_validation(raw_validation, task, tokenizer, data_cfg: dict, folder: st
     return path
 
 
-def prepare(cfg: dict) -> PreparedData:
-    """Tokenize the configured data once, as `model.task` needs it; return where trials find it."""
+def prepare(cfg: dict, task) -> PreparedData:
+    """Tokenize the configured data once, as the sweep's Task needs it; return where trials find it."""
     data_cfg, cache_dir = cfg["data"], os.path.expanduser(cfg["cache_dir"])
-    task = get_task(cfg["model"]["task"])
     raw = raw_splits(data_cfg, cache_dir, task)
-    read_from = [task.name, {k: data_cfg[k] for k in TEXT_KEYS}]  # which texts of the split the tokenizer learns
+    read_from = [task.name, {k: data_cfg[k] for k in task.text_keys}]  # which texts of the split the tokenizer learns
     tokenizer_path = tokenizer_for(cfg["model"]["tokenizer"], raw["train"], partial(task.texts, data_cfg=data_cfg), read_from, cache_dir)
-    tokenized_by = what_is_prepared(data_cfg)
+    tokenized_by = what_is_prepared(data_cfg, task)
     train_identity = source_identity(data_cfg, cache_dir) if data_cfg["streaming"] else dataset_fingerprint(raw["train"])
     key = hashlib.sha256(
         json.dumps(
@@ -108,7 +103,7 @@ def prepare(cfg: dict) -> PreparedData:
     out = os.path.join(cache_dir, "tokenized", key)
 
     def write(tmp: str) -> None:
-        written = write_shards(raw["train"], cfg["model"]["task"], tokenizer_path, data_cfg, os.path.join(tmp, "train"))
+        written = write_shards(raw["train"], task, tokenizer_path, data_cfg, os.path.join(tmp, "train"))
         if written.num_rows == 0:
             raise ConfigError(
                 f"data: the train split gives no training examples after tokenization (for causal LM: fewer than "

@@ -53,21 +53,19 @@ def row_tokens(table: pa.Table) -> np.ndarray:
 _worker: dict = {}
 
 
-def _start(task_spec, tokenizer_path: str, data_cfg: dict, in_pool: bool = False) -> None:
-    """Load the task and the tokenizer once per process, quietly (one bar for the whole split).
+def _start(task, tokenizer_path: str, data_cfg: dict, in_pool: bool = False) -> None:
+    """Keep the task (unpickled here in a pool process) and load the tokenizer once per process, quietly (one bar for the whole split).
     A pool process tokenizes on one thread: the pool already uses every core."""
     if in_pool:
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
     import datasets
 
     from hfsweep.data.tokenizers import load_tokenizer
-    from hfsweep.tasks import get_task
 
     if in_pool:
         datasets.disable_progress_bars()
         datasets.logging.set_verbosity_error()
-    _worker.update(task=get_task(task_spec), tokenizer=load_tokenizer(tokenizer_path), data_cfg=data_cfg,
-                   setup=(task_spec, tokenizer_path, data_cfg))
+    _worker.update(task=task, tokenizer=load_tokenizer(tokenizer_path), data_cfg=data_cfg, setup=(task, tokenizer_path, data_cfg))
 
 
 def _process_on_node(setup: tuple, index: int, chunk, out_dir: str) -> tuple[str, np.ndarray]:
@@ -112,7 +110,7 @@ def _chunks(split, chunk_rows: int):
         yield pa.Table.from_pydict(batch)
 
 
-def write_shards(split, task_spec, tokenizer_path: str, data_cfg: dict, out_dir: str) -> ShardsWritten:
+def write_shards(split, task, tokenizer_path: str, data_cfg: dict, out_dir: str) -> ShardsWritten:
     """Tokenize `split` chunk by chunk into `out_dir`, with `data.num_proc` processes when there
     is more than one chunk, in chunk order, stopping at `data.max_train_tokens`."""
     from tqdm.auto import tqdm
@@ -126,7 +124,7 @@ def write_shards(split, task_spec, tokenizer_path: str, data_cfg: dict, out_dir:
     os.makedirs(out_dir, exist_ok=True)
     rows = tokens = shards = 0
     bar = tqdm(total=total, desc="tokenize train", unit="chunk", disable=total is not None and total <= 1)
-    with (_on_cluster if on_cluster else _runner)(num_proc, task_spec, tokenizer_path, data_cfg) as run:
+    with (_on_cluster if on_cluster else _runner)(num_proc, task, tokenizer_path, data_cfg) as run:
         for path, cumulative in run(((i, chunk, out_dir) for i, chunk in enumerate(_chunks(split, chunk_rows)))):
             shards += 1
             chunk_tokens = int(cumulative[-1]) if len(cumulative) else 0
@@ -146,14 +144,14 @@ def write_shards(split, task_spec, tokenizer_path: str, data_cfg: dict, out_dir:
 
 
 @contextlib.contextmanager
-def _runner(num_proc: int, task_spec, tokenizer_path: str, data_cfg: dict):
+def _runner(num_proc: int, task, tokenizer_path: str, data_cfg: dict):
     """Yield `run(jobs)`, which yields `_process`'s results in job order: in this process, or on
     a pool of `num_proc` spawned processes with at most two jobs per process in flight (so a
     stream is read only as fast as it is tokenized)."""
     if num_proc == 1:
         import datasets
 
-        _start(task_spec, tokenizer_path, data_cfg)
+        _start(task, tokenizer_path, data_cfg)
         bars = datasets.is_progress_bar_enabled()
         datasets.disable_progress_bars()
         try:
@@ -163,7 +161,7 @@ def _runner(num_proc: int, task_spec, tokenizer_path: str, data_cfg: dict):
                 datasets.enable_progress_bars()
         return
     pool = ProcessPoolExecutor(
-        num_proc, mp_context=multiprocessing.get_context("spawn"), initializer=_start, initargs=(task_spec, tokenizer_path, data_cfg, True)
+        num_proc, mp_context=multiprocessing.get_context("spawn"), initializer=_start, initargs=(task, tokenizer_path, data_cfg, True)
     )
 
     try:
@@ -173,7 +171,7 @@ def _runner(num_proc: int, task_spec, tokenizer_path: str, data_cfg: dict):
 
 
 @contextlib.contextmanager
-def _on_cluster(num_proc: int, task_spec, tokenizer_path: str, data_cfg: dict):
+def _on_cluster(num_proc: int, task, tokenizer_path: str, data_cfg: dict):
     """`_runner` on the connected Ray cluster (`data.prepare_on=cluster`): every chunk is a Ray
     task of one CPU, on whichever node has one free, with at most two tasks per cluster CPU in
     flight. A chunk travels in memory through Ray's object store (a node cannot open the
@@ -185,7 +183,7 @@ def _on_cluster(num_proc: int, task_spec, tokenizer_path: str, data_cfg: dict):
         raise RuntimeError("data.prepare_on=cluster: Ray is not initialized; hfsweep.driver.sweep connects to the cluster before preparing.")
     process = ray.remote(num_cpus=1)(_process_on_node)
     in_flight = 2 * max(1, int(ray.cluster_resources().get("CPU", 1)))
-    setup = (task_spec, tokenizer_path, data_cfg)
+    setup = (task, tokenizer_path, data_cfg)
     yield lambda jobs: _in_order(((setup, i, _in_memory(chunk), out) for i, chunk, out in jobs), process.remote, ray.get, in_flight)
 
 

@@ -121,7 +121,7 @@ def _prepare_sweep(cfg: dict, task) -> tuple:
     check_peft_targets(cfg, task)
     if cfg["data"]["prepare_on"] == "cluster":  # the one preparation that needs Ray: tasks on the cluster's nodes
         init_ray(cfg["cluster"])
-    return param_space, scheduler, stopper, callbacks, prepare(cfg), setup
+    return param_space, scheduler, stopper, callbacks, prepare(cfg, task), setup
 
 
 def run(cfg: dict) -> tune.ResultGrid:

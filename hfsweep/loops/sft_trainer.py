@@ -8,7 +8,6 @@ from __future__ import annotations
 import datasets
 from trl import SFTConfig, SFTTrainer
 
-from hfsweep.tasks.sft import ROW_COLUMNS
 
 
 class RayDataSFTTrainer(SFTTrainer):
@@ -17,7 +16,7 @@ class RayDataSFTTrainer(SFTTrainer):
     TRL refuses a train_dataset that is not a `datasets` Dataset or IterableDataset, and reads its
     first example to tell text from vision data. A worker's shard is a Ray Data iterable, which must
     not be read ahead (the workers read each epoch of the split together), so TRL is shown one empty
-    row of the prepared columns, and the shard replaces it once TRL's checks are done
+    row of token ids, and the shard replaces it once TRL's checks are done
     (`prepare_trainer` then streams it). The rows are TRL's own preparation, done once per sweep
     (hfsweep.tasks.sft), so TRL's per-trainer preparation is skipped.
     """
@@ -26,6 +25,6 @@ class RayDataSFTTrainer(SFTTrainer):
 
     def __init__(self, *, args: SFTConfig, train_dataset, **kwargs):
         args.dataset_kwargs = {**(args.dataset_kwargs or {}), "skip_prepare_dataset": True}
-        stand_in = datasets.Dataset.from_dict({name: [[]] for name in ROW_COLUMNS})
+        stand_in = datasets.Dataset.from_dict({"input_ids": [[]]})
         super().__init__(args=args, train_dataset=stand_in, **kwargs)
         self.train_dataset = train_dataset

@@ -37,6 +37,8 @@ def batch_collator(collator: Callable) -> Callable:
 class Task:
     name: str = ""  # also part of the prepared data's cache key: give a user task a name of its own
     columns: tuple[str, ...] = ()  # the data.* keys naming the columns it reads
+    text_keys: tuple[str, ...] = ("text_column", "pair_column")  # the data.* keys choosing the texts a tokenizer trained on the data learns
+    worker_keys: tuple[str, ...] = ()  # data.* keys applied on the workers, not in the prepared data: searching them prepares nothing anew
     length_key: str = "max_length"  # the data.* key bounding an example's tokens
     # What its predictions are for `evaluate`-named metrics (`hfsweep.tasks.metrics.LABELS`, TAGS,
     # ANSWERS or TEXTS); None: it predicts nothing they score (language modelling: perplexity only).

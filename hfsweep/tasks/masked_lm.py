@@ -50,6 +50,7 @@ class MaskedLM(Task):
     name = "masked_lm"
     columns = ("text_column",)
     length_key = "block_size"
+    worker_keys = ("mlm_probability",)  # each training batch is masked on the worker
 
     def auto_model_class(self):
         from transformers import AutoModelForMaskedLM

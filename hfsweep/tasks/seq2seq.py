@@ -29,6 +29,7 @@ def sources_and_targets(batch: dict, data_cfg: dict) -> tuple[list, list]:
 class Seq2Seq(Task):
     name = "seq2seq"
     columns = ("text_column", "target_column")
+    text_keys = ("text_column", "target_column", "source_lang", "target_lang")
     inputs = TEXTS
     generates = True  # the loop uses Seq2SeqTrainingArguments and the `generation` settings
 

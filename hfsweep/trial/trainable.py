@@ -41,9 +41,10 @@ def train_run_name(trial_id: str, resume_from: Optional[str]) -> str:
     return f"{trial_id}-from-{hashlib.sha256(resume_from.encode()).hexdigest()[:8]}"
 
 
-def data_changed(cfg: dict, trial_cfg: dict) -> bool:
-    """A searched key the prepared data depends on (mlm_probability, say, is applied on the workers)."""
-    return what_is_prepared(trial_cfg["data"]) != what_is_prepared(cfg["data"]) or trial_cfg["model"]["tokenizer"] != cfg["model"]["tokenizer"]
+def data_changed(cfg: dict, trial_cfg: dict, task) -> bool:
+    """A searched key the prepared data depends on (the task's `worker_keys`, such as masked LM's
+    mlm_probability, are applied on the workers)."""
+    return what_is_prepared(trial_cfg["data"], task) != what_is_prepared(cfg["data"], task) or trial_cfg["model"]["tokenizer"] != cfg["model"]["tokenizer"]
 
 
 def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_datasets: dict) -> None:
@@ -51,9 +52,9 @@ def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_dataset
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     started_at = time.time()
     trial_cfg = apply_sampled(cfg, sampled)
-    changed = data_changed(cfg, trial_cfg)
+    changed = data_changed(cfg, trial_cfg, task)
     if changed:  # a searched data or tokenizer key: prepare (cached) for this trial
-        data = prepare(trial_cfg)
+        data = prepare(trial_cfg, task)
     if changed or trial_cfg["seed"] != cfg["seed"]:  # a searched seed (replay) reshuffles too
         ray_datasets = load_ray_datasets(data, trial_cfg["data"]["datasets_to_split"], trial_cfg["seed"])
     resume_from = read_pointer(tune.get_checkpoint())
