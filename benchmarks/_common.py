@@ -18,6 +18,7 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 
 from hfsweep.config import schema  # noqa: E402,F401
 from hfsweep.config.loading import resolve  # noqa: E402
+from hfsweep.driver.preflight import preflight
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +37,7 @@ def run_sweep(overrides: list[str]) -> tuple[float, object]:
     storage = tempfile.mkdtemp(prefix="hfsweep-bench-")
     cfg = config(overrides, storage)
     start = time.perf_counter()
-    results = sweep.run(cfg)
+    results = sweep.run(preflight(cfg))
     return time.perf_counter() - start, results
 
 

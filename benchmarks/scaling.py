@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from _common import config
+from hfsweep.driver.preflight import preflight
 
 HERE = Path(__file__).resolve().parent
 
@@ -247,7 +248,7 @@ def bench_ingest(root: Path, steps: int) -> None:
         storage = str(root / f"ingest-{name.replace(' ', '-')}")
         cfg = config(["cluster.num_workers=1", "search_space.training.learning_rate.values=[1e-3]",
                       "scheduler=fifo", f"training.max_steps={steps}", f"cache_dir={root / 'ingest-cache'}"], storage)
-        history = sweep.run(cfg)[0].metrics_dataframe
+        history = sweep.run(preflight(cfg))[0].metrics_dataframe
         seconds = history["time_this_iter_s"].iloc[1:].sum()  # from the first report to the last, as throughput.py
         rates[name] = tokens_per_second(list(history["step"]), seconds, cfg, 1)
         print(f"ingest {name}: {rates[name]:,.0f} tokens/s")

@@ -18,20 +18,19 @@ from omegaconf import DictConfig
 from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema in the ConfigStore)
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import check_composition, normalise_overrides, resolvable_here, resolve, searched_overrides
-from hfsweep.config.validation import validate
+from hfsweep.driver.preflight import preflight
 
 
 @hydra.main(version_base="1.3", config_path="pkg://hfsweep.conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     run_dir = HydraConfig.get().runtime.output_dir
     try:
-        resolved = resolve(cfg, run_dir)
-        validate(resolved)  # a typo costs a second or two, not the import of Ray, torch and the data stack
-        for key in searched_overrides(list(HydraConfig.get().overrides.task), resolved["search_space"]):
+        checked = preflight(resolve(cfg, run_dir))  # a typo costs a second or two, not the import of Ray, torch and the data stack
+        for key in searched_overrides(list(HydraConfig.get().overrides.task), checked.cfg["search_space"]):
             print(f"hfsweep: warning: {key} is also set by search_space.{key}; the searched values win.", file=sys.stderr)
         from hfsweep.driver import sweep
 
-        sweep.run(resolved)
+        sweep.run(checked)
     except ConfigError as err:
         remove_hydra_output(run_dir)  # raised before the sweep wrote anything
         fail(err)
@@ -76,7 +75,7 @@ def cli() -> None:
         for cfg in check_composition(argv):
             resolved = None if PRINT_ONLY_FLAGS & set(argv) else resolvable_here(cfg)
             if resolved is not None:
-                validate(resolved)
+                preflight(resolved)
     except ConfigError as err:
         fail(err)
     main()

@@ -104,6 +104,45 @@ def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None
     return get_peft_model(model, adapter_config(peft_cfg, task.auto_model_class()))
 
 
+PEFT_METHODS = ("none", "lora", "ia3")
+
+
+def check_peft(cfg: dict) -> None:
+    """The adapter's settings, before Ray starts: a known method, a positive rank, searched keys the
+    method has, and a CUDA GPU with bitsandbytes for a quantized base. (The loop refuses adapters
+    it cannot save; the search rules, shapes that PBT would perturb.)"""
+    peft, searched = cfg["peft"], cfg["search_space"].get("peft", {})
+    if peft["method"] not in PEFT_METHODS:
+        raise ConfigError(f"peft.method: '{peft['method']}' is not one of {', '.join(PEFT_METHODS)}; e.g. peft=lora.")
+    if peft["method"] == "none":
+        if searched:
+            raise ConfigError(f"search_space.peft.{next(iter(searched))}: peft=none trains no adapter; add peft=lora, or drop the key.")
+        return
+    if "r" in ADAPTER_KEYS[peft["method"]]:
+        ranks = [peft["r"], *searched.get("r", {}).get("values", [])]
+        bad = next((r for r in ranks if not isinstance(r, int) or r < 1), None)
+        if bad is not None:
+            where = "search_space.peft.r" if bad != peft["r"] else "peft.r"
+            raise ConfigError(f"{where}: the adapter's rank must be a positive integer, not {bad}; e.g. peft.r=8.")
+    other_methods_keys = {key for keys in ADAPTER_KEYS.values() for key in keys} - set(ADAPTER_KEYS[peft["method"]])
+    unused = [key for key in searched if key in other_methods_keys]
+    if unused:
+        raise ConfigError(f"search_space.peft.{unused[0]}: peft={peft['method']} has no {unused[0]}; drop the key, or use an adapter that has it.")
+    quantized = [key for key in ("load_in_4bit", "load_in_8bit") if peft[key]]
+    if quantized:
+        import importlib.util
+
+        key = quantized[0]
+        if not cfg["cluster"]["use_gpu"]:
+            raise ConfigError(f"peft.{key}: a quantized base (QLoRA) needs a CUDA GPU; set cluster.use_gpu=true on a GPU machine, or peft.{key}=false.")
+        if len(quantized) > 1:
+            raise ConfigError("peft.load_in_8bit: load_in_4bit is set too; choose one, e.g. peft.load_in_8bit=false.")
+        if not cfg["model"]["pretrained"]:
+            raise ConfigError(f"peft.{key}: quantizes pretrained weights, and model.pretrained is null; set model.pretrained (a hub name or a directory).")
+        if importlib.util.find_spec("bitsandbytes") is None:
+            raise ConfigError(f"peft.{key}: bitsandbytes is not installed; pip install bitsandbytes, or peft.{key}=false.")
+
+
 # The peft.* keys each method's PEFT config takes (DoRA and rsLoRA are LoRA's own switches).
 ADAPTER_KEYS = {
     "lora": ("r", "lora_alpha", "lora_dropout", "target_modules", "modules_to_save", "bias", "use_rslora", "use_dora"),

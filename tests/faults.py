@@ -10,6 +10,7 @@ import time
 from transformers import TrainerCallback
 
 from hfsweep.contract import POINTER_FILE
+from hfsweep.driver.preflight import preflight
 
 
 class CrashMidSave(TrainerCallback):
@@ -60,14 +61,14 @@ HOLD_AFTER_STEP_10 = ["+callbacks.hold._target_=tests.faults.HoldAfterStep", "+c
 
 
 class SweepInBackground:
-    """`sweep.run(cfg)` in a thread, so a test can inject a fault into the running sweep."""
+    """`sweep.run(preflight(cfg))` in a thread, so a test can inject a fault into the running sweep."""
 
     def __init__(self, cfg: dict):
         from hfsweep.driver import sweep
 
         self.sweep_dir = os.path.join(cfg["cluster"]["storage_path"], cfg["name"])
         self.train_runs, self.outcome = os.path.join(self.sweep_dir, "train_runs"), {}
-        self.thread = threading.Thread(target=lambda: self.outcome.update(results=sweep.run(cfg)))
+        self.thread = threading.Thread(target=lambda: self.outcome.update(results=sweep.run(preflight(cfg))))
         self.thread.start()
         self.deadline = time.time() + 300
 

@@ -12,6 +12,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from hfsweep.driver import sweep
 from hfsweep.driver.results import best_trial
 from tests.conftest import resolved_config, write_glue_pairs
+from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +48,7 @@ def test_bert_mrpc_offline_sweep_reports_accuracy_and_f1_and_asha_acts_on_them(r
         "checkpoints.keep_per_trial=1",
     ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
-    results = sweep.run(cfg)
+    results = sweep.run(preflight(cfg))
     assert results.errors == [] and len(results) == 4
 
     for result in results:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.validation import validate
+from hfsweep.driver.preflight import preflight
 from hfsweep.tasks import get_task, task_names
 from tests.conftest import CONF_DIR, resolved_config
 
@@ -38,7 +38,7 @@ def test_every_experiment_composes_resolves_and_validates(experiment, tmp_path, 
     assert cfg["name"] == ("glue_mrpc" if experiment.startswith("glue") else experiment)  # a GLUE job is named after its task
     for key in ("model", "data", "training", "scheduler", "search_alg", "cluster", "metric", "mode"):
         assert cfg[key] is not None, key
-    validate(cfg)
+    preflight(cfg)
 
 
 @pytest.mark.parametrize("spelling", ["+experiment", "experiment"])
@@ -54,7 +54,7 @@ def test_debug_tiny_shrinks_every_experiment(experiment, spelling, tmp_path, mon
     overrides = experiment_overrides(experiment, tmp_path)
     overrides[0] = overrides[0].replace("+experiment", spelling)
     cfg = resolved_config(["debug=tiny", *overrides], tmp_path, tmp_path)
-    validate(cfg)
+    preflight(cfg)
     assert cfg["training"]["max_steps"] == 20 and cfg["training"]["eval_steps"] == cfg["training"]["save_steps"] == 10
     assert cfg["search_space"]["training"]["learning_rate"]["values"] == [1.0e-3]
     assert cfg["cluster"]["num_workers"] == 1 and cfg["num_samples"] == 1
@@ -67,12 +67,12 @@ def test_debug_tiny_shrinks_every_experiment(experiment, spelling, tmp_path, mon
 def test_offline_presets_name_the_missing_data_folder(experiment, tmp_path):
     cfg = resolved_config([f"+experiment={experiment}", *base_override(experiment)], tmp_path, tmp_path)
     with pytest.raises(ConfigError, match=r"data\.path: data\.source=local needs a folder"):
-        validate(cfg)
+        preflight(cfg)
 
 
 def test_default_is_the_offline_embedded_sweep(tmp_path):
     cfg = resolved_config([], tmp_path, tmp_path)
-    validate(cfg)
+    preflight(cfg)
     assert cfg["data"]["source"] == "pydoc"
     assert cfg["model"]["pretrained"] is None and cfg["model"]["tokenizer"]["pretrained"] is None
     assert cfg["cluster"]["num_workers"] == 2
@@ -113,11 +113,11 @@ def test_every_strategy_composes_and_gpu_only_ones_are_refused_on_cpu(strategy, 
     cfg = resolved_config([f"strategy={strategy}"], tmp_path, tmp_path)
     assert cfg["strategy"]["name"] == strategy
     if strategy == "ddp":
-        validate(cfg)
+        preflight(cfg)
         return
     needs = "DeepSpeed is not installed" if strategy.startswith("deepspeed") and importlib.util.find_spec("deepspeed") is None else "needs GPUs"
     with pytest.raises(ConfigError, match=rf"^strategy={strategy}: {needs}; .*strategy=ddp"):
-        validate(cfg)
+        preflight(cfg)
 
 
 def test_training_argument_names_read_from_the_source_are_the_dataclass_fields():
@@ -131,7 +131,7 @@ def test_precision_and_activation_checkpointing_switches_reach_the_training_argu
     from hfsweep.loops.hf_trainer import training_arguments
 
     cfg = resolved_config(["training.bf16=true", "training.activation_checkpointing=true"], tmp_path, tmp_path)
-    validate(cfg)  # CPUs run bf16 through torch's autocast
+    preflight(cfg)  # CPUs run bf16 through torch's autocast
     args = training_arguments(cfg, str(tmp_path), get_task(cfg["model"]["task"]))
     assert args.bf16 and not args.fp16 and args.activation_checkpointing
 
@@ -327,8 +327,8 @@ def test_bf16_on_a_gpu_without_it_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args: "Tesla V100-SXM2-16GB")
     cfg = resolved_config(["cluster.use_gpu=true", "training.bf16=true"], tmp_path, tmp_path)
     with pytest.raises(ConfigError, match=r"^training\.bf16: this GPU \(Tesla V100-SXM2-16GB\) has no bf16; use training\.fp16=true instead\.$"):
-        validate(cfg)
-    validate(resolved_config(["cluster.use_gpu=true", "training.fp16=true"], tmp_path, tmp_path))
+        preflight(cfg)
+    preflight(resolved_config(["cluster.use_gpu=true", "training.fp16=true"], tmp_path, tmp_path))
 
 
 def test_relative_local_paths_are_made_absolute_for_the_trials_and_hub_names_stay_names(tmp_path, monkeypatch):

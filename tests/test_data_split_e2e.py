@@ -11,6 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from hfsweep.driver import sweep
 from hfsweep.driver.results import evaluate_model
 from tests.conftest import prepare_data, resolved_config
+from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +25,7 @@ def test_accelerate_on_two_workers_evaluates_each_validation_example_once(ray_cl
         "training.max_steps=10",
     ]
     cfg = resolved_config(overrides, tmp_path, cache_dir)
-    results = sweep.run(cfg)
+    results = sweep.run(preflight(cfg))
     assert results.errors == []
     final = results[0].metrics
     assert final["step"] == 10

@@ -17,6 +17,7 @@ from hfsweep.driver.ray_cluster import check_reachable, max_concurrent_trials
 from hfsweep.config.errors import ConfigError
 from tests.conftest import resolved_config
 from tests.faults import HOLD_AFTER_STEP_10, SweepInBackground, assert_one_restart_from_a_checkpoint
+from hfsweep.driver.preflight import preflight
 
 
 def test_unreachable_cluster_address_is_refused_by_a_probe_before_ray_init():
@@ -34,7 +35,7 @@ def test_unwritable_storage_path_fails_before_ray(tmp_path, cache_dir):
     blocker.write_text("not a directory")
     cfg = resolved_config([], blocker / "run", cache_dir)
     with pytest.raises(ConfigError, match=r"^cluster\.storage_path: cannot write to '.*/a-file/run' \(NotADirectoryError"):
-        sweep.run(cfg)
+        sweep.run(preflight(cfg))
 
 
 @pytest.mark.slow
@@ -44,7 +45,7 @@ def test_a_diverging_trial_errors_with_its_reason_and_the_sweep_goes_on(ray_clus
         "search_space.training.learning_rate.values=[1e-3,1e30]",
         "cluster.max_failures=0",
     ]
-    results = sweep.run(resolved_config(overrides, tmp_path, cache_dir))
+    results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
     assert len(results.errors) == 1
     table = pd.read_csv(tmp_path / "results.csv").set_index("training.learning_rate")
     assert table.loc[1e-3, "ended"] == "completed"
@@ -89,7 +90,7 @@ def test_a_crash_in_the_middle_of_a_save_resumes_from_the_last_complete_checkpoi
         "+callbacks.crash._target_=tests.faults.CrashMidSave",
         "+callbacks.crash.step=20",
     ]
-    results = sweep.run(resolved_config(overrides, tmp_path, cache_dir))
+    results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
     assert results.errors == []
     history = results[0].metrics_dataframe
     assert list(history["step"]) == [10, 20, 30]
@@ -104,7 +105,7 @@ def test_a_trial_shape_the_cluster_cannot_hold_fails_at_once_and_writes_nothing(
     """A reachable cluster (the test's Ray, 8 logical CPUs) too small for one trial."""
     cfg = resolved_config(["cluster.address=auto", "cluster.resources_per_worker.CPU=8"], tmp_path, cache_dir)
     with pytest.raises(ConfigError, match=r"^cluster\.resources_per_worker: one trial needs 18 CPU \(1 CPU for the trial \+ 2 workers and 1 to read its data\) but the cluster has 8;"):
-        sweep.run(cfg)
+        sweep.run(preflight(cfg))
     assert not (tmp_path / "resolved_config.yaml").exists() and not (tmp_path / "provenance.json").exists()
 
 

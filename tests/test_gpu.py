@@ -20,6 +20,7 @@ import torch
 from hfsweep.driver import sweep
 from hfsweep.models import weights_digest
 from tests.conftest import resolved_config, save_tiny_base
+from hfsweep.driver.preflight import preflight
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -31,7 +32,7 @@ TWO_GPUS = pytest.mark.skipif(
 
 def gpu_sweep(tmp_path, cache_dir, *overrides):
     cfg = resolved_config(["debug=tiny", "cluster.use_gpu=true", *overrides], tmp_path, cache_dir)
-    results = sweep.run(cfg)
+    results = sweep.run(preflight(cfg))
     assert results.errors == []
     return cfg, results
 

@@ -8,6 +8,7 @@ import pytest
 
 from hfsweep.driver import sweep
 from tests.conftest import resolved_config, write_glue_pairs
+from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +29,7 @@ SAME_RUN = [
 
 
 def loss_curve(loop: str, storage, cache_dir) -> list[tuple]:
-    results = sweep.run(resolved_config([f"loop={loop}", *SAME_RUN], storage, cache_dir))
+    results = sweep.run(preflight(resolved_config([f"loop={loop}", *SAME_RUN], storage, cache_dir)))
     assert results.errors == []
     history = results[0].metrics_dataframe
     ran = history[["device", "param_dtype", "autocast_dtype", "distributed"]].drop_duplicates().to_dict("records")
@@ -71,7 +72,7 @@ def test_both_loops_pad_and_group_a_classifiers_batches_alike(ray_cluster, tmp_p
     folder = write_glue_pairs(tmp_path / "pairs")
     curves = {}
     for loop in ("hf_trainer", "accelerate"):
-        results = sweep.run(resolved_config([f"loop={loop}", f"data.path={folder}", *PAIRS_RUN], tmp_path / loop, cache_dir))
+        results = sweep.run(preflight(resolved_config([f"loop={loop}", f"data.path={folder}", *PAIRS_RUN], tmp_path / loop, cache_dir)))
         assert results.errors == []
         history = results[0].metrics_dataframe
         curves[loop] = list(zip(history["step"], history["loss"], history["eval_loss"], history["eval_accuracy"], history["eval_f1"]))

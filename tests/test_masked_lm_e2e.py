@@ -12,6 +12,7 @@ from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
 from hfsweep.driver.results import best_trial
 from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
+from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +32,7 @@ def test_roberta_mlm_offline_learns_and_asha_stops_the_slow_learning_rate(ray_cl
     ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
     before = untrained_metrics(cfg, str(tmp_path / "untrained"))["eval_loss"]
-    results = sweep.run(cfg)
+    results = sweep.run(preflight(cfg))
     assert results.errors == [] and len(results) == 2
 
     final_step = {r.config["training"]["learning_rate"]: r.metrics["step"] for r in results}

@@ -9,6 +9,7 @@ from transformers import AutoModelForCausalLM
 from hfsweep.driver import sweep
 from hfsweep.models import weights_digest
 from tests.conftest import resolved_config
+from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +33,7 @@ def pbt_sweep(request, ray_cluster, tmp_path_factory, cache_dir):
         "cluster.num_workers=1",
     ]
     cfg = resolved_config(overrides, tmp_path_factory.mktemp("pbt"), cache_dir)
-    results = sweep.run(cfg)
+    results = sweep.run(preflight(cfg))
     rows = [row for result in results for _, row in result.metrics_dataframe.iterrows()]
     return results, rows
 

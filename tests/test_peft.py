@@ -82,9 +82,9 @@ def test_ia3_wraps_the_tiny_gpt2_and_its_checkpoint_holds_only_ia3_vectors(tmp_p
 
 def test_ia3_is_accepted_and_a_searched_lora_only_key_with_it_is_refused_in_one_line(tmp_path):
     from hfsweep.config.errors import ConfigError
-    from hfsweep.config.validation import validate
+    from hfsweep.driver.preflight import preflight
 
-    validate(resolved_config(["debug=tiny", "peft=ia3", "+search_space.peft.target_modules={sampler:choice,values:[[c_attn],[c_attn,c_fc]]}"],
+    preflight(resolved_config(["debug=tiny", "peft=ia3", "+search_space.peft.target_modules={sampler:choice,values:[[c_attn],[c_attn,c_fc]]}"],
                              tmp_path, tmp_path))
     with pytest.raises(ConfigError, match=r"^search_space\.peft\.r: peft=ia3 has no r; drop the key, or use an adapter that has it\.$"):
-        validate(resolved_config(["debug=tiny", "peft=ia3", "+search_space.peft.r={sampler:choice,values:[4,8]}"], tmp_path, tmp_path))
+        preflight(resolved_config(["debug=tiny", "peft=ia3", "+search_space.peft.r={sampler:choice,values:[4,8]}"], tmp_path, tmp_path))

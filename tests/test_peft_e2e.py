@@ -16,6 +16,7 @@ from hfsweep.driver import sweep
 from hfsweep.driver.results import best_trial, directory_bytes, evaluate_model
 from hfsweep.models import tensors_digest
 from tests.conftest import prepare_data, resolved_config, save_tiny_base
+from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +48,7 @@ def asha_sweep(ray_cluster, base, tmp_path_factory, cache_dir):
         "+callbacks.crash.step=20",
     ]
     cfg = resolved_config(overrides, tmp_path_factory.mktemp("lora_asha"), cache_dir)
-    return cfg, sweep.run(cfg)
+    return cfg, sweep.run(preflight(cfg))
 
 
 def test_lora_trials_finish_and_asha_stops_the_slow_one(asha_sweep):
@@ -117,7 +118,7 @@ def pbt_rows(ray_cluster, base, tmp_path_factory, cache_dir):
         "num_samples=2",  # debug=tiny's 20 steps: both trials meet at step 10, where the worse one is exploited
         "training.lr_scheduler_type=constant",
     ]
-    results = sweep.run(resolved_config(overrides, tmp_path_factory.mktemp("lora_pbt"), cache_dir))
+    results = sweep.run(preflight(resolved_config(overrides, tmp_path_factory.mktemp("lora_pbt"), cache_dir)))
     assert results.errors == []
     return [row for result in results for _, row in result.metrics_dataframe.iterrows()]
 

@@ -12,6 +12,7 @@ from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
 from hfsweep.driver.results import best_trial
 from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
+from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +25,7 @@ def test_bert_squad_offline_learns_answers_and_asha_acts_on_f1(ray_cluster, tmp_
     cfg = resolved_config(["+experiment=bert_squad_offline", f"data.path={folder}",
                            *sequential_sweep(MAX_STEPS, every=50, learning_rates=[3e-3, 1e-5])], tmp_path / "run", cache_dir)
     before = untrained_metrics(cfg, str(tmp_path / "untrained"))
-    results = sweep.run(cfg)
+    results = sweep.run(preflight(cfg))
     assert results.errors == [] and len(results) == 2
 
     final_step = {r.config["training"]["learning_rate"]: r.metrics["step"] for r in results}

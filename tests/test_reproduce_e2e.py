@@ -19,6 +19,7 @@ from hfsweep.cli import replay
 from hfsweep.driver import sweep
 from hfsweep.driver.results import best_trial
 from tests.conftest import resolved_config
+from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +41,7 @@ BUDGET_SWEEP = [
 @pytest.fixture(scope="module")
 def budget_sweep(ray_cluster, tmp_path_factory, cache_dir):
     cfg = resolved_config(BUDGET_SWEEP, tmp_path_factory.mktemp("budget"), cache_dir)
-    return cfg, sweep.run(cfg)
+    return cfg, sweep.run(preflight(cfg))
 
 
 def checkpoints_on_disk(cfg: dict) -> list[str]:
@@ -164,7 +165,7 @@ REPRODUCIBLE = [
 def test_same_seed_and_config_give_the_same_trials_and_metrics(ray_cluster, tmp_path, cache_dir):
     runs = []
     for name in ("first", "second"):
-        results = sweep.run(resolved_config(REPRODUCIBLE, tmp_path / name, cache_dir))
+        results = sweep.run(preflight(resolved_config(REPRODUCIBLE, tmp_path / name, cache_dir)))
         assert results.errors == []
         runs.append({r.config["training"]["learning_rate"]: list(r.metrics_dataframe["eval_loss"]) for r in results})
     first, second = runs

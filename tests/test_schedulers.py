@@ -128,14 +128,14 @@ def test_threshold_stopper_needs_its_threshold(tmp_path):
 
 
 def test_early_stopping_callback_needs_matching_direction(tmp_path):
-    from hfsweep.config.validation import validate
+    from hfsweep.driver.preflight import preflight
 
     cfg = config(tmp_path, "callbacks=early_stopping")
-    validate(cfg)
+    preflight(cfg)
     assert cfg["training"]["metric_for_best_model"] == "eval_loss"
     cfg = config(tmp_path, "callbacks=early_stopping", "mode=max")
     with pytest.raises(ConfigError, match=r"training\.greater_is_better: must be true when mode=max"):
-        validate(cfg)
+        preflight(cfg)
 
 
 def test_scheduler_settings_ray_rejects_are_one_line_config_errors(tmp_path):
@@ -153,6 +153,8 @@ def test_a_setting_the_chosen_scheduler_does_not_take_names_the_key_to_drop(tmp_
 @pytest.mark.parametrize("scheduler", ["pbt", "pb2"])
 def test_population_training_refuses_a_plateau_schedule_even_a_searched_one(tmp_path, scheduler):
     searched = "+search_space.training.lr_scheduler_type={sampler:choice,values:[linear,reduce_lr_on_plateau]}"
+    from hfsweep.driver.preflight import preflight
+
     cfg = config(tmp_path, f"scheduler={scheduler}", searched)
     with pytest.raises(ConfigError, match=r"^training\.lr_scheduler_type: under (PopulationBasedTraining|PB2), reduce_lr_on_plateau cannot carry an exploited trial's own learning rate over the donor's reductions; use another type \(e\.g\. linear\), or scheduler=asha\.$"):
-        build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+        preflight(cfg)

@@ -8,6 +8,7 @@ import pytest
 
 from hfsweep.driver import sweep
 from tests.conftest import resolved_config
+from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +22,7 @@ def test_early_stopping_callback_ends_a_trial_as_completed(ray_cluster, tmp_path
         "search_space.training.learning_rate.values=[1e-5]",
         "training.max_steps=60",
     ]
-    results = sweep.run(resolved_config(overrides, tmp_path, cache_dir))
+    results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
     assert results.errors == []
     (result,) = results
     assert result.metrics["step"] < 60, "EarlyStoppingCallback did not stop the trial"

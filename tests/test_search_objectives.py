@@ -15,7 +15,7 @@ import yaml
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.run_dir import RESOLVED_CONFIG
-from hfsweep.config.validation import validate
+from hfsweep.driver.preflight import preflight
 from hfsweep.driver import budget as budget_module
 from hfsweep.driver.budget import SweepBudget, build_budget
 from hfsweep.driver.checkpoint_budget import CheckpointBudget, build_checkpoint_budget
@@ -99,14 +99,14 @@ def test_pareto_plot_is_written(tmp_path):
 )
 def test_pareto_sweeps_refuse_what_acts_on_one_metric(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message):
-        validate(config(tmp_path, *overrides))
+        preflight(config(tmp_path, *overrides))
 
 
 @pytest.mark.parametrize("search_alg", ["optuna", "grid", "random"])
 def test_pareto_sweeps_take_fifo_with_optuna_grid_or_random(tmp_path, search_alg):
     space = ["search_space=learning_rate_loguniform"] if search_alg == "optuna" else []
     cfg = config(tmp_path, *TWO, f"search_alg={search_alg}", *space)
-    validate(cfg)
+    preflight(cfg)
     searcher = build_search_alg(cfg, max_concurrent=2)
     if search_alg == "optuna":  # the metric list goes to Optuna (Tune's TuneConfig takes one)
         assert (searcher.searcher.metric, searcher.searcher.mode) == (["eval_loss", "time_total_s"], ["min", "min"])
@@ -324,16 +324,16 @@ def test_budget_waits_for_the_checkpoint_of_the_report_that_spent_it(tmp_path):
 def test_budget_is_none_unless_set_and_must_be_positive(tmp_path):
     assert build_budget(config(tmp_path)) is None
     with pytest.raises(ConfigError, match=r"^budget\.wall_clock_s: must be positive, not -1\.0; e\.g\. budget\.wall_clock_s=3600, or null for none\.$"):
-        validate(config(tmp_path, "budget.wall_clock_s=-1"))
+        preflight(config(tmp_path, "budget.wall_clock_s=-1"))
 
 
 def test_bohb_pairs_its_scheduler_and_searcher(tmp_path):
     from ray.tune.search.bohb import TuneBOHB
 
     with pytest.raises(ConfigError, match=r"^scheduler: HyperBandForBOHB works only with BOHB's search_alg; set scheduler=bohb search_alg=bohb"):
-        validate(config(tmp_path, "scheduler=bohb", "search_space=learning_rate_loguniform"))
+        preflight(config(tmp_path, "scheduler=bohb", "search_space=learning_rate_loguniform"))
     cfg = config(tmp_path, "scheduler=bohb", "search_alg=bohb", "search_space=learning_rate_loguniform")
-    validate(cfg)
+    preflight(cfg)
     searcher = build_search_alg(cfg, max_concurrent=2)
     assert isinstance(searcher.searcher, TuneBOHB)
     assert searcher.set_search_properties("eval_loss", "min", compile_search_space(cfg["search_space"], cfg))

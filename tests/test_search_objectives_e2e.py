@@ -11,6 +11,7 @@ import pytest
 from hfsweep.driver import sweep
 from tests.conftest import resolved_config
 from tests.test_search_objectives import brute_force_front
+from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +22,7 @@ TWO = ["debug=tiny", "metric=[eval_loss,time_total_s]", "mode=[min,min]", "train
 @pytest.fixture(scope="module")
 def pareto_sweep(ray_cluster, tmp_path_factory, cache_dir):
     storage = tmp_path_factory.mktemp("pareto")
-    sweep.run(resolved_config([*TWO, "search_space.training.learning_rate.values=[3e-3,1e-5]"], storage, cache_dir))
+    sweep.run(preflight(resolved_config([*TWO, "search_space.training.learning_rate.values=[3e-3,1e-5]"], storage, cache_dir)))
     return storage
 
 
@@ -42,7 +43,7 @@ def test_pareto_front_is_marked_plotted_and_best_is_on_it(pareto_sweep):
 def test_warm_start_grid_sweep_runs_none_of_the_earlier_configurations(pareto_sweep, tmp_path, cache_dir, capsys):
     rates = [3e-3, 1e-3, 1e-5]
     overrides = [*TWO, f"search_space.training.learning_rate.values=[{','.join(map(str, rates))}]", f"search_alg.warm_start={pareto_sweep}"]
-    sweep.run(resolved_config(overrides, tmp_path, cache_dir))
+    sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
     table = pd.read_csv(tmp_path / "results.csv")
     assert list(table["training.learning_rate"]) == [1e-3], "only the grid point the first sweep did not run"
     assert (table["status"] == "TERMINATED").all()
@@ -55,7 +56,7 @@ def test_budget_ends_the_sweep_and_every_trial_has_a_final_state(ray_cluster, tm
     # 3 trials of 40 steps one at a time; the first report (step 10, several seconds in) spends the budget
     overrides = ["debug=tiny", "training.max_steps=40", "cluster.max_concurrent_trials=1", "budget.trial_hours=0.0003",
                  "search_space.training.learning_rate.values=[3e-3,1e-3,1e-4]"]
-    results = sweep.run(resolved_config(overrides, tmp_path, cache_dir))
+    results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
     assert results.errors == []
     table = pd.read_csv(tmp_path / "results.csv")
     assert len(table) >= 1 and set(table["status"]) == {"TERMINATED"}, table

@@ -13,6 +13,7 @@ from datasets import Dataset
 from hfsweep.tasks.base import IGNORED
 from hfsweep.tasks.sft import TASK
 from tests.conftest import WORDS
+from hfsweep.driver.preflight import preflight
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n"
@@ -137,7 +138,7 @@ def test_a_lora_sft_sweep_runs_and_its_best_adapter_generates(ray_cluster, tmp_p
                  f"model.tokenizer.pretrained={base}", "data.source=local", f"data.path={data}", "data.max_length=128",
                  f"data.chat_template={tmp_path / 'chat.jinja'}", "search_space.training.learning_rate.values=[1e-2]"]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
-    results = sweep.run(cfg)
+    results = sweep.run(preflight(cfg))
     assert results.errors == [] and results[0].metrics["step"] == cfg["training"]["max_steps"]
     assert 0 < results[0].metrics["eval_mean_token_accuracy"] <= 1  # logged by TRL's SFTTrainer only
     history = results[0].metrics_dataframe["eval_loss"]
@@ -166,11 +167,10 @@ def test_rows_of_another_shape_and_chats_without_a_template_are_refused_in_one_l
 
 def test_trl_sft_trainers_are_refused_in_one_line_off_sft_rows_or_without_the_shard_subclass(tmp_path):
     from hfsweep.config.errors import ConfigError
-    from hfsweep.config.validation import validate
     from tests.conftest import resolved_config
 
     with pytest.raises(ConfigError, match=r"^trainer\._target_: hfsweep\.loops\.sft_trainer\.RayDataSFTTrainer trains on chat or instruction rows, "
                                           r"which model\.task=causal_lm does not make; set model\.task=sft, or trainer=default\.$"):
-        validate(resolved_config(["debug=tiny", "trainer=sft"], tmp_path, tmp_path))
+        preflight(resolved_config(["debug=tiny", "trainer=sft"], tmp_path, tmp_path))
     with pytest.raises(ConfigError, match=r"^trainer\._target_: trl\.SFTTrainer takes only a `datasets` Dataset, not a worker's Ray Data shard; use trainer=sft"):
-        validate(resolved_config(["debug=tiny", "model.task=sft", "trainer._target_=trl.SFTTrainer"], tmp_path, tmp_path))
+        preflight(resolved_config(["debug=tiny", "model.task=sft", "trainer._target_=trl.SFTTrainer"], tmp_path, tmp_path))

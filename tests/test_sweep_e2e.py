@@ -18,6 +18,7 @@ from hfsweep.driver import sweep
 from hfsweep.models import weights_digest
 from hfsweep.driver.results import best_trial, evaluate_model
 from tests.conftest import prepare_data, resolved_config
+from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +38,7 @@ SWEEP = [
 def finished_sweep(ray_cluster, tmp_path_factory, cache_dir):
     storage = tmp_path_factory.mktemp("sweep")
     cfg = resolved_config(SWEEP, storage, cache_dir)
-    return cfg, sweep.run(cfg)
+    return cfg, sweep.run(preflight(cfg))
 
 
 def test_every_trial_finishes_and_asha_stops_some(finished_sweep):
@@ -54,7 +55,7 @@ def test_every_trial_finishes_and_asha_stops_some(finished_sweep):
 def test_fifo_runs_to_the_end_every_trial_of_the_grid_asha_stopped(finished_sweep, tmp_path, cache_dir):
     _, asha = finished_sweep
     grid = [o for o in SWEEP if not o.startswith("scheduler.")]
-    fifo = sweep.run(resolved_config([*grid, "scheduler=fifo", "cluster.num_workers=1"], tmp_path, cache_dir))
+    fifo = sweep.run(preflight(resolved_config([*grid, "scheduler=fifo", "cluster.num_workers=1"], tmp_path, cache_dir)))
     assert fifo.errors == []
     assert sorted(r.config["training"]["learning_rate"] for r in fifo) == sorted(r.config["training"]["learning_rate"] for r in asha)
     assert [r.metrics["step"] for r in fifo] == [MAX_STEPS] * 2
@@ -163,7 +164,7 @@ def test_gpt2_wikitext_runs_offline_on_local_wikitext_files(ray_cluster, tmp_pat
     ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
     assert cfg["name"] == "gpt2_wikitext" and cfg["data"]["block_size"] == 128
-    results = sweep.run(cfg)
+    results = sweep.run(preflight(cfg))
     assert results.errors == [] and len(results) == 1
     best = best_trial(results, cfg)
     assert best.step == 10

@@ -12,6 +12,7 @@ from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
 from hfsweep.driver.results import best_trial
 from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
+from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +31,7 @@ def test_bert_conll2003_offline_learns_entities_and_asha_acts_on_entity_f1(ray_c
     ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
     before = untrained_metrics(cfg, str(tmp_path / "untrained"))["eval_overall_f1"]
-    results = sweep.run(cfg)
+    results = sweep.run(preflight(cfg))
     assert results.errors == [] and len(results) == 3
 
     final_step = {r.config["training"]["learning_rate"]: r.metrics["step"] for r in results}
@@ -50,7 +51,7 @@ def test_the_offline_preset_under_debug_tiny_runs_one_short_trial(ray_cluster, t
     folder = write_offline_data(str(tmp_path / "data"))["conll_proxy"]
     overrides = ["+experiment=bert_conll2003_offline", "debug=tiny", f"data.path={folder}", "data.max_train_samples=200"]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
-    results = sweep.run(cfg)
+    results = sweep.run(preflight(cfg))
     assert results.errors == [] and len(results) == 1
     result = results[0]
     assert result.metrics["step"] == 20 and list(result.metrics_dataframe["step"]) == [10, 20]

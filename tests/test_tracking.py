@@ -15,7 +15,7 @@ from ray.tune.logger import TBXLoggerCallback
 from hfsweep.cli import replay
 from hfsweep.driver.checkpoint_budget import CheckpointBudget, build_checkpoint_budget
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.validation import validate
+from hfsweep.driver.preflight import preflight
 from hfsweep.driver.loggers import FlushingWandbLoggerCallback, HistoryCSVLoggerCallback, HistoryJsonLoggerCallback, build_loggers
 from tests.conftest import CONF_DIR, resolved_config
 
@@ -79,7 +79,7 @@ def test_a_logger_without_its_package_names_the_extra(tmp_path, monkeypatch):
 
 def test_keep_per_trial_must_keep_the_best(tmp_path):
     with pytest.raises(ConfigError, match=r"^checkpoints\.keep_per_trial: must be at least 1 .*, not 0; or null"):
-        validate(resolved_config(["checkpoints.keep_per_trial=0"], tmp_path, tmp_path))
+        preflight(resolved_config(["checkpoints.keep_per_trial=0"], tmp_path, tmp_path))
     assert build_checkpoint_budget(resolved_config([], tmp_path, tmp_path)) is None
     assert build_checkpoint_budget(resolved_config(["checkpoints.keep_per_trial=2", "scheduler=pbt"], tmp_path, tmp_path)).defer
 
@@ -160,7 +160,7 @@ def finished_sweep_dir(tmp_path: Path) -> Path:
 def test_replay_config_runs_the_best_hyperparameters_over_seeds_to_the_end(tmp_path):
     run_dir = finished_sweep_dir(tmp_path)
     cfg = replay.replay_config(str(run_dir), [1, 2, 3])
-    validate(cfg)
+    preflight(cfg)
     assert cfg["training"]["learning_rate"] == 0.001 and cfg["training"]["max_steps"] == 60
     assert cfg["search_space"] == {"seed": {"sampler": "grid", "values": [1, 2, 3]}}
     assert cfg["scheduler"]["_target_"].endswith("FIFOScheduler")

@@ -1,6 +1,11 @@
-"""What one trial asks of the cluster: shared by validation (before Ray), the driver and the trial."""
+"""What one trial asks of the cluster, shared by the preflight (before Ray), the driver and the
+trial; and the checks that the hardware can run what the config asks (`check_hardware`)."""
 
 from __future__ import annotations
+
+from hfsweep.config.errors import ConfigError
+
+GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fsdp (plain DDP) and DeepSpeed needs CUDA
 
 # CPUs the trials leave free for Ray Data's read tasks, which stream the train split's shards to
 # the workers: with every CPU held by trials they could never be scheduled (Ray Data's guidance).
@@ -36,3 +41,80 @@ def trial_shape(cluster: dict) -> str:
     if trains_in_process(cluster):
         return "1 worker in the trial's process"
     return f"1 CPU for the trial + {cluster['num_workers']} workers"
+
+
+def check_hardware(cfg: dict) -> None:
+    """Refuse what this machine or the trial's share of the cluster cannot run, before Ray starts."""
+    _validate_packed_gpus(cfg["strategy"], cfg["cluster"])
+    _validate_strategy(cfg["strategy"], cfg["cluster"])
+    _validate_precision(cfg["training"], cfg["cluster"])
+    _validate_cluster(cfg["cluster"])
+
+
+def _validate_precision(training: dict, cluster: dict) -> None:
+    """bf16 on a local GPU without it (before Ampere) would fail in the first trial; CPUs run
+    bf16 and fp16 through autocast."""
+    if training.get("bf16") and cluster["use_gpu"] and cluster["address"] is None:
+        import torch
+
+        if torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+            raise ConfigError(
+                f"training.bf16: this GPU ({torch.cuda.get_device_name(0)}) has no bf16; use training.fp16=true instead."
+            )
+
+
+def _validate_strategy(strategy: dict, cluster: dict) -> None:
+    """Refuse a strategy the hardware cannot run: on CPU transformers silently trains FSDP as
+    plain DDP, and DeepSpeed needs its package and CUDA."""
+    import importlib.util
+
+    args = strategy["training_args"]
+    if args.get("deepspeed") and importlib.util.find_spec("deepspeed") is None:
+        raise ConfigError(
+            f"strategy={strategy['name']}: DeepSpeed is not installed; pip install 'hfsweep[deepspeed]' "
+            f"(on a machine with CUDA GPUs), or use strategy=ddp."
+        )
+    if any(args.get(key) for key in GPU_ONLY_TRAINING_ARGS) and not cluster["use_gpu"]:
+        raise ConfigError(
+            f"strategy={strategy['name']}: needs GPUs; set cluster.use_gpu=true on a GPU machine, or use strategy=ddp on CPUs."
+        )
+
+
+def _validate_packed_gpus(strategy: dict, cluster: dict) -> None:
+    """Trials packed onto shared GPUs (`cluster.resources_per_worker.GPU` below 1) each train in
+    one process: NCCL refuses two ranks of one group on one GPU, and FSDP and DeepSpeed shard a
+    model across whole GPUs."""
+    gpus = resource_names(cluster["resources_per_worker"]).get("GPU", 1 if cluster["use_gpu"] else 0)
+    if not 0 < gpus < 1:
+        return
+    if any(strategy["training_args"].get(key) for key in GPU_ONLY_TRAINING_ARGS):
+        raise ConfigError(
+            f"strategy={strategy['name']}: shards a model across whole GPUs, not a share of one "
+            f"(cluster.resources_per_worker.GPU={gpus:g}); use strategy=ddp, or GPU=1."
+        )
+    if cluster["num_workers"] > 1:
+        raise ConfigError(
+            f"cluster.num_workers: trials packed onto shared GPUs (cluster.resources_per_worker.GPU={gpus:g}) train in "
+            f"one process each, as NCCL needs a GPU per worker; set cluster.num_workers=1, or GPU=1."
+        )
+
+
+def _validate_cluster(cluster: dict) -> None:
+    if cluster["num_workers"] < 1:
+        raise ConfigError("cluster.num_workers: must be at least 1.")
+    # A local Ray finds this machine's GPUs (unless cluster.num_gpus declares logical ones).
+    gpus_per_worker = resource_names(cluster["resources_per_worker"]).get("GPU", 0)
+    if (cluster["use_gpu"] or gpus_per_worker) and cluster["address"] is None and cluster["num_gpus"] is None:
+        import torch
+
+        if not torch.cuda.is_available():
+            key = "cluster.use_gpu" if cluster["use_gpu"] else "cluster.resources_per_worker.GPU"
+            fix = "set cluster.use_gpu=false" if cluster["use_gpu"] else "remove it (~cluster.resources_per_worker.GPU)"
+            raise ConfigError(f"{key}: this machine has no CUDA GPU; {fix}.")
+    if cluster["address"] is None and cluster["num_cpus"] is not None:
+        per_trial = trial_resources(cluster)["CPU"]
+        if per_trial + DATA_CPUS > cluster["num_cpus"]:
+            raise ConfigError(
+                f"cluster.num_workers: one trial needs {per_trial:g} CPUs ({trial_shape(cluster)}) and reading its data "
+                f"{DATA_CPUS} more, but cluster.num_cpus is {cluster['num_cpus']:g}; raise cluster.num_cpus or lower cluster.num_workers."
+            )

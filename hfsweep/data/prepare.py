@@ -90,13 +90,13 @@ def prepare(cfg: dict, task) -> PreparedData:
     """Tokenize the configured data once, as the sweep's Task needs it; return where trials find it."""
     data_cfg, cache_dir = cfg["data"], os.path.expanduser(cfg["cache_dir"])
     raw = raw_splits(data_cfg, cache_dir, task)
-    read_from = [task.name, {k: data_cfg[k] for k in task.text_keys}]  # which texts of the split the tokenizer learns
+    read_from = [task.identity(), {k: data_cfg[k] for k in task.text_keys}]  # which texts of the split the tokenizer learns
     tokenizer_path = tokenizer_for(cfg["model"]["tokenizer"], raw["train"], partial(task.texts, data_cfg=data_cfg), read_from, cache_dir)
     tokenized_by = what_is_prepared(data_cfg, task)
     train_identity = source_identity(data_cfg, cache_dir) if data_cfg["streaming"] else dataset_fingerprint(raw["train"])
     key = hashlib.sha256(
         json.dumps(
-            [PREPARED_LAYOUT, train_identity, dataset_fingerprint(raw["validation"]), tokenizer_path, tokenized_by, task.name],
+            [PREPARED_LAYOUT, train_identity, dataset_fingerprint(raw["validation"]), tokenizer_path, tokenized_by, task.identity()],
             sort_keys=True,
         ).encode()
     ).hexdigest()[:16]

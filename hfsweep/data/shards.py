@@ -37,18 +37,6 @@ def default_num_proc() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def row_tokens(table: pa.Table) -> np.ndarray:
-    """Real (unpadded) tokens per row: the attention mask's ones, else the input ids' length."""
-    column = table.column("attention_mask" if "attention_mask" in table.column_names else "input_ids").combine_chunks()
-    values = column.flatten().to_numpy(zero_copy_only=False)
-    if "attention_mask" not in table.column_names:
-        values = np.ones_like(values)
-    if pa.types.is_fixed_size_list(column.type):
-        return values.reshape(len(column), column.type.list_size).sum(axis=1)
-    offsets = column.offsets.to_numpy()
-    return np.add.reduceat(values, offsets[:-1]) if len(values) else np.zeros(len(column), dtype=np.int64)
-
-
 # One chunk's work, in a pool process or in this one: what `_start` loads once per process.
 _worker: dict = {}
 
@@ -84,7 +72,7 @@ def _process(index: int, chunk, out_dir: str) -> tuple[str, np.ndarray]:
     path = os.path.join(out_dir, SHARD_PATTERN.format(index))
     table = processed.data.table
     pq.write_table(table, path)
-    return path, np.cumsum(row_tokens(table)) if table.num_rows else np.zeros(0, dtype=np.int64)
+    return path, np.cumsum(_worker["task"].tokens_per_row(table)) if table.num_rows else np.zeros(0, dtype=np.int64)
 
 
 def _in_memory(chunk):

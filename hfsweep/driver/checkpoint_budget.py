@@ -16,7 +16,7 @@ from typing import Optional
 from ray import tune
 
 from hfsweep.config.objectives import first_objective, is_multi_objective
-from hfsweep.driver.schedulers import scheduler_may_exploit
+from hfsweep.driver.search_rules import is_population_training
 from hfsweep.contract import checkpoint_step
 
 
@@ -104,7 +104,7 @@ def build_checkpoint_budget(cfg: dict) -> Optional[CheckpointBudget]:
     if keep is None:
         return None
     metric, mode = first_objective(cfg)
-    return CheckpointBudget(metric, mode, keep, defer=scheduler_may_exploit(cfg), keep_latest=is_multi_objective(cfg))
+    return CheckpointBudget(metric, mode, keep, defer=is_population_training(cfg), keep_latest=is_multi_objective(cfg))
 
 
 def checkpoint_disk_use(results: tune.ResultGrid) -> tuple[int, int]:

@@ -9,14 +9,13 @@ from typing import Optional
 
 from hydra.utils import get_class, instantiate
 from ray import tune
-from ray.tune.schedulers import PopulationBasedTraining
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 from ray.tune.stopper import CombinedStopper
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import iter_leaves
 from hfsweep.config.objectives import is_multi_objective
-from hfsweep.config.validation import PLATEAU, lr_scheduler_types
+from hfsweep.driver.search_rules import is_population_training
 from hfsweep.driver.search_space import pb2_bounds, pbt_mutations, unperturbed
 
 
@@ -48,17 +47,12 @@ def build_scheduler(cfg: dict, param_space: dict):
     """
     node = cfg["scheduler"]
     cls = target_class(node)
-    if issubclass(cls, PopulationBasedTraining) and PLATEAU in lr_scheduler_types(cfg):
-        raise ConfigError(
-            f"training.lr_scheduler_type: under {cls.__name__}, {PLATEAU} cannot carry an exploited trial's own "
-            f"learning rate over the donor's reductions; use another type (e.g. linear), or scheduler=asha."
-        )
     # PB2's module imports a GP stack (scikit-learn: ~2 s); a class can only be a PB2 if loading
     # the target already imported it.
     pb2 = sys.modules.get("ray.tune.schedulers.pb2")
     if pb2 is not None and issubclass(cls, pb2.PB2):
         return instantiate_at("scheduler", node, hyperparam_bounds=pb2_bounds(cfg["search_space"]))
-    if issubclass(cls, PopulationBasedTraining):
+    if is_population_training(cfg):
         return instantiate_at("scheduler", node, hyperparam_mutations=pbt_mutations(param_space, unperturbed(cfg["search_space"])))
     return instantiate_at("scheduler", node)
 
@@ -114,8 +108,3 @@ def build_stopper(cfg: dict, *more: tune.Stopper):
     """
     budget = ThresholdStopper("step", cfg["training"]["max_steps"], mode="max")
     return CombinedStopper(*more, budget, *(instantiate_at(f"stopper.{k}", node) for k, node in cfg["stopper"].items()))
-
-
-def scheduler_may_exploit(cfg: dict) -> bool:
-    """PBT and PB2 restore trials from other trials' checkpoints, any of which may be chosen."""
-    return issubclass(target_class(cfg["scheduler"]), PopulationBasedTraining)

@@ -18,13 +18,13 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import saved_config
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trial_resources, trains_in_process
-from hfsweep.config.validation import validate
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.driver.budget import SweepBudget, build_budget
 from hfsweep.driver.checkpoint_budget import build_checkpoint_budget, checkpoint_disk_use
 from hfsweep.driver.loggers import build_loggers
 from hfsweep.driver.pareto import PARETO_PLOT
+from hfsweep.driver.preflight import CheckedConfig, preflight
 from hfsweep.driver.provenance import write_provenance
 from hfsweep.driver.ray_cluster import check_storage_writable, check_trial_fits, init_ray, max_concurrent_trials
 from hfsweep.driver.results import best_trial, evaluate_model, export_best, summary, write_best, write_report
@@ -34,7 +34,6 @@ from hfsweep.driver.warm_start import load_warm_start, searcher_arguments
 from hfsweep.models import build_model, check_peft_targets, check_pretrained_reachable, check_weights_digest
 from hfsweep.run_dir import write_config
 from hfsweep.trial.trainable import run_trial
-from hfsweep.tasks import get_task
 
 NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
 
@@ -110,8 +109,8 @@ def build_tuner(cfg: dict, param_space: dict, task, data: PreparedData, schedule
 
 
 def _prepare_sweep(cfg: dict, task) -> tuple:
-    """Everything that can fail on bad input, before Ray starts."""
-    validate(cfg)
+    """Everything else that can fail on bad input (the search space, a warm start, a model the
+    hub cannot reach, data files), before Ray starts."""
     param_space = compile_search_space(cfg["search_space"], cfg)
     setup = search_setup(cfg, param_space)
     scheduler, stopper = build_scheduler(cfg, param_space), build_stopper(cfg, *filter(None, [setup.budget]))
@@ -124,9 +123,12 @@ def _prepare_sweep(cfg: dict, task) -> tuple:
     return param_space, scheduler, stopper, callbacks, prepare(cfg, task), setup
 
 
-def run(cfg: dict) -> tune.ResultGrid:
-    """Validate, prepare data, run the sweep; return Tune's ResultGrid."""
-    task = get_task(cfg["model"]["task"])  # the one Task of the sweep, handed to every layer below
+def run(checked: CheckedConfig) -> tune.ResultGrid:
+    """Prepare data and run the sweep of a config that passed the preflight; return Tune's
+    ResultGrid. Its Task is handed to every layer below."""
+    if not isinstance(checked, CheckedConfig):
+        raise TypeError(f"sweep.run takes the CheckedConfig of hfsweep.driver.preflight.preflight(cfg), not {type(checked).__name__}")
+    cfg, task = checked.cfg, checked.task
     param_space, scheduler, stopper, callbacks, data, setup = _prepare_sweep(cfg, task)
     storage = cfg["cluster"]["storage_path"]
     check_storage_writable(storage)
@@ -144,11 +146,11 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
     """Continue an interrupted sweep from its run directory: finished trials are kept, unfinished
     and errored ones resume from their latest checkpoint. The saved config is the config; an
     override that changes it is refused unless `force`."""
-    cfg = saved_config(run_dir, overrides, force)
+    checked = preflight(saved_config(run_dir, overrides, force))
+    cfg, task = checked.cfg, checked.task
     experiment = os.path.join(run_dir, cfg["name"])
     if not tune.Tuner.can_restore(experiment):
         raise ConfigError(f"resume: '{experiment}' holds no Tune experiment state; nothing to resume.")
-    task = get_task(cfg["model"]["task"])
     param_space, _, _, _, data, _ = _prepare_sweep(cfg, task)
     init_ray(cfg["cluster"])
     check_trial_fits(cfg["cluster"])

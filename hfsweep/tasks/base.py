@@ -54,6 +54,11 @@ class Task:
     # pads each batch to the batch's longest example (classification, NER, QA), on the workers.
     pads_batches = False
 
+    def identity(self) -> list:
+        """What names this task in the prepared data's cache key: its name, and its options (the
+        constructor arguments a task keeps as attributes: its own config node, `model.task`)."""
+        return [self.name, dict(sorted(vars(self).items()))]
+
     def model_config_kwargs(self, label_names: Optional[list]) -> dict:
         """What the model's config needs from the data: by default the classes' names, if any."""
         if not label_names:
@@ -63,6 +68,37 @@ class Task:
     def auto_model_class(self):
         """The transformers Auto class that builds and loads this family's models."""
         raise NotImplementedError
+
+    def check(self, cfg: dict) -> None:
+        """Everything this family decides about a config, before Ray starts (the preflight calls it
+        once): its data settings (`check_config`), the validation split kept whole where its
+        metrics match rows in order, no stream where it reads the whole split first, examples that
+        fit the model's positions, and sweep metrics its evaluation reports."""
+        from hfsweep.config.errors import ConfigError
+        from hfsweep.tasks.metrics import check_objective_metric
+
+        data, model = cfg["data"], cfg["model"]
+        self.check_config(data)
+        if self.needs_whole_validation and "validation" in data["datasets_to_split"]:
+            raise ConfigError(
+                f"data.datasets_to_split: model.task={self.name} matches its predictions to the validation split's rows in order, "
+                f"which sharding the split would lose; use data.datasets_to_split=[train]."
+            )
+        if data["streaming"] and type(self).prepare_raw is not Task.prepare_raw:
+            raise ConfigError(
+                f"data.streaming: the {self.name or type(self).__name__} task reads the whole train split before tokenizing "
+                f"(e.g. to list its labels); set data.streaming=false (data.max_train_samples bounds what is read)."
+            )
+        positions = model["config"].get("n_positions") or model["config"].get("max_position_embeddings")
+        if positions and data[self.length_key] > positions:
+            raise ConfigError(
+                f"data.{self.length_key} ({data[self.length_key]}): larger than the model's {positions} positions; "
+                f"lower it (data.{self.length_key}={positions}) or raise the model's positions."
+            )
+        from hfsweep.config.objectives import objectives
+
+        for metric, _ in objectives(cfg):
+            check_objective_metric(cfg, self, metric)
 
     def check_config(self, data_cfg: dict) -> None:
         """Refuse, with a ConfigError naming the key, data.* values this family cannot work with;
@@ -111,6 +147,21 @@ class Task:
         them to the worker) into model inputs, for tasks that do work per batch (masked LM's
         masking, padding each batch); None: the rows are the inputs. `seed` differs per worker."""
         return batch_collator(self.data_collator(tokenizer)) if self.pads_batches else None
+
+    def tokens_per_row(self, table):
+        """Real (unpadded) tokens in each row of a prepared Arrow table (what `data.max_train_tokens`
+        and the throughput count): the attention mask's ones, else the input ids' length."""
+        import numpy as np
+        import pyarrow as pa
+
+        column = table.column("attention_mask" if "attention_mask" in table.column_names else "input_ids").combine_chunks()
+        values = column.flatten().to_numpy(zero_copy_only=False)
+        if "attention_mask" not in table.column_names:
+            values = np.ones_like(values)
+        if pa.types.is_fixed_size_list(column.type):
+            return values.reshape(len(column), column.type.list_size).sum(axis=1)
+        offsets = column.offsets.to_numpy()
+        return np.add.reduceat(values, offsets[:-1]) if len(values) else np.zeros(len(column), dtype=np.int64)
 
     def save_validation_examples(self, raw_validation, data_cfg: dict, folder: str) -> None:
         """Write beside the prepared validation split what the metrics need besides its rows (QA:

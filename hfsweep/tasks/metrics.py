@@ -412,3 +412,51 @@ def metrics_function(entries: list, predictions_and_references: Callable) -> Opt
         return results
 
     return compute_metrics
+
+
+# every trial's reports (time_total_s: Tune's, the trial's running time), plus eval_<eval_metrics>
+REPORTED_METRICS = ("eval_loss", "eval_perplexity", "loss", "time_total_s")
+
+
+def check_objective_metric(cfg: dict, task, metric: str) -> None:
+    """Every eval metric loads and fits the task's predictions, and `metric` (an objective) is
+    reported. Where only the results will tell a metric's names (a `compute_metrics` or metric of
+    the user's), the sweep metric need only be eval_*."""
+    if cfg["compute_metrics"]:
+        _check_reported(metric, None)
+        return
+    if task.metrics:  # a task computing metrics of its own names
+        for name in cfg["eval_metrics"]:
+            if name not in task.metrics:
+                raise ConfigError(f"eval_metrics: '{name}' is not one of {', '.join(task.metrics)}.")
+        bare = metric.removeprefix("eval_")
+        if bare in task.metrics and bare not in cfg["eval_metrics"]:
+            raise ConfigError(
+                f"metric: {metric} is never computed; add it, e.g. eval_metrics=[{','.join([*cfg['eval_metrics'], bare])}]."
+            )
+        _check_reported(metric, list(cfg["eval_metrics"]))
+        return
+    names = []
+    for entry in cfg["eval_metrics"]:
+        reported = reported_names(check_entry(entry, task.inputs))
+        if reported is None:
+            _check_reported(metric, None)
+            return
+        names.extend(reported)
+    bare = metric.removeprefix("eval_")
+    if bare not in names and bare in LOCAL_METRICS and LOCAL_METRICS[bare].inputs == task.inputs:
+        raise ConfigError(
+            f"metric: {metric} is never computed; add it, e.g. eval_metrics=[{','.join([*map(str, cfg['eval_metrics']), bare])}]."
+        )
+    _check_reported(metric, names)
+
+
+def _check_reported(metric: str, names: Optional[list]) -> None:
+    """`names`: what the eval metrics report (before the Trainer's `eval_`), or None if unknown."""
+    if names is None:
+        if not metric.startswith("eval_") and metric not in REPORTED_METRICS:
+            raise ConfigError(f"metric: '{metric}' is not reported; eval metrics are reported as eval_NAME.")
+        return
+    reported = [*REPORTED_METRICS, *(f"eval_{name}" for name in names if f"eval_{name}" not in REPORTED_METRICS)]
+    if metric not in reported:
+        raise ConfigError(f"metric: no trial reports '{metric}'; choose one of {', '.join(reported)}.")

@@ -1,0 +1,41 @@
+"""Every check a config gets before Ray starts, each by the owner of what it checks, called once:
+the config's own (`hfsweep.config.validation`), the hardware's (`hfsweep.config.resources`), the
+Task's, the loop's, the adapter's (`hfsweep.models`) and the search's
+(`hfsweep.driver.search_rules`). Each refuses in one line that names the key and the fix.
+
+What passes is a `CheckedConfig`: the resolved config with the sweep's Task, resolved here once
+and handed to every layer below. `sweep.run` takes nothing else. Kept light (no torch, no Ray):
+a refusal takes about a second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hfsweep.config.resources import check_hardware
+from hfsweep.config.validation import check_config
+from hfsweep.driver.search_rules import check_search
+from hfsweep.loops.base import get_loop
+from hfsweep.models import check_peft
+from hfsweep.tasks import get_task
+from hfsweep.tasks.base import Task
+
+
+@dataclass(frozen=True)
+class CheckedConfig:
+    """A resolved config that passed every check, and the Task its `model.task` names."""
+
+    cfg: dict
+    task: Task
+
+
+def preflight(cfg: dict) -> CheckedConfig:
+    """Check `cfg` by owner; raise ConfigError naming the first bad key."""
+    task = get_task(cfg["model"]["task"])  # refuses an unknown task
+    check_config(cfg, generates=task.generates)
+    check_hardware(cfg)
+    task.check(cfg)
+    get_loop(cfg["loop"]["name"]).check(cfg, task)
+    check_peft(cfg)
+    check_search(cfg)
+    return CheckedConfig(cfg, task)

@@ -1,0 +1,106 @@
+"""What schedulers, searchers, stoppers and the search space need of each other, in one place:
+several objectives (only FIFO and the searchers that take a list), BOHB's scheduler and searcher
+together, and PBT's limits (no plateau schedule, no adapter shape it would perturb). Checked by
+the preflight before Ray starts. (A warm start's rules need its earlier run directories:
+`hfsweep.driver.warm_start`.)"""
+
+from __future__ import annotations
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.config.loading import import_object
+from hfsweep.config.objectives import is_multi_objective
+from hfsweep.config.validation import PLATEAU, as_override, lr_scheduler_types
+
+# peft.* keys that change which tensors the adapter has: a PBT exploit could not load the donor's.
+PEFT_SHAPE_KEYS = ("method", "r", "target_modules", "feedforward_modules", "modules_to_save", "bias", "use_dora", "load_in_4bit",
+                   "load_in_8bit")
+
+
+def check_search(cfg: dict) -> None:
+    _validate_one_metric_users(cfg)
+    _validate_bohb(cfg)
+    _validate_population_training(cfg)
+
+
+def is_population_training(cfg: dict) -> bool:
+    """Whether the scheduler exploits and perturbs trials (PBT, PB2 and their subclasses)."""
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    scheduler = import_object(cfg["scheduler"]["_target_"])
+    return isinstance(scheduler, type) and issubclass(scheduler, PopulationBasedTraining)
+
+
+def _validate_population_training(cfg: dict) -> None:
+    """An exploited trial carries on from the donor's checkpoint with perturbed values: a plateau
+    schedule's reductions and an adapter's shape cannot be carried over."""
+    if not is_population_training(cfg):
+        return
+    name = cfg["scheduler"]["_target_"].rsplit(".", 1)[-1]
+    if PLATEAU in lr_scheduler_types(cfg):
+        raise ConfigError(
+            f"training.lr_scheduler_type: under {name}, {PLATEAU} cannot carry an exploited trial's own "
+            f"learning rate over the donor's reductions; use another type (e.g. linear), or scheduler=asha."
+        )
+    searched = cfg["search_space"].get("peft", {}) if cfg["peft"]["method"] != "none" else {}
+    perturbed = [key for key in PEFT_SHAPE_KEYS if key in searched and searched[key].get("perturb") is not False]
+    if perturbed:
+        key = perturbed[0]
+        raise ConfigError(
+            f"search_space.peft.{key}: {name} would perturb it, and an exploited trial cannot load a donor's adapter "
+            f"of another shape; add search_space.peft.{key}.perturb=false (sampled per trial, taken from the donor at an exploit), "
+            f"or use scheduler=asha."
+        )
+
+
+# What may act on several objectives: Tune's FIFO scheduler, and searchers that take a list metric
+# (Optuna's multi-objective samplers) or ignore the metric (grid and random search).
+MULTI_OBJECTIVE_SCHEDULERS = ("ray.tune.schedulers.FIFOScheduler",)
+MULTI_OBJECTIVE_SEARCHERS = ("ray.tune.search.optuna.OptunaSearch", "ray.tune.search.BasicVariantGenerator")
+
+
+def _validate_one_metric_users(cfg: dict) -> None:
+    """With several objectives, refuse what optimises one: schedulers but FIFO, single-objective
+    searchers, and stoppers or the Trainer's best model following the whole list."""
+    if not is_multi_objective(cfg):
+        return
+    metrics, modes = cfg["metric"], cfg["mode"]
+    fix = f"or sweep one metric (metric={metrics[0]} mode={modes[0]})"
+    for key, allowed, what, use in (
+        ("scheduler", MULTI_OBJECTIVE_SCHEDULERS, "stops or pauses trials by one metric", "scheduler=fifo (with search_alg=optuna, grid or random)"),
+        ("search_alg", MULTI_OBJECTIVE_SEARCHERS, "optimises one metric", "search_alg=optuna (multi-objective TPE), grid or random"),
+    ):
+        target = cfg[key]["_target_"]
+        if not any(_is_a(target, name, exactly=key == "scheduler") for name in allowed):
+            raise ConfigError(f"{key}: {target.rsplit('.', 1)[-1]} {what}, and metric lists {len(metrics)}; use {use}, {fix}.")
+    for name, node in cfg["stopper"].items():
+        if isinstance(node.get("metric"), list):
+            raise ConfigError(
+                f"stopper.{name}.metric: a stopper watches one metric, not {as_override(node['metric'])}; "
+                f"set stopper.{name}.metric={metrics[0]} stopper.{name}.mode={modes[0]}."
+            )
+
+
+BOHB = ("ray.tune.schedulers.HyperBandForBOHB", "ray.tune.search.bohb.TuneBOHB")  # one works only with the other
+
+
+def _validate_bohb(cfg: dict) -> None:
+    import importlib.util
+
+    scheduler, searcher = (_is_a(cfg[key]["_target_"], name) for key, name in zip(("scheduler", "search_alg"), BOHB))
+    if scheduler != searcher:
+        key, other = ("scheduler", "search_alg") if scheduler else ("search_alg", "scheduler")
+        raise ConfigError(
+            f"{key}: {cfg[key]['_target_'].rsplit('.', 1)[-1]} works only with BOHB's {other}; set scheduler=bohb search_alg=bohb, "
+            f"or use search_alg=optuna scheduler=hyperband."
+        )
+    if searcher and (importlib.util.find_spec("hpbandster") is None or importlib.util.find_spec("ConfigSpace") is None):
+        raise ConfigError("search_alg: TuneBOHB needs hpbandster and ConfigSpace; pip install 'hfsweep[bohb]', or use search_alg=optuna scheduler=hyperband.")
+
+
+def _is_a(target: str, class_name: str, exactly: bool = False) -> bool:
+    """Whether `_target_` names the class `class_name` (or, unless `exactly`, a subclass): every
+    Tune scheduler subclasses FIFOScheduler."""
+    cls, of = import_object(target), import_object(class_name)
+    return cls is of or not exactly and isinstance(cls, type) and issubclass(cls, of)
+
+

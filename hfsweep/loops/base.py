@@ -1,0 +1,126 @@
+"""What a training loop is, and what each loop refuses before Ray starts. Kept light (no torch):
+the preflight imports it on every launch, and a loop's training code (`hf_trainer`,
+`accelerate`, each exposing `train_loop_per_worker(config)`) is imported on the workers only."""
+
+from __future__ import annotations
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.config.loading import import_object
+from hfsweep.config.validation import PLATEAU, lr_scheduler_types
+
+SAMPLING_STRATEGIES = ("random", "sequential", "group_by_length")  # training.train_sampling_strategy on a streamed shard
+
+
+class Loop:
+    """One way to train a trial on a worker. `name` is `loop.name` and the module under
+    hfsweep.loops that holds its `train_loop_per_worker`."""
+
+    name = ""
+
+    def check(self, cfg: dict, task) -> None:
+        """Refuse in one line what this loop cannot do with the config and the sweep's Task. Both
+        loops read their shard as a stream, grouped by length or not."""
+        strategy = cfg["training"].get("train_sampling_strategy", "random")
+        if strategy not in SAMPLING_STRATEGIES:
+            raise ConfigError(f"training.train_sampling_strategy: '{strategy}' is not one of {', '.join(SAMPLING_STRATEGIES)} "
+                              f"(the workers stream their shards, so batch_rebalance's whole-set planning cannot run); e.g. group_by_length.")
+        if strategy == "group_by_length" and (not task.pads_batches or cfg["data"]["pad_to_max_length"]):
+            fix = "set data.pad_to_max_length=false" if task.pads_batches else "remove it"
+            raise ConfigError(f"training.train_sampling_strategy: group_by_length batches examples of similar length to pad less, and "
+                              f"every example of model.task={task.name or type(task).__name__} has the same length here; {fix}.")
+
+
+class HFTrainerLoop(Loop):
+    """`loop=hf_trainer`: a prepared `transformers.Trainer` (or the configured subclass)."""
+
+    name = "hf_trainer"
+
+    def check(self, cfg: dict, task) -> None:
+        super().check(cfg, task)
+        self._check_sft_trainer(cfg, task)
+        if task.generates:
+            self._check_generation(cfg)
+
+    @staticmethod
+    def _check_sft_trainer(cfg: dict, task) -> None:
+        """TRL's SFTTrainer trains on the rows model.task=sft prepares, through the subclass that
+        takes a worker's Ray Data shard (TRL's own takes only a `datasets` Dataset)."""
+        import sys
+
+        target = cfg["trainer"]["_target_"]
+        sft_module = sys.modules.get("trl.trainer.sft_trainer")  # imported by the config check if the Trainer subclasses it
+        trainer = import_object(target)
+        if sft_module is None or not (isinstance(trainer, type) and issubclass(trainer, sft_module.SFTTrainer)):
+            return
+        if task.name != "sft":
+            raise ConfigError(f"trainer._target_: {target} trains on chat or instruction rows, which model.task={task.name} does not make; set model.task=sft, or trainer=default.")
+        from hfsweep.loops.sft_trainer import RayDataSFTTrainer
+
+        if not issubclass(trainer, RayDataSFTTrainer):
+            raise ConfigError(f"trainer._target_: {target} takes only a `datasets` Dataset, not a worker's Ray Data shard; use trainer=sft (or a subclass of its class).")
+
+    @staticmethod
+    def _check_generation(cfg: dict) -> None:
+        """A task scored on generated text needs a generating Trainer, and a sweep metric that
+        every report carries."""
+        from transformers import Seq2SeqTrainer
+
+        from hfsweep.config.objectives import objectives
+        from hfsweep.loops.trainers import GenerationEvalTrainer
+        from hfsweep.tasks.metrics import REPORTED_METRICS
+
+        trainer = import_object(cfg["trainer"]["_target_"])
+        if cfg["eval_metrics"] and not issubclass(trainer, Seq2SeqTrainer):
+            raise ConfigError(
+                f"trainer._target_: {cfg['trainer']['_target_']} does not generate, so eval_metrics cannot be scored; "
+                f"use trainer._target_=hfsweep.loops.trainers.GenerationEvalTrainer (or a Seq2SeqTrainer)."
+            )
+        every = cfg["trainer"].get("every_k_evals", 1) if issubclass(trainer, GenerationEvalTrainer) else 1
+        missing = [metric for metric, _ in objectives(cfg) if metric not in REPORTED_METRICS]
+        if every > 1 and missing:
+            raise ConfigError(
+                f"trainer.every_k_evals: {every} generates at one evaluation in {every}, so {missing[0]} is missing from the "
+                f"reports between; sweep on metric=eval_loss, or set trainer.every_k_evals=1."
+            )
+
+
+# The training.* keys the Accelerate loop honours, and those it may ignore (the Trainer's cadence
+# and logging settings, which the config check also needs).
+ACCELERATE_LOOP_KEYS = {
+    "learning_rate", "weight_decay", "lr_scheduler_type", "warmup_steps", "max_steps", "seed",
+    "per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps", "max_grad_norm",
+    "eval_strategy", "eval_steps", "save_strategy", "save_steps", "bf16", "fp16", "activation_checkpointing",
+    "logging_steps", "disable_tqdm", "average_tokens_across_devices", "train_sampling_strategy",
+}
+
+
+class AccelerateLoop(Loop):
+    """`loop=accelerate`: a plain Accelerate loop over the model, optimizer and schedule."""
+
+    name = "accelerate"
+
+    def check(self, cfg: dict, task) -> None:
+        super().check(cfg, task)
+        if cfg["callbacks"]:
+            raise ConfigError("callbacks: TrainerCallbacks need loop=hf_trainer; use callbacks=none with loop=accelerate.")
+        for key in cfg["training"]:
+            if key not in ACCELERATE_LOOP_KEYS:
+                raise ConfigError(f"training.{key}: loop=accelerate does not use it; remove it, or use loop=hf_trainer.")
+        if PLATEAU in lr_scheduler_types(cfg):
+            raise ConfigError(
+                f"training.lr_scheduler_type: loop=accelerate steps its schedule every optimizer step, and {PLATEAU} "
+                f"needs the eval metric; use another type, or loop=hf_trainer."
+            )
+        if cfg["peft"]["method"] != "none":
+            raise ConfigError(f"peft: loop=accelerate saves whole models, not adapters; use loop=hf_trainer with peft={cfg['peft']['method']}.")
+        if task.generates:
+            raise ConfigError(f"loop=accelerate: model.task={task.name} is scored on generated text, which the hf_trainer loop does; use loop=hf_trainer.")
+
+
+LOOPS = {loop.name: loop for loop in (HFTrainerLoop(), AccelerateLoop())}
+
+
+def get_loop(name: str) -> Loop:
+    if name not in LOOPS:
+        raise ConfigError(f"loop.name: '{name}' is not one of {', '.join(LOOPS)}; e.g. loop=accelerate.")
+    return LOOPS[name]

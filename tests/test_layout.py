@@ -1,0 +1,63 @@
+"""The package's layering: each module imports only its own layer and the layers below it (the
+README's Layout section lists them), so a decision's owner never reaches up to a caller."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "hfsweep"
+
+# Top to bottom. A module's layer is that of its longest listed prefix.
+LAYERS = [
+    ("hfsweep.__main__", "hfsweep.cli", "hfsweep.glue", "hfsweep.replay", "hfsweep.report", "hfsweep.resume", "hfsweep.datasets_offline"),
+    ("hfsweep.driver",),
+    ("hfsweep.trial",),
+    ("hfsweep.loops",),
+    ("hfsweep.tasks",),
+    ("hfsweep.data", "hfsweep.models"),
+    ("hfsweep.config", "hfsweep.conf"),
+    ("hfsweep.contract", "hfsweep.run_dir", "hfsweep.compat", "hfsweep"),
+]
+
+
+def layer_of(module: str) -> int:
+    matches = [(len(prefix), depth) for depth, prefixes in enumerate(LAYERS) for prefix in prefixes
+               if module == prefix or module.startswith(prefix + ".")]
+    return max(matches)[1]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """(line, module) for every hfsweep import in the file, function-level ones included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("hfsweep")]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("hfsweep"):
+            found += [(node.lineno, f"{node.module}.{alias.name}") if f"{node.module}.{alias.name}".replace(".", "/") in SUBMODULES
+                      else (node.lineno, node.module) for alias in node.names]
+    return found
+
+
+SUBMODULES = {str(p.relative_to(PACKAGE.parent).with_suffix("")) for p in PACKAGE.rglob("*.py")}
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_has_a_layer():
+    assert MODULES
+    for path in MODULES:
+        layer_of(module_name(path))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
+def test_imports_only_go_down(path):
+    own = layer_of(module_name(path))
+    upward = [f"line {line}: {module} ({LAYERS[layer_of(module)][0]})" for line, module in imported_modules(path) if layer_of(module) < own]
+    assert not upward, f"{module_name(path)} ({LAYERS[own][0]}) imports a layer above it: {'; '.join(upward)}"
