@@ -92,7 +92,7 @@ def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None
         from_data = task.model_config_kwargs(label_names)
         if quantized:
             from_data["quantization_config"] = _quantization_config(peft_cfg)
-        model = _build(model_cfg, task.auto_model_class(), tokenizer, from_data)
+        model = _build(model_cfg, task.auto_model_class(), task.config_from_processor(tokenizer), from_data)
     if getattr(model, "loss_type", None) is None:
         model.loss_type = task.loss_type
     if peft_cfg is None or peft_cfg["method"] == "none":
@@ -170,21 +170,13 @@ def _quantization_config(peft_cfg: dict):
     return BitsAndBytesConfig(load_in_8bit=True)
 
 
-def _build(model_cfg: dict, auto_class, tokenizer, from_data: dict):
+def _build(model_cfg: dict, auto_class, from_processor: dict, from_data: dict):
     from transformers import AutoConfig
 
     if model_cfg["pretrained"]:
         return auto_class.from_pretrained(model_cfg["pretrained"], **from_data)
     arch = dict(model_cfg["config"])
-    config = AutoConfig.for_model(
-        arch.pop("model_type"),
-        vocab_size=len(tokenizer),
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        **arch,
-        **from_data,
-    )
+    config = AutoConfig.for_model(arch.pop("model_type"), **from_processor, **arch, **from_data)
     return auto_class.from_config(config)
 
 

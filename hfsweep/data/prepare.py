@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from functools import partial
 from dataclasses import dataclass
 from typing import Optional
 
@@ -23,7 +22,6 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.data.cache import atomic_dir
 from hfsweep.data.shards import write_shards
 from hfsweep.data.sources import load_raw, source_identity
-from hfsweep.data.tokenizers import load_tokenizer, tokenizer_for
 
 
 PREPARED_LAYOUT = 2  # what a prepared folder holds; a change makes earlier caches miss instead of misread
@@ -33,7 +31,7 @@ PREPARED_LAYOUT = 2  # what a prepared folder holds; a change makes earlier cach
 class PreparedData:
     """Where a sweep's tokenized data lives; every trial and worker reads these paths."""
 
-    tokenizer_path: str
+    tokenizer_path: str  # the Task's processor: a tokenizer for text
     train_path: str
     validation_path: str
     num_train_blocks: int  # training examples (packed blocks for causal LM)
@@ -90,8 +88,7 @@ def prepare(cfg: dict, task) -> PreparedData:
     """Tokenize the configured data once, as the sweep's Task needs it; return where trials find it."""
     data_cfg, cache_dir = cfg["data"], os.path.expanduser(cfg["cache_dir"])
     raw = raw_splits(data_cfg, cache_dir, task)
-    read_from = [task.identity(), {k: data_cfg[k] for k in task.text_keys}]  # which texts of the split the tokenizer learns
-    tokenizer_path = tokenizer_for(cfg["model"]["tokenizer"], raw["train"], partial(task.texts, data_cfg=data_cfg), read_from, cache_dir)
+    tokenizer_path = task.prepare_processor(cfg["model"], raw["train"], data_cfg, cache_dir)
     tokenized_by = what_is_prepared(data_cfg, task)
     train_identity = source_identity(data_cfg, cache_dir) if data_cfg["streaming"] else dataset_fingerprint(raw["train"])
     key = hashlib.sha256(
@@ -109,7 +106,7 @@ def prepare(cfg: dict, task) -> PreparedData:
                 f"data: the train split gives no training examples after tokenization (for causal LM: fewer than "
                 f"data.block_size={data_cfg['block_size']} tokens per chunk); add data or lower data.block_size."
             )
-        write_validation(raw["validation"], task, load_tokenizer(tokenizer_path), data_cfg, tmp)
+        write_validation(raw["validation"], task, task.load_processor(tokenizer_path), data_cfg, tmp)
         with open(os.path.join(tmp, "train_summary.json"), "w") as f:
             json.dump({"shards": written.num_shards, "rows": written.num_rows, "tokens": written.num_tokens,
                        "label_names": task.label_names(raw["train"], data_cfg)}, f)

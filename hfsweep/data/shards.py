@@ -48,12 +48,10 @@ def _start(task, tokenizer_path: str, data_cfg: dict, in_pool: bool = False) -> 
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
     import datasets
 
-    from hfsweep.data.tokenizers import load_tokenizer
-
     if in_pool:
         datasets.disable_progress_bars()
         datasets.logging.set_verbosity_error()
-    _worker.update(task=task, tokenizer=load_tokenizer(tokenizer_path), data_cfg=data_cfg, setup=(task, tokenizer_path, data_cfg))
+    _worker.update(task=task, tokenizer=task.load_processor(tokenizer_path), data_cfg=data_cfg, setup=(task, tokenizer_path, data_cfg))
 
 
 def _process_on_node(setup: tuple, index: int, chunk, out_dir: str) -> tuple[str, np.ndarray]:

@@ -10,7 +10,6 @@ import tempfile
 from omegaconf import OmegaConf
 
 from hfsweep.data.prepare import raw_splits, write_validation
-from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.tasks import get_task
 
 SPEED_METRICS = ("runtime", "samples_per_second", "steps_per_second")  # the Trainer's timings, not scores
@@ -43,7 +42,7 @@ def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: dict, raw) ->
     from hfsweep.loops.hf_trainer import build_trainer, training_arguments
 
     task = get_task(cfg["model"]["task"])
-    tokenizer = load_tokenizer(checkpoint_path)
+    tokenizer = task.load_processor(checkpoint_path)
     model = task.auto_model_class().from_pretrained(checkpoint_path)
     # One process, no distributed strategy: the strategy's arguments (DeepSpeed, FSDP) stay out.
     here = {**cfg, "data": data_cfg, "cluster": {**cfg["cluster"], "use_gpu": torch.cuda.is_available()},

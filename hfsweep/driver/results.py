@@ -118,10 +118,8 @@ def export_best(best: BestTrial, cfg: dict, task, out_dir: str, label_names: Opt
     its base in `OUT_DIR_merged`, for the plain Auto class."""
     import transformers
 
-    from hfsweep.data.tokenizers import load_tokenizer
-
     transformers.utils.logging.disable_progress_bar()  # "Loading weights", "Writing model shards"
-    tokenizer = load_tokenizer(best.checkpoint_path)
+    tokenizer = task.load_processor(best.checkpoint_path)
     if not is_adapter(best.checkpoint_path):
         task.auto_model_class().from_pretrained(best.checkpoint_path).save_pretrained(out_dir)
         tokenizer.save_pretrained(out_dir)

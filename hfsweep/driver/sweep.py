@@ -19,7 +19,6 @@ from hfsweep.config.loading import saved_config
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trial_resources, trains_in_process
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare
-from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.driver.budget import SweepBudget, build_budget
 from hfsweep.driver.checkpoint_budget import build_checkpoint_budget, checkpoint_disk_use
 from hfsweep.driver.loggers import build_loggers
@@ -206,7 +205,7 @@ def untrained_eval_loss(cfg: dict, task, data: PreparedData) -> float:
     """The validation loss of the model every trial starts from (same seed), as a baseline."""
     from transformers import set_seed
 
-    tokenizer = load_tokenizer(data.tokenizer_path)
+    tokenizer = task.load_processor(data.tokenizer_path)
     set_seed(cfg["seed"])
     model = build_model(cfg["model"], tokenizer, data.label_names, task=task)
     return evaluate_model(model, tokenizer, data.validation_path, data_collator=task.collator(cfg, tokenizer))

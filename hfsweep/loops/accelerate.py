@@ -25,7 +25,6 @@ from transformers import get_scheduler
 from transformers.trainer_pt_utils import nested_concat
 
 from hfsweep.contract import IGNORED, EvalContext, checkpoint_dir_name, checkpoint_step
-from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.loops.common import (
     WhatRan,
     apply_hyperparameters,
@@ -64,7 +63,7 @@ def _evaluate(accelerator: Accelerator, model, loader, compute_metrics) -> dict:
     with torch.no_grad():
         for batch in loader:
             outputs = model(**batch)
-            losses.append(accelerator.gather_for_metrics(outputs.loss.repeat(batch["input_ids"].shape[0])))
+            losses.append(accelerator.gather_for_metrics(outputs.loss.repeat(len(next(iter(batch.values()))))))
             if compute_metrics:  # per-token outputs of batches padded to their own longest: padded to one length, as the Trainer does
                 batch_logits, batch_labels = gathered(accelerator, outputs.logits).float().cpu(), gathered(accelerator, batch["labels"]).cpu()
                 logits = batch_logits if logits is None else nested_concat(logits, batch_logits, padding_index=IGNORED)
@@ -109,7 +108,7 @@ def train_loop_per_worker(config: dict) -> None:
     if accelerator.num_processes != world_size:  # each worker would train alone, silently
         raise RuntimeError(f"Accelerate sees {accelerator.num_processes} processes, Ray Train started {world_size}")
     quiet_logs(accelerator.process_index)
-    tokenizer = load_tokenizer(config["tokenizer_path"])
+    tokenizer = task.load_processor(config["tokenizer_path"])
     validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
     model = build_model(cfg["model"], tokenizer, config["label_names"], task=task)

@@ -20,7 +20,6 @@ from transformers import PrinterCallback, Seq2SeqTrainingArguments, Trainer, Tra
 
 from hfsweep.config.loading import import_object
 from hfsweep.contract import EvalContext, checkpoint_dir_name
-from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.loops.common import (
     WhatRan,
     apply_hyperparameters,
@@ -147,7 +146,7 @@ def train_loop_per_worker(config: dict) -> None:
     quiet_logs(0 if in_process else ray.train.get_context().get_world_rank())
 
     task = config["task"]  # resolved once, on the driver
-    tokenizer = load_tokenizer(config["tokenizer_path"])
+    tokenizer = task.load_processor(config["tokenizer_path"])  # a tokenizer, or the Task's other processor
     task.prepare_tokenizer(tokenizer, cfg["data"])  # saved with every checkpoint's tokenizer
     validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights

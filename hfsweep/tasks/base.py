@@ -59,6 +59,29 @@ class Task:
         constructor arguments a task keeps as attributes: its own config node, `model.task`)."""
         return [self.name, dict(sorted(vars(self).items()))]
 
+    def prepare_processor(self, model_cfg: dict, train, data_cfg: dict, cache_dir: str) -> str:
+        """The folder of what turns this family's raw examples into model inputs, made once per
+        sweep: for text, the pretrained tokenizer `model.tokenizer` names, or one trained on the
+        train split's texts (`texts`), cached by content."""
+        from functools import partial
+
+        from hfsweep.data.tokenizers import tokenizer_for
+
+        read_from = [self.identity(), {k: data_cfg[k] for k in self.text_keys}]  # which texts of the split a tokenizer learns
+        return tokenizer_for(model_cfg["tokenizer"], train, partial(self.texts, data_cfg=data_cfg), read_from, cache_dir)
+
+    def load_processor(self, path: str):
+        """The processor `prepare_processor` made (or a checkpoint saved): here a tokenizer."""
+        from hfsweep.data.tokenizers import load_tokenizer
+
+        return load_tokenizer(path)
+
+    def config_from_processor(self, processor) -> dict:
+        """What a model built from `model.config` takes from the processor: a text model's
+        vocabulary size and special tokens."""
+        return {"vocab_size": len(processor), "bos_token_id": processor.bos_token_id, "eos_token_id": processor.eos_token_id,
+                "pad_token_id": processor.pad_token_id}
+
     def model_config_kwargs(self, label_names: Optional[list]) -> dict:
         """What the model's config needs from the data: by default the classes' names, if any."""
         if not label_names:
