@@ -1,0 +1,141 @@
+"""Image classification, as transformers' examples/pytorch/image-classification/
+run_image_classification.py does it: each image (RGB) becomes `pixel_values` through an image
+processor (the pretrained model's, or a ViT processor at `model.config.image_size`), an
+`AutoModelForImageClassification` gets one output per class of the label column, and accuracy
+scores it. The processor stands where text families have a tokenizer.
+
+Its columns are the task's own options (`image`, `label` by default, as the script's). Images come
+as `datasets` stores them: a parquet file with an Image column, or the hub. `write_digits(DIR)`
+writes scikit-learn's 1,797 handwritten digits (8x8, shipped with scikit-learn) that way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.tasks.base import Task, batch_collator
+from hfsweep.tasks.metrics import LABELS
+
+PIXEL_SCALE = 255 / 16  # scikit-learn's digits hold 0..16 per pixel
+
+
+class ImageClassification(Task):
+    name = "image_classification"
+    inputs = LABELS
+    text_keys = ()
+
+    def __init__(self, image_column: str = "image", label_column: str = "label"):
+        self.image_column, self.label_column = image_column, label_column
+
+    def auto_model_class(self):
+        from transformers import AutoModelForImageClassification
+
+        return AutoModelForImageClassification
+
+    def prepare_processor(self, model_cfg: dict, train, data_cfg: dict, cache_dir: str) -> str:
+        """The pretrained model's image processor, or a ViT processor for images of the built
+        model's `image_size` (rescaled to 0..1, normalised to mean and std 0.5), saved once."""
+        from transformers import ViTImageProcessor
+
+        if model_cfg["pretrained"]:
+            return model_cfg["pretrained"]
+        size = model_cfg["config"].get("image_size", 224)
+        settings = {"size": {"height": size, "width": size}, "image_mean": [0.5] * 3, "image_std": [0.5] * 3}
+        out = os.path.join(cache_dir, "processors", hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16])
+        if not os.path.isdir(out):
+            ViTImageProcessor(**settings).save_pretrained(out)
+        return out
+
+    def load_processor(self, path: str):
+        from transformers import AutoImageProcessor
+
+        return AutoImageProcessor.from_pretrained(path)
+
+    def config_from_processor(self, processor) -> dict:
+        return {}  # the image size and channels are model.config's
+
+    def label_names(self, train, data_cfg: dict):
+        return train.features[self.label_column].names
+
+    def prepare_raw(self, raw, data_cfg: dict):
+        """Both columns present, the labels encoded as classes (names kept in the model's config)."""
+        from datasets import ClassLabel
+
+        for split, ds in raw.items():
+            for option, column in (("image_column", self.image_column), ("label_column", self.label_column)):
+                if column not in ds.column_names:
+                    raise ConfigError(f"model.task.{option}: '{column}' is not a column of the {split} split "
+                                      f"(columns: {', '.join(ds.column_names)}); give the task the column's name.")
+        if not isinstance(raw["train"].features[self.label_column], ClassLabel):
+            raw = raw.class_encode_column(self.label_column)
+        return raw
+
+    def preprocess(self, ds, processor, data_cfg: dict, split: str):
+        """Each image as flat `pixel_values` (a fixed-length row streams through Ray Data as one
+        array); the collators give them back their (channels, height, width) shape."""
+        from datasets import Features, List, Value
+
+        def encode(batch: dict) -> dict:
+            images = [image.convert("RGB") for image in batch[self.image_column]]
+            pixels = processor(images, return_tensors="np")["pixel_values"]
+            return {"pixel_values": pixels.reshape(len(images), -1), "labels": batch[self.label_column]}
+
+        width = 3 * processor.size["height"] * processor.size["width"]
+        features = Features({"pixel_values": List(Value("float32"), length=width), "labels": ds.features[self.label_column]})
+        return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"process {split}")
+
+    def tokens_per_row(self, table):
+        import numpy as np
+
+        return np.ones(table.num_rows, dtype=np.int64)  # one image: the family counts samples, not tokens
+
+    def data_collator(self, processor):
+        """Rows of flat pixel values as a (batch, 3, height, width) batch, with their labels."""
+        import numpy as np
+        import torch
+
+        shape = (3, processor.size["height"], processor.size["width"])
+
+        def collate(rows: list) -> dict:
+            pixels = np.stack([np.asarray(row["pixel_values"], dtype=np.float32) for row in rows]).reshape(len(rows), *shape)
+            return {"pixel_values": torch.from_numpy(pixels), "labels": torch.tensor([int(row["labels"]) for row in rows])}
+
+        return collate
+
+    def train_collator(self, processor, data_cfg: dict, seed: int):
+        return batch_collator(self.data_collator(processor))
+
+    def validation_collator(self, cfg: dict, processor):
+        return batch_collator(self.collator(cfg, processor))
+
+    def predictions_and_references(self, eval_pred, context):
+        import numpy as np
+
+        logits, labels = eval_pred
+        return np.argmax(logits, axis=-1), labels, logits.shape[-1]
+
+
+TASK = ImageClassification()
+
+
+def write_digits(folder: str, validation_share: float = 0.2, seed: int = 0) -> str:
+    """scikit-learn's handwritten digits as `train.parquet` and `validation.parquet` in `folder`:
+    8x8 grayscale PNG images in an Image column, their digit in a `label` ClassLabel column, split
+    at random (seeded) as run_image_classification.py splits a set without a validation split."""
+    import numpy as np
+    from datasets import ClassLabel, Dataset, Features, Image
+    from PIL import Image as PILImage
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = [PILImage.fromarray(np.round(image * PIXEL_SCALE).astype(np.uint8), mode="L") for image in digits.images]
+    features = Features({"image": Image(), "label": ClassLabel(names=[str(d) for d in range(10)])})
+    split = Dataset.from_dict({"image": images, "label": digits.target.tolist()}, features=features).train_test_split(
+        test_size=validation_share, seed=seed)
+    os.makedirs(folder, exist_ok=True)
+    split["train"].to_parquet(os.path.join(folder, "train.parquet"))
+    split["test"].to_parquet(os.path.join(folder, "validation.parquet"))
+    return folder
