@@ -25,7 +25,7 @@ import tempfile
 from _common import config, run_sweep
 
 from hfsweep.driver.ray_cluster import init_ray
-from hfsweep.driver.results import directory_bytes
+from hfsweep.driver.best import directory_bytes
 from hfsweep.tasks import get_task
 
 METHODS = {"full fine-tuning": ["peft=none"], "LoRA (r=8, c_attn)": ["peft=lora"]}

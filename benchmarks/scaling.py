@@ -173,7 +173,7 @@ def _run_trial_counts(counts: list[int], root: Path) -> None:
 
     from hfsweep.driver import sweep
     from hfsweep.driver.checkpoint_budget import build_checkpoint_budget
-    from hfsweep.driver.results import write_report
+    from hfsweep.driver.report import write_report
     from hfsweep.driver.schedulers import build_scheduler, build_stopper
     from hfsweep.driver.search_space import compile_search_space
 

@@ -10,7 +10,7 @@ import pytest
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from hfsweep.driver import sweep
-from hfsweep.driver.results import best_trial
+from hfsweep.driver.best import best_trial
 from tests.conftest import resolved_config, write_glue_pairs
 from hfsweep.driver.preflight import preflight
 

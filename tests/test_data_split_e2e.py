@@ -9,7 +9,7 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hfsweep.driver import sweep
-from hfsweep.driver.results import evaluate_model
+from hfsweep.driver.evaluation import evaluate_model
 from tests.conftest import prepare_data, resolved_config
 from hfsweep.driver.preflight import preflight
 

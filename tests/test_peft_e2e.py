@@ -13,7 +13,8 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hfsweep.driver import sweep
-from hfsweep.driver.results import best_trial, directory_bytes, evaluate_model
+from hfsweep.driver.best import best_trial, directory_bytes
+from hfsweep.driver.evaluation import evaluate_model
 from hfsweep.models import tensors_digest
 from tests.conftest import prepare_data, resolved_config, save_tiny_base
 from hfsweep.driver.preflight import preflight

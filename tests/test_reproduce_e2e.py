@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM
 
 from hfsweep.cli import replay
 from hfsweep.driver import sweep
-from hfsweep.driver.results import best_trial
+from hfsweep.driver.best import best_trial
 from tests.conftest import resolved_config
 from hfsweep.driver.preflight import preflight
 

@@ -16,7 +16,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hfsweep.driver import sweep
 from hfsweep.models import weights_digest
-from hfsweep.driver.results import best_trial, evaluate_model
+from hfsweep.driver.best import best_trial
+from hfsweep.driver.evaluation import evaluate_model
 from tests.conftest import prepare_data, resolved_config
 from hfsweep.driver.preflight import preflight
 

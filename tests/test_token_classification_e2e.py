@@ -10,7 +10,7 @@ from transformers import AutoModelForTokenClassification
 
 from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
-from hfsweep.driver.results import best_trial
+from hfsweep.driver.best import best_trial
 from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
 from hfsweep.driver.preflight import preflight
 

@@ -88,9 +88,10 @@ def replay_table(out: str, metric: str, final: pd.DataFrame) -> pd.DataFrame:
 def replay(run_dir: str, seeds: list[int]) -> str:
     """Run the replay and write its table; returns the replay directory."""
     from hfsweep.driver import sweep
+    from hfsweep.driver.preflight import preflight
 
     cfg = replay_config(run_dir, seeds)
-    results = sweep.run(cfg)
+    results = sweep.run(preflight(cfg))
     out = cfg["cluster"]["storage_path"]
     replay_table(out, first_objective(cfg)[0], final_scores(results, cfg))
     return out

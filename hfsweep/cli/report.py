@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from hfsweep.run_dir import RESOLVED_CONFIG, holds_sweep
-from hfsweep.driver.results import write_report
+from hfsweep.driver.report import write_report
 
 
 def main(argv: list[str] | None = None) -> int:

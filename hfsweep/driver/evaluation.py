@@ -55,3 +55,16 @@ def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: dict, raw) ->
         )
         trainer.remove_callback(PrinterCallback)  # the caller tabulates the scores
         return scores(trainer.evaluate())
+
+
+def evaluate_model(model, tokenizer, validation_path: str, batch_size: int = 16, data_collator=None) -> float:
+    """Eval loss of `model` on the prepared validation split, in this process, on the CPU; with
+    `data_collator` (a task that pads each batch), batched by it."""
+    import datasets
+    from transformers import PrinterCallback, Trainer, TrainingArguments, default_data_collator
+
+    with tempfile.TemporaryDirectory() as out:
+        args = TrainingArguments(output_dir=out, use_cpu=True, per_device_eval_batch_size=batch_size, report_to="none", disable_tqdm=True)
+        trainer = Trainer(model=model, args=args, data_collator=data_collator or default_data_collator, processing_class=tokenizer)
+        trainer.remove_callback(PrinterCallback)  # it prints the metrics dict; the summary says what matters
+        return trainer.evaluate(datasets.load_from_disk(validation_path))["eval_loss"]

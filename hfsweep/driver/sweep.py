@@ -26,7 +26,10 @@ from hfsweep.driver.pareto import PARETO_PLOT
 from hfsweep.driver.preflight import CheckedConfig, preflight
 from hfsweep.driver.provenance import write_provenance
 from hfsweep.driver.ray_cluster import check_storage_writable, check_trial_fits, init_ray, max_concurrent_trials
-from hfsweep.driver.results import best_trial, evaluate_model, export_best, summary, write_best, write_report
+from hfsweep.driver.best import best_trial, write_best
+from hfsweep.driver.evaluation import evaluate_model
+from hfsweep.driver.export import export_best
+from hfsweep.driver.report import summary, write_report
 from hfsweep.driver.schedulers import build_scheduler, build_search_alg, build_stopper
 from hfsweep.driver.search_space import compile_search_space
 from hfsweep.driver.warm_start import load_warm_start, searcher_arguments

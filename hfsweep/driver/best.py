@@ -1,0 +1,100 @@
+"""Choosing the sweep's best trial and checkpoint (by its metric, or on the Pareto front of several
+objectives, ranking equal scores as Tune does), and `best.json`."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+import pandas as pd
+from omegaconf import OmegaConf
+from ray import tune
+
+from hfsweep import run_dir as run_files
+from hfsweep.config.loading import iter_leaves
+from hfsweep.config.objectives import is_multi_objective, objectives
+from hfsweep.contract import read_pointer
+from hfsweep.driver.pareto import best_of_front, pareto_optimal
+from hfsweep.run_dir import last_column
+
+
+@dataclass
+class BestTrial:
+    trial_id: str
+    hyperparameters: dict
+    metric: str
+    value: float
+    step: int
+    checkpoint_path: str
+    objectives: dict = field(default_factory=dict)  # several objectives: each one's value at `step`
+    checkpoint_bytes: int = 0  # the best checkpoint on disk (an adapter's: a small share of a whole model's)
+
+
+def lookup(config: dict, path: str):
+    return OmegaConf.select(OmegaConf.create(config), path)
+
+
+def searched_paths(cfg: dict) -> list[str]:
+    return [path for path, _ in iter_leaves(cfg["search_space"])]
+
+
+def best_trial(results: tune.ResultGrid, cfg: dict) -> BestTrial:
+    """The trial with the best reported metric at any step, and its best checkpoint; with several
+    objectives, the Pareto-optimal trial `hfsweep.driver.pareto` picks, at its last report."""
+    if is_multi_objective(cfg):
+        return best_of_pareto_front(results, cfg)
+    metric, mode = cfg["metric"], cfg["mode"]
+    result = results.get_best_result(metric=metric, mode=mode, scope="all")
+    # Of equal scores the later, as Tune ranks them (and keeps them, with num_to_keep): a classifier's accuracy often repeats
+    checkpoint, metrics = max(
+        result.best_checkpoints, key=lambda cm: (cm[1][metric] if mode == "max" else -cm[1][metric], cm[1]["step"])
+    )
+    return BestTrial(
+        trial_id=metrics["trial_id"],
+        hyperparameters={p: lookup(metrics["config"], p) for p in searched_paths(cfg)},
+        metric=metric,
+        value=metrics[metric],
+        step=metrics["step"],
+        checkpoint_path=(path := read_pointer(checkpoint)),
+        checkpoint_bytes=directory_bytes(path),
+    )
+
+
+def best_of_pareto_front(results: tune.ResultGrid, cfg: dict) -> BestTrial:
+    """Each trial's last report with every objective is its point; `best_of_front` picks one."""
+    names = [metric for metric, _ in objectives(cfg)]
+    last = {}
+    for result in results:
+        history = result.metrics_dataframe
+        if history is not None and set(names) <= set(history.columns):
+            reports = history.dropna(subset=names)
+            if len(reports):
+                last[reports["trial_id"].iloc[-1]] = reports.iloc[-1]
+    table = pd.DataFrame([{last_column(name): report[name] for name in names} for report in last.values()], index=list(last))
+    table["pareto"] = pareto_optimal(table, objectives(cfg))
+    report = last[best_of_front(table, objectives(cfg))]
+    return BestTrial(
+        trial_id=report["trial_id"],
+        hyperparameters={p: lookup(results_config(results, report["trial_id"]), p) for p in searched_paths(cfg)},
+        metric=names[0],
+        value=float(report[names[0]]),
+        step=int(report["step"]),
+        checkpoint_path=report["checkpoint_path"],
+        checkpoint_bytes=directory_bytes(report["checkpoint_path"]),
+        objectives={name: float(report[name]) for name in names},
+    )
+
+
+def results_config(results: tune.ResultGrid, trial_id: str) -> dict:
+    return next(result.config for result in results if result.metrics.get("trial_id") == trial_id)
+
+
+def write_best(best: BestTrial, run_dir: str) -> None:
+    """`best.json` in the run directory: what a multirun summary and a reader need first."""
+    run_files.write_best(run_dir, dataclasses.asdict(best))
+
+
+def directory_bytes(path: str) -> int:
+    """The bytes of every file under `path`: what one checkpoint costs on disk."""
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)

@@ -1,0 +1,153 @@
+"""What a sweep tells the user: the per-trial table (`results.csv`, `results.md`), the curves, the
+hyperparameter plot (and the Pareto front's), and the one-screen summary.
+
+Tables and plots are built from Tune's experiment directory alone (`ExperimentAnalysis`), so
+`python -m hfsweep.report RUN_DIR` regenerates them for a finished or still-running sweep.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Optional
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)  # "building the font cache" on a fresh machine
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from ray import tune  # noqa: E402
+
+from hfsweep import run_dir as run_files  # noqa: E402
+from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
+from hfsweep.driver.best import BestTrial, lookup, searched_paths  # noqa: E402
+from hfsweep.driver.pareto import PARETO_PLOT, pareto_optimal, plot_pareto  # noqa: E402
+from hfsweep.driver.tables import markdown  # noqa: E402
+from hfsweep.run_dir import last_column  # noqa: E402
+
+
+def why_it_ended(trial, max_steps: int) -> str:
+    """Errored, completed (its step budget), early-stopped by a Trainer callback, or stopped by
+    Tune (the scheduler or a stopper); anything else is the trial's live status."""
+    if trial.status == "ERROR":
+        return "errored"
+    if trial.status != "TERMINATED":
+        return trial.status.lower()
+    last = trial.last_result
+    if "step" not in last:
+        return "never started"  # pending when the sweep's budget ran out
+    if not last.get("trainer_finished"):
+        return "stopped by scheduler/stopper"
+    return "completed" if last.get("step", 0) >= max_steps else "early-stopped"
+
+
+def error_line(trial) -> str:
+    """The last line of a trial's error (e.g. 'FloatingPointError: training diverged: ...'), if any."""
+    name = trial.run_metadata.error_filename
+    path = os.path.join(trial.path, name) if name else None
+    if not path or not os.path.isfile(path):
+        return ""
+    lines = [line.strip() for line in open(path) if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
+    """One row per trial: hyperparameters, status, iterations, best and last value of each
+    objective, why it ended; with several objectives, whether it is Pareto-optimal."""
+    rows = []
+    for trial in analysis.trials:
+        history = analysis.trial_dataframes.get(trial.trial_id, pd.DataFrame())
+        scores = {}
+        for metric, mode in objectives(cfg):
+            values = history[metric].dropna() if metric in history else pd.Series(dtype=float)
+            scores[f"best_{metric}"] = (values.max() if mode == "max" else values.min()) if len(values) else None
+            scores[last_column(metric)] = values.iloc[-1] if len(values) else None
+        rows.append(
+            {
+                "trial_id": trial.trial_id,
+                **{path: lookup(trial.config, path) for path in searched_paths(cfg)},
+                "status": trial.status,
+                "iterations": trial.last_result.get("training_iteration", 0),
+                "step": trial.last_result.get("step", 0),
+                **scores,
+                "ended": why_it_ended(trial, cfg["training"]["max_steps"]),
+                "error": error_line(trial),
+            }
+        )
+    table = pd.DataFrame(rows)
+    if is_multi_objective(cfg) and len(table):
+        table["pareto"] = pareto_optimal(table, objectives(cfg))
+    return table
+
+
+LEGEND_MAX_TRIALS = 20  # curves.png names its trials up to this many
+
+
+def plot_curves(analysis: tune.ExperimentAnalysis, cfg: dict, path: str) -> None:
+    """The sweep metric (the first objective) against training step, every trial on one figure."""
+    metric = first_objective(cfg)[0]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for trial_id, history in sorted(analysis.trial_dataframes.items()):
+        if metric in history and len(history):
+            ax.plot(history["step"], history[metric], marker="o", markersize=3, label=trial_id)
+    ax.set_xlabel("step")
+    ax.set_ylabel(metric)
+    ax.set_title(f"{metric} per trial")
+    if len(analysis.trial_dataframes) <= LEGEND_MAX_TRIALS:  # beyond, a legend would crowd out the plot; results.md names them
+        ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_hyperparameters(table: pd.DataFrame, cfg: dict, path: str) -> None:
+    """Each trial's best metric against each searched hyperparameter."""
+    params = searched_paths(cfg)
+    metric = f"best_{first_objective(cfg)[0]}"
+    fig, axes = plt.subplots(1, max(1, len(params)), figsize=(4.5 * max(1, len(params)), 4), squeeze=False)
+    for ax, param in zip(axes[0], params):
+        ax.scatter(table[param], table[metric])
+        numeric = pd.to_numeric(table[param], errors="coerce")
+        if numeric.notna().all() and (numeric > 0).all() and numeric.max() / numeric.min() > 20:
+            ax.set_xscale("log")
+        ax.set_xlabel(param)
+        ax.set_ylabel(metric)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_report(run_dir: str) -> pd.DataFrame:
+    """Write results.csv, results.md, curves.png and hyperparameters.png into the run directory,
+    and pareto.png with several objectives."""
+    cfg = run_files.read_config(run_dir)
+    metric, mode = first_objective(cfg)
+    analysis = tune.ExperimentAnalysis(os.path.join(run_dir, cfg["name"]), default_metric=metric, default_mode=mode)
+    table = trial_table(analysis, cfg)
+    table.to_csv(os.path.join(run_dir, run_files.RESULTS_FILE), index=False)
+    Path(run_dir, run_files.RESULTS_TABLE).write_text(markdown(table))
+    plot_curves(analysis, cfg, os.path.join(run_dir, "curves.png"))
+    plot_hyperparameters(table, cfg, os.path.join(run_dir, "hyperparameters.png"))
+    if is_multi_objective(cfg) and len(table):
+        plot_pareto(table, objectives(cfg), os.path.join(run_dir, PARETO_PLOT))
+    return table
+
+
+def summary(best: BestTrial, run_dir: str, untrained_loss: Optional[float] = None) -> str:
+    lines = [f"Best trial {best.trial_id} at step {best.step}:"]
+    lines += [f"  {path} = {value}" for path, value in best.hyperparameters.items()]
+    lines.append(f"  {best.metric} = {best.value:.4f}")
+    if best.metric == "eval_loss":
+        lines.append(f"  perplexity = {math.exp(best.value):.2f}")
+        if untrained_loss:
+            drop = 1 - best.value / untrained_loss
+            lines.append(f"  untrained eval_loss = {untrained_loss:.4f} ({drop:.0%} lower after training)")
+    lines.append(f"  best checkpoint: {best.checkpoint_path} ({best.checkpoint_bytes / 2**20:.2f} MiB)")
+    lines.append(f"  exported model:  {os.path.join(run_dir, 'best')}")
+    lines.append(f"  results:         {os.path.join(run_dir, 'results.md')} (and .csv, curves.png, hyperparameters.png)")
+    return "\n".join(lines)
