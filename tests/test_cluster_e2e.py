@@ -107,7 +107,9 @@ def test_a_trial_survives_losing_the_node_that_runs_its_workers(no_ray_connectio
     import ray
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, connect=True, head_node_args={"num_cpus": 2})
+    # A dashboard port of its own: the State API below needs the dashboard, which Ray's test cluster
+    # does not start when another Ray on the machine holds the default port (8265).
+    cluster = Cluster(initialize_head=True, connect=True, head_node_args={"num_cpus": 2, "dashboard_port": free_port()})
     try:
         nodes = [cluster.add_node(num_cpus=0, resources={"train_slot": 2}) for _ in range(2)]
         cluster.wait_for_nodes()

@@ -56,8 +56,9 @@ class Task:
 
     def identity(self) -> list:
         """What names this task in the prepared data's cache key: its name, and its options (the
-        constructor arguments a task keeps as attributes: its own config node, `model.task`)."""
-        return [self.name, dict(sorted(vars(self).items()))]
+        constructor arguments a task keeps as attributes: its own config node, `model.task`; not
+        methods set on the instance)."""
+        return [self.name, {key: value for key, value in sorted(vars(self).items()) if not callable(value)}]
 
     def prepare_processor(self, model_cfg: dict, train, data_cfg: dict, cache_dir: str) -> str:
         """The folder of what turns this family's raw examples into model inputs, made once per
