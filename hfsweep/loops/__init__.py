@@ -1,4 +1,5 @@
-"""The loops room, on a Ray Train worker (or in a single-worker trial's process): `common` holds
-what both loops share (reporting, resume, hyperparameters on resume, divergence); `loop.name`
-picks `hf_trainer` (a prepared `transformers.Trainer`) or `accelerate` (a plain Accelerate loop),
-each exposing `train_loop_per_worker(config)`."""
+"""The loops room, on a Ray Train worker (or in a single-worker trial's process): `base` holds the
+`Loop` of each `loop.name` and what it refuses (kept light, the preflight imports it); `common`
+what both loops share (reporting, resume, hyperparameters on resume, divergence); `hf_trainer`
+(a prepared `transformers.Trainer`) and `accelerate` (a plain Accelerate loop) each expose
+`train_loop_per_worker(config)`, and take the sweep's Task from it."""
