@@ -104,16 +104,11 @@ def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None
     return get_peft_model(model, adapter_config(peft_cfg, task.auto_model_class()))
 
 
-PEFT_METHODS = ("none", "lora", "ia3")
-
-
 def check_peft(cfg: dict) -> None:
-    """The adapter's settings, before Ray starts: a known method, a positive rank, searched keys the
+    """The adapter's settings, before Ray starts (the schema's `PeftMethod` names the methods): a positive rank, searched keys the
     method has, and a CUDA GPU with bitsandbytes for a quantized base. (The loop refuses adapters
     it cannot save; the search rules, shapes that PBT would perturb.)"""
     peft, searched = cfg["peft"], cfg["search_space"].get("peft", {})
-    if peft["method"] not in PEFT_METHODS:
-        raise ConfigError(f"peft.method: '{peft['method']}' is not one of {', '.join(PEFT_METHODS)}; e.g. peft=lora.")
     if peft["method"] == "none":
         if searched:
             raise ConfigError(f"search_space.peft.{next(iter(searched))}: peft=none trains no adapter; add peft=lora, or drop the key.")

@@ -30,9 +30,26 @@ def write_config(run_dir: str, cfg: dict) -> None:
         yaml.safe_dump(cfg, f, sort_keys=False)
 
 
+# Task family options that sweeps saved before `task_options` existed kept under data.*, with the
+# defaults they had there.
+MOVED_TO_TASK_OPTIONS = {
+    "label_all_tokens": False, "mlm_probability": 0.15, "eval_mlm_probability": 0.15, "whole_word_mask": False,
+    "source_prefix": "", "max_target_length": 64, "doc_stride": 128, "max_answer_length": 30, "n_best_size": 20,
+    "version_2_with_negative": False, "null_score_diff_threshold": 0.0, "chat_template": None, "completion_only_loss": True,
+    "assistant_only_loss": False, "packing": False,
+}
+
+
 def read_config(run_dir: str) -> dict:
+    """The saved config; one saved before task_options existed has its family options moved there
+    (those it set away from their old defaults: the others are the family's defaults still)."""
     with open(os.path.join(run_dir, RESOLVED_CONFIG)) as f:
-        return yaml.safe_load(f)
+        cfg = yaml.safe_load(f)
+    options = cfg.setdefault("task_options", {})
+    for key, old_default in MOVED_TO_TASK_OPTIONS.items():
+        if key in cfg.get("data", {}) and (value := cfg["data"].pop(key)) != old_default:
+            options[key] = value
+    return cfg
 
 
 def write_best(run_dir: str, best: dict) -> None:

@@ -33,6 +33,7 @@ def base_override(experiment: str) -> list[str]:
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_composes_resolves_and_validates(experiment, tmp_path, monkeypatch):
     monkeypatch.setenv("GLUE_DIR", str(tmp_path))  # glue_tsv reads $GLUE_DIR/MRPC
+    monkeypatch.setenv("CONLL_DIR", str(tmp_path))  # conll_minilm reads $CONLL_DIR
     (tmp_path / "MRPC").mkdir()
     cfg = resolved_config(experiment_overrides(experiment, tmp_path), tmp_path, tmp_path)
     assert cfg["name"] == ("glue_mrpc" if experiment.startswith("glue") else experiment)  # a GLUE job is named after its task
@@ -50,6 +51,7 @@ def test_debug_tiny_shrinks_every_experiment(experiment, spelling, tmp_path, mon
     from hfsweep.driver.search_space import compile_search_space
 
     monkeypatch.setenv("GLUE_DIR", str(tmp_path))
+    monkeypatch.setenv("CONLL_DIR", str(tmp_path))
     (tmp_path / "MRPC").mkdir()
     overrides = experiment_overrides(experiment, tmp_path)
     overrides[0] = overrides[0].replace("+experiment", spelling)
@@ -181,7 +183,7 @@ REFUSED = [
     (["metric=eval_acuracy"], "metric: no trial reports 'eval_acuracy'; choose one of eval_loss, eval_perplexity, loss, time_total_s."),
     (["model.task=translation"], f"model.task: 'translation' is not one of {', '.join(task_names())}; or give a task class as model.task._target_."),
     (["+callbacks.mine._target_=my_project.NoSuchCallback"], "callbacks.mine._target_: cannot import 'my_project.NoSuchCallback' (No module named 'my_project'); fix the name, or make its module importable: install its package, or run from its folder (workers get it with cluster.runtime_env.working_dir or py_modules)."),
-    (["model.tokenizer.kind=sentencepiece"], "model.tokenizer.kind: cannot train 'sentencepiece'; use one of byte_level_bpe, roberta_bpe, unigram, wordpiece."),
+    (["model.tokenizer.kind=sentencepiece"], "model.tokenizer.kind: Invalid value 'sentencepiece', expected one of [byte_level_bpe, roberta_bpe, unigram, wordpiece], e.g. model.tokenizer.kind=byte_level_bpe."),
     (["checkpoints.keep_per_trial=0"], "checkpoints.keep_per_trial: must be at least 1 (the best checkpoint), not 0; or null to keep every checkpoint."),
     # training
     (["+training.learning_rat=0.1"], "training.learning_rat: not a transformers.TrainingArguments field (did you mean 'learning_rate'?); remove it or fix the spelling."),
@@ -196,8 +198,18 @@ REFUSED = [
     (["data.path=/tmp"], "data.path: is set, but data.source is 'pydoc', which does not read it; add data.source=local, or drop data.path."),
     (["data.source=local", "data.path=/no/such/dir"], "data.path: '/no/such/dir' does not exist; point it at a folder of train.*/validation.* files."),
     (["data.source=hub"], "data.name: data.source=hub needs a dataset name, e.g. data.name=wikitext."),
-    (["data.source=ftp"], "data.source: 'ftp' is not one of pydoc, hub, local."),
-    (["data.prepare_on=head"], "data.prepare_on: 'head' is not one of driver, cluster; e.g. data.prepare_on=cluster."),
+    (["data.source=ftp"], "data.source: Invalid value 'ftp', expected one of [pydoc, hub, local], e.g. data.source=pydoc."),
+    (["data.prepare_on=head"], "data.prepare_on: Invalid value 'head', expected one of [driver, cluster], e.g. data.prepare_on=driver."),
+    (["peft.method=prefix"], "peft.method: Invalid value 'prefix', expected one of [none, lora, ia3], e.g. peft.method=none."),
+    (["loop.name=jax"], "loop.name: Invalid value 'jax', expected one of [hf_trainer, accelerate], e.g. loop.name=hf_trainer."),
+    (["peft=lora", "+search_space.peft.method={sampler:grid,values:[lora,prefix]}"],
+     "search_space.peft.method: 'prefix' is not a value peft.method takes (Invalid value 'prefix', expected one of [none, lora, ia3])."),
+    (["task_options.doc_strid=3", "model.task=question_answering"],
+     "task_options.doc_strid: not an option of the question_answering task (its options: doc_stride, max_answer_length, n_best_size, "
+     "version_2_with_negative, null_score_diff_threshold) (did you mean 'doc_stride'?); remove it or fix the spelling."),
+    (["task_options.mlm_probability=often", "model.task=masked_lm"],
+     "task_options.mlm_probability: Value 'often' of type 'str' could not be converted to Float; give a value of the type the masked_lm task "
+     "declares (hfsweep.tasks.masked_lm)."),
     (["data.chunk_rows=0"], "data.chunk_rows: must be a positive integer, not 0; e.g. data.chunk_rows=10000."),
     (["data.max_train_tokens=-5"], "data.max_train_tokens: must be a positive integer, not -5; e.g. data.max_train_tokens=10000000 or null (no budget)."),
     (["data.streaming=true"], "data.streaming: a tokenizer is trained on the whole train split, which a stream does not hold; set model.tokenizer.pretrained (a hub name or a local directory)."),
@@ -336,9 +348,9 @@ def test_relative_local_paths_are_made_absolute_for_the_trials_and_hub_names_sta
     (tmp_path / "outputs" / "base").mkdir(parents=True)
     (tmp_path / "chat.jinja").write_text("{{ messages }}")
     monkeypatch.chdir(tmp_path)
-    cfg = resolved_config(["model.pretrained=outputs/base", "model.tokenizer.pretrained=gpt2", "data.chat_template=chat.jinja"],
+    cfg = resolved_config(["model.pretrained=outputs/base", "model.tokenizer.pretrained=gpt2", "task_options.chat_template=chat.jinja"],
                           tmp_path / "run", Path("cache"))
     assert cfg["model"]["pretrained"] == str(tmp_path / "outputs" / "base")
-    assert cfg["data"]["chat_template"] == str(tmp_path / "chat.jinja")
+    assert cfg["task_options"]["chat_template"] == str(tmp_path / "chat.jinja")
     assert cfg["model"]["tokenizer"]["pretrained"] == "gpt2", "no local folder of that name: a hub name"
     assert cfg["cache_dir"] == str(tmp_path / "cache")

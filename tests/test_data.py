@@ -4,12 +4,12 @@ caching, and the offline proxy classification data."""
 from __future__ import annotations
 
 import csv
-import dataclasses
 import time
 
 import datasets
 import pyarrow.parquet
 import pytest
+from omegaconf import OmegaConf
 
 from hfsweep.data import offline as datasets_offline
 from hfsweep.config.errors import ConfigError
@@ -21,7 +21,7 @@ from hfsweep.data.tokenizers import load_tokenizer
 
 def data_config(cache, task="causal_lm", tokenizer="byte_level_bpe", **data):
     return {
-        "data": {**dataclasses.asdict(DataConfig()), "block_size": 32, **data},
+        "data": {**OmegaConf.to_container(OmegaConf.structured(DataConfig), enum_to_str=True), "block_size": 32, **data},
         "model": {"task": task, "tokenizer": {"pretrained": None, "kind": tokenizer, "vocab_size": 300}},
         "cache_dir": str(cache),
     }

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from datasets import Dataset
 
-from hfsweep.data.prepare import what_is_prepared
 from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
+from hfsweep.tasks import with_options
 from hfsweep.tasks.base import IGNORED
 from hfsweep.tasks.masked_lm import TASK
 
 TEXTS = [f"the quick brown fox number {i} jumps over the lazy dog near the riverbank" for i in range(200)]
-DATA_CFG = {"text_column": "text", "block_size": 32, "mlm_probability": 0.15, "eval_mlm_probability": 0.15, "whole_word_mask": False}
+DATA_CFG = {"text_column": "text", "block_size": 32}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_the_validation_split_is_masked_once_and_the_same_every_time(tokenizer):
     labels = np.array(first["labels"])
     assert labels.tolist() == np.array(again["labels"]).tolist()
     masked = labels != IGNORED
-    assert 0.10 < masked.mean() < 0.20  # data.eval_mlm_probability = 0.15
+    assert 0.10 < masked.mean() < 0.20  # task_options.eval_mlm_probability = 0.15
     inputs = np.array(first["input_ids"])
     assert (inputs[masked] == tokenizer.mask_token_id).mean() > 0.6  # 80% become <mask>, the rest random or kept
     assert (inputs[~masked] != tokenizer.mask_token_id).all()
@@ -46,16 +46,16 @@ def test_training_batches_are_masked_by_a_generator_of_the_workers_seed(tokenize
     masks = {seed: TASK.train_collator(tokenizer, DATA_CFG, seed)(batch)["labels"] for seed in (1, 1, 2)}
     same = TASK.train_collator(tokenizer, DATA_CFG, 1)(batch)["labels"]
     assert (same == masks[1]).all() and not (masks[2] == masks[1]).all()
-    collate = TASK.train_collator(tokenizer, {**DATA_CFG, "mlm_probability": 0.5}, 1)
-    assert 0.4 < (collate(batch)["labels"] != IGNORED).float().mean() < 0.6  # data.mlm_probability applies
+    collate = with_options(TASK, {"mlm_probability": 0.5}).train_collator(tokenizer, DATA_CFG, 1)
+    assert 0.4 < (collate(batch)["labels"] != IGNORED).float().mean() < 0.6  # task_options.mlm_probability applies
     assert not (collate(batch)["labels"] == collate(batch)["labels"]).all()  # afresh for every batch
 
 
 def test_whole_word_masking_masks_every_sub_token_of_a_word(tokenizer):
-    cfg = {**DATA_CFG, "whole_word_mask": True, "mlm_probability": 0.3}
-    blocks = TASK.preprocess(Dataset.from_dict({"text": TEXTS}), tokenizer, cfg, "train")
+    task = with_options(TASK, {"whole_word_mask": True, "mlm_probability": 0.3})
+    blocks = task.preprocess(Dataset.from_dict({"text": TEXTS}), tokenizer, DATA_CFG, "train")
     batch = {name: np.array(blocks[:16][name]) for name in blocks.column_names}
-    labels = TASK.train_collator(tokenizer, cfg, 0)(batch)["labels"].numpy()
+    labels = task.train_collator(tokenizer, DATA_CFG, 0)(batch)["labels"].numpy()
     starts = batch["offset_mapping"][..., 0]
     ends = batch["offset_mapping"][..., 1]
     continues = np.zeros_like(starts, dtype=bool)
@@ -66,5 +66,7 @@ def test_whole_word_masking_masks_every_sub_token_of_a_word(tokenizer):
 
 
 def test_searching_the_masking_probability_prepares_nothing_again():
-    assert what_is_prepared({**DATA_CFG, "mlm_probability": 0.3}, TASK) == what_is_prepared(DATA_CFG, TASK)
-    assert what_is_prepared({**DATA_CFG, "eval_mlm_probability": 0.3}, TASK) != what_is_prepared(DATA_CFG, TASK)
+    """The prepared data's cache key holds the task's identity: the training masking share is
+    applied on the workers, the validation split's is prepared."""
+    assert with_options(TASK, {"mlm_probability": 0.3}).identity() == TASK.identity()
+    assert with_options(TASK, {"eval_mlm_probability": 0.3}).identity() != TASK.identity()

@@ -27,7 +27,7 @@ def test_roberta_mlm_offline_learns_and_asha_stops_the_slow_learning_rate(ray_cl
         f"data.path={folder}",
         "data.block_size=64",
         "model.config.max_position_embeddings=66",
-        "~search_space.data",  # the masking rate is searched in the preset; here only the learning rate
+        "~search_space.task_options",  # the masking rate is searched in the preset; here only the learning rate
         *sequential_sweep(MAX_STEPS, every=30, learning_rates=[3e-3, 1e-5]),
     ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)

@@ -13,6 +13,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.data.sources import load_raw
 from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
 from hfsweep.tasks.base import EvalContext
+from hfsweep.tasks import with_options
 from hfsweep.tasks.question_answering import TASK, best_answer
 from tests.conftest import resolved_config
 
@@ -49,9 +50,9 @@ def test_squad_nested_json_is_read_as_flat_rows_with_unanswerable_questions_empt
 
 
 def test_a_long_context_becomes_overlapping_features_and_only_those_holding_the_answer_point_at_it(tokenizer, tmp_path):
-    cfg = data_cfg(tmp_path, max_length=24, doc_stride=8)
+    cfg = data_cfg(tmp_path, max_length=24)
     row = {"id": "q1", "question": "Who built the tower?", "context": CONTEXT, "answers": {"text": ["Gustave Eiffel"], "answer_start": [32]}}
-    features = TASK.preprocess(Dataset.from_list([row]), tokenizer, cfg, "validation")
+    features = with_options(TASK, {"doc_stride": 8}).preprocess(Dataset.from_list([row]), tokenizer, cfg, "validation")
     assert features.num_rows > 1 and set(features["example_id"]) == {"q1"}
     for feature in features:
         start, end = feature["start_positions"], feature["end_positions"]
@@ -69,20 +70,19 @@ def test_the_best_valid_span_wins_and_v2_answers_nothing_when_the_null_score_is_
     context = "The tower was built"
     starts = np.array([[0.0, 1.0, 5.0, 0.0, 0.0]])
     ends = np.array([[0.0, 0.0, 1.0, 6.0, 0.0]])
-    cfg = {"n_best_size": 20, "max_answer_length": 30, "version_2_with_negative": False, "null_score_diff_threshold": 0.0}
-    assert best_answer(context, [0], starts, ends, offsets, cfg) == "tower was"
-    assert best_answer(context, [0], starts, ends, offsets, {**cfg, "max_answer_length": 1}) == "tower"  # 2 tokens are too long
+    assert best_answer(context, [0], starts, ends, offsets, TASK) == "tower was"
+    assert best_answer(context, [0], starts, ends, offsets, with_options(TASK, {"max_answer_length": 1})) == "tower"  # 2 tokens are too long
     null_first = (np.array([[20.0, 1.0, 5.0, 0.0, 0.0]]), ends)
-    assert best_answer(context, [0], *null_first, offsets, {**cfg, "version_2_with_negative": True}) == ""
-    assert best_answer(context, [0], *null_first, offsets, cfg) == "tower was"  # v1: there is always an answer
+    assert best_answer(context, [0], *null_first, offsets, with_options(TASK, {"version_2_with_negative": True})) == ""
+    assert best_answer(context, [0], *null_first, offsets, TASK) == "tower was"  # v1: there is always an answer
 
 
 def test_logits_pointing_at_the_answers_score_exact_match_100(tokenizer, tmp_path):
     """The whole path the Trainer's compute_metrics takes: prepared features and examples on disk."""
-    cfg = data_cfg(tmp_path, max_length=24, doc_stride=8)
+    cfg = data_cfg(tmp_path, max_length=24)
     row = {"id": "q1", "question": "Who built the tower?", "context": CONTEXT, "answers": {"text": ["Gustave Eiffel"], "answer_start": [32]}}
     raw = Dataset.from_list([row])
-    features = TASK.preprocess(raw, tokenizer, cfg, "validation")
+    features = with_options(TASK, {"doc_stride": 8}).preprocess(raw, tokenizer, cfg, "validation")
     features.save_to_disk(str(tmp_path / "prepared" / "validation"))
     TASK.save_validation_examples(raw, cfg, str(tmp_path / "prepared"))
     starts, ends = np.full((features.num_rows, 24), -10.0), np.full((features.num_rows, 24), -10.0)
@@ -113,7 +113,8 @@ def test_misplaced_answers_are_left_out_and_a_file_full_of_them_is_refused(tmp_p
 
 
 def test_unanswerable_questions_need_version_2_with_negative(tmp_path):
-    with pytest.raises(ConfigError, match=r"^data\.version_2_with_negative: 1 of the train split's 3 questions have no answer"):
+    with pytest.raises(ConfigError, match=r"^task_options\.version_2_with_negative: 1 of the train split's 3 questions have no answer"):
         TASK.prepare_raw({"train": squad_rows(3, unanswerable=1)}, data_cfg(tmp_path))
-    raw = TASK.prepare_raw({"train": squad_rows(3, unanswerable=1)}, data_cfg(tmp_path, version_2_with_negative=True))
+    v2 = with_options(TASK, {"version_2_with_negative": True})
+    raw = v2.prepare_raw({"train": squad_rows(3, unanswerable=1)}, data_cfg(tmp_path))
     assert raw["train"].num_rows == 3  # trained on, with the null answer as the label

@@ -11,11 +11,12 @@ from datasets import Dataset
 from hfsweep.config.errors import ConfigError
 from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
 from hfsweep.tasks.base import EvalContext
+from hfsweep.tasks import with_options
 from hfsweep.tasks.seq2seq import IGNORED, TASK
 
 TEXTS = [f"the river number {i} runs past the old mill and into the sea" for i in range(60)]
-DATA_CFG = {"text_column": "document", "target_column": "summary", "source_lang": None, "target_lang": None,
-            "source_prefix": "summarize: ", "max_length": 24, "max_target_length": 16}
+DATA_CFG = {"text_column": "document", "target_column": "summary", "source_lang": None, "target_lang": None, "max_length": 24}
+T5_XSUM = with_options(TASK, {"source_prefix": "summarize: ", "max_target_length": 16})
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def tokenizer():
 
 def test_sources_get_the_prefix_and_targets_become_labels_padded_with_minus_100(tokenizer):
     ds = Dataset.from_dict({"document": TEXTS[:2], "summary": ["the river", "the old mill"]})
-    row = TASK.preprocess(ds, tokenizer, DATA_CFG, "train")[0]
+    row = T5_XSUM.preprocess(ds, tokenizer, DATA_CFG, "train")[0]
     assert tokenizer.decode(row["input_ids"], skip_special_tokens=True).startswith("summarize: the river")
     labels = [t for t in row["labels"] if t != IGNORED]
     assert tokenizer.decode(labels, skip_special_tokens=True) == "the river" and labels[-1] == tokenizer.eos_token_id
@@ -33,9 +34,9 @@ def test_sources_get_the_prefix_and_targets_become_labels_padded_with_minus_100(
 
 
 def test_translation_rows_are_read_by_language(tokenizer):
-    cfg = {**DATA_CFG, "text_column": "translation", "target_column": None, "source_lang": "ro", "target_lang": "en", "source_prefix": ""}
+    cfg = {**DATA_CFG, "text_column": "translation", "target_column": None, "source_lang": "ro", "target_lang": "en"}
     ds = Dataset.from_dict({"translation": [{"ro": "mill old the", "en": "the old mill"}]})
-    row = TASK.preprocess(ds, tokenizer, cfg, "train")[0]
+    row = with_options(TASK, {"max_target_length": 16}).preprocess(ds, tokenizer, cfg, "train")[0]
     assert tokenizer.decode(row["input_ids"], skip_special_tokens=True) == "mill old the"
     assert tokenizer.decode([t for t in row["labels"] if t != IGNORED], skip_special_tokens=True) == "the old mill"
     with pytest.raises(ConfigError, match=r"^data\.source_lang and data\.target_lang: set both"):
@@ -61,7 +62,7 @@ def test_generation_runs_only_at_every_kth_evaluation_and_eval_loss_at_each(toke
     transformers.set_seed(0)
     config = AutoConfig.for_model("t5", vocab_size=len(tokenizer), d_model=32, d_ff=64, d_kv=16, num_layers=1, num_heads=2,
                                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
-    ds = TASK.preprocess(Dataset.from_dict({"document": TEXTS[:12], "summary": [t[:10] for t in TEXTS[:12]]}), tokenizer, DATA_CFG, "validation")
+    ds = T5_XSUM.preprocess(Dataset.from_dict({"document": TEXTS[:12], "summary": [t[:10] for t in TEXTS[:12]]}), tokenizer, DATA_CFG, "validation")
     args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none", per_device_eval_batch_size=4)
     trainer = GenerationEvalTrainer(model=AutoModelForSeq2SeqLM.from_config(config), args=args, eval_dataset=ds, processing_class=tokenizer,
                                     compute_metrics=TASK.compute_metrics(["rouge"], EvalContext(tokenizer=tokenizer)),

@@ -10,6 +10,7 @@ import random
 import pytest
 from datasets import Dataset
 
+from hfsweep.tasks import with_options
 from hfsweep.tasks.base import IGNORED
 from hfsweep.tasks.sft import TASK
 from tests.conftest import WORDS
@@ -19,7 +20,8 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n"
     "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
-DATA = {"max_length": 48, "chat_template": CHAT_TEMPLATE, "completion_only_loss": True, "assistant_only_loss": False, "packing": False}
+DATA = {"max_length": 48}
+OPTIONS = {"chat_template": CHAT_TEMPLATE}  # the sft task's, beside its defaults
 
 
 def chat(i: int, rng: random.Random) -> dict:
@@ -39,8 +41,9 @@ def tokenizer():
     return TOKENIZER_TRAINERS["byte_level_bpe"](texts, 400)
 
 
-def rows(tokenizer, examples: list, **data) -> Dataset:
-    return TASK.preprocess(Dataset.from_list(examples), tokenizer, {**DATA, **data}, "train")
+def rows(tokenizer, examples: list, max_length: int = 48, **options) -> Dataset:
+    task = with_options(TASK, {**OPTIONS, **options})
+    return task.preprocess(Dataset.from_list(examples), tokenizer, {**DATA, "max_length": max_length}, "train")
 
 
 def test_completion_only_loss_labels_the_prompt_minus_100_and_trains_on_the_answer(tokenizer):
@@ -92,11 +95,11 @@ def test_assistant_only_loss_trains_on_every_assistant_turn_and_nothing_else(tok
 def test_assistant_only_loss_refuses_plain_text_and_a_template_that_renders_beginnings_otherwise(tokenizer):
     from hfsweep.config.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^data\.assistant_only_loss: .* these rows are plain text; set data\.assistant_only_loss=false\.$"):
+    with pytest.raises(ConfigError, match=r"^task_options\.assistant_only_loss: .* these rows are plain text; set task_options\.assistant_only_loss=false\.$"):
         rows(tokenizer, [{"prompt": "reverse: apple river", "completion": " river apple"}], chat_template=None, assistant_only_loss=True)
     marks_the_last = CHAT_TEMPLATE.replace("{{ m['content'] }}", "{{ m['content'] }}{% if loop.last %} (end){% endif %}")
     example = {"messages": chat(0, random.Random(0))["messages"] * 2}
-    with pytest.raises(ConfigError, match=r"^data\.assistant_only_loss: the chat template renders a conversation's first 3 messages otherwise"):
+    with pytest.raises(ConfigError, match=r"^task_options\.assistant_only_loss: the chat template renders a conversation's first 3 messages otherwise"):
         rows(tokenizer, [example], chat_template=marks_the_last, assistant_only_loss=True)
 
 
@@ -136,7 +139,7 @@ def test_a_lora_sft_sweep_runs_and_its_best_adapter_generates(ray_cluster, tmp_p
     (tmp_path / "chat.jinja").write_text(CHAT_TEMPLATE)
     overrides = ["debug=tiny", "model.task=sft", "trainer=sft", "peft=lora", "peft.target_modules=all-linear", f"model.pretrained={base}",
                  f"model.tokenizer.pretrained={base}", "data.source=local", f"data.path={data}", "data.max_length=128",
-                 f"data.chat_template={tmp_path / 'chat.jinja'}", "search_space.training.learning_rate.values=[1e-2]"]
+                 f"task_options.chat_template={tmp_path / 'chat.jinja'}", "search_space.training.learning_rate.values=[1e-2]"]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
     results = sweep.run(preflight(cfg))
     assert results.errors == [] and results[0].metrics["step"] == cfg["training"]["max_steps"]
@@ -161,7 +164,7 @@ def test_rows_of_another_shape_and_chats_without_a_template_are_refused_in_one_l
 
     with pytest.raises(ConfigError, match=r"^data: model.task=sft reads rows with `messages`.*the train split has text\.$"):
         TASK.prepare_raw(DatasetDict(train=Dataset.from_list([{"text": "a"}])), DATA)
-    with pytest.raises(ConfigError, match=r"^data.chat_template: the tokenizer has none"):
+    with pytest.raises(ConfigError, match=r"^task_options.chat_template: the tokenizer has none"):
         rows(tokenizer, [chat(0, random.Random(0))], chat_template=None)
 
 

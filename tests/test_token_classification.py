@@ -11,6 +11,7 @@ from datasets import Dataset, DatasetDict
 from hfsweep.config.errors import ConfigError
 from hfsweep.data.sources import load_raw
 from hfsweep.data.tokenizers import BERT_SPECIAL_TOKENS
+from hfsweep.tasks import with_options
 from hfsweep.tasks.token_classification import IGNORED, TASK
 from tests.conftest import resolved_config
 
@@ -87,10 +88,9 @@ def test_a_words_tag_goes_on_its_first_sub_token_or_on_all_of_them(label_all_tok
     rows = {"tokens": [["Blackburn", "runs"], ["runs", "Blackburn"], ["runs"]], "ner_tags": [["B-PER", "O"], ["O", "I-PER"], ["O"]]}
     raw = DatasetDict(train=Dataset.from_dict(rows))
     raw["validation"] = raw["train"]
-    data_cfg = {"text_column": "tokens", "label_column": "ner_tags", "max_length": 8, "label_all_tokens": label_all_tokens,
-                "pad_to_max_length": False}
+    data_cfg = {"text_column": "tokens", "label_column": "ner_tags", "max_length": 8, "pad_to_max_length": False}
     raw = TASK.prepare_raw(raw, data_cfg)
-    prepared = TASK.preprocess(raw["train"], tokenizer, data_cfg, "train")
+    prepared = with_options(TASK, {"label_all_tokens": label_all_tokens}).preprocess(raw["train"], tokenizer, data_cfg, "train")
     names = raw["train"].features["ner_tags"].feature.names
     tokens = tokenizer.convert_ids_to_tokens(prepared[0]["input_ids"])
     assert tokens == ["[CLS]", "Black", "##burn", "runs", "[SEP]"]  # "Blackburn" is two sub-tokens; no padding stored

@@ -26,7 +26,7 @@ def to_plain_dict(cfg: DictConfig) -> dict:
     from omegaconf.errors import InterpolationResolutionError
 
     try:
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True, enum_to_str=True)
     except MissingMandatoryValue as err:
         raise ConfigError(f"{err.full_key}: has no value (???); set it, e.g. {err.full_key}=VALUE.") from err
     except InterpolationResolutionError as err:
@@ -49,7 +49,7 @@ def resolvable_here(cfg: DictConfig) -> dict | None:
 
 
 # Local files that trials read too: Ray runs them in another working directory than the driver's.
-LOCAL_PATH_KEYS = (("model", "pretrained"), ("model", "tokenizer", "pretrained"), ("data", "path"), ("data", "chat_template"))
+LOCAL_PATH_KEYS = (("model", "pretrained"), ("model", "tokenizer", "pretrained"), ("data", "path"), ("task_options", "chat_template"))
 
 
 def resolve(cfg: DictConfig, run_dir: str) -> dict:
@@ -65,7 +65,7 @@ def resolve(cfg: DictConfig, run_dir: str) -> dict:
         section = resolved
         for parent in parents:
             section = section[parent]
-        value = section[key]
+        value = section.get(key)  # a task option is present only where set
         if isinstance(value, str) and value.startswith(PACKAGE_SCHEME):
             section[key] = package_folder(".".join([*parents, key]), value)
         elif isinstance(value, str) and not os.path.isabs(value) and os.path.exists(os.path.expanduser(value)):
@@ -131,7 +131,7 @@ def unknown_key_error(key: str, known, what: str, fix: str = "remove it or fix t
     """One line for a key that does not exist, with the closest existing key when there is one."""
     close = difflib.get_close_matches(key.rsplit(".", 1)[-1], list(known), n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
-    return ConfigError(f"{key}: not a {what}{hint}; {fix}.")
+    return ConfigError(f"{key}: not {what}{hint}; {fix}.")
 
 
 # --- composition, as `python -m hfsweep ARGS` will compose -------------------------------------
@@ -143,12 +143,25 @@ _VALUE_FLAGS = {"-cp": "--config-path", "--config-path": "--config-path", "-cn":
                 "--config-name": "--config-name", "-cd": "--config-dir", "--config-dir": "--config-dir"}
 
 
+TASK_OPTIONS = "task_options"  # the task family's own node (hfsweep.tasks)
+
+
 def normalise_overrides(argv: list[str]) -> list[str]:
     """`+experiment=NAME` as `experiment=NAME`. Hydra appends a `+group` after the primary config's
     whole defaults list, after the debug preset; hfsweep's defaults list holds `experiment: null`
     before `debug: null`, so a preset is selected in place and `debug=tiny` merges after it. Hydra
-    refuses `+` for a group already in the list, so both spellings are taken as the selection."""
-    return [arg[1:] if arg.startswith("+experiment=") else arg for arg in argv]
+    refuses `+` for a group already in the list, so both spellings are taken as the selection.
+
+    `task_options.KEY=V` (or `+task_options.KEY=V`) as Hydra's add-or-override `++task_options.KEY=V`:
+    the node holds only what a preset set, and its keys are checked by the task family instead."""
+    def normal(arg: str) -> str:
+        if arg.startswith("+experiment="):
+            return arg[1:]
+        if arg.lstrip("+").startswith(TASK_OPTIONS + "."):
+            return "++" + arg.lstrip("+")
+        return arg
+
+    return [normal(arg) for arg in argv]
 
 
 def check_composition(argv: list[str]) -> list[DictConfig]:
@@ -250,13 +263,15 @@ def _composition_error(err) -> ConfigError:
         if key.startswith("training.") and not difflib.get_close_matches(cause.key, known, n=1):
             known += _training_argument_names()
         if difflib.get_close_matches(cause.key, known, n=1):
-            return unknown_key_error(key, known, f"key of {section}", "fix the spelling")
+            return unknown_key_error(key, known, f"a key of {section}", "fix the spelling")
         return ConfigError(f"{key}: not a key of {section}; to add a new key, write +{key}=VALUE.")
     if isinstance(cause, ValidationError) and key:
         reason = str(cause).splitlines()[0]
         current = parent.get(cause.key) if parent is not None and cause.key in parent else None
+        current = getattr(current, "name", current)  # an enum's member by its name
         example = f", e.g. {key}={current}" if current is not None else ""
-        return ConfigError(f"{key}: {reason}; give a value of that type{example}.")
+        fix = "" if "expected one of" in reason else "; give a value of that type"  # an enum names its values itself
+        return ConfigError(f"{key}: {reason}{fix}{example}.")
     return ConfigError(" ".join(str(err).split()))
 
 
@@ -297,7 +312,7 @@ def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -
 
     if not holds_sweep(run_dir):
         raise ConfigError(f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass a sweep's run directory.")
-    saved = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepConfig), read_config(run_dir)), resolve=True)
+    saved = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepConfig), read_config(run_dir)), resolve=True, enum_to_str=True)
     cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
     changed = sorted(changed_keys(saved, cfg))
     if changed and not force:

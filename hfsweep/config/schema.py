@@ -7,15 +7,49 @@ the wrong type, fails at composition (and `hfsweep.config.loading` turns that in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
 
+# The closed sets: OmegaConf refuses any other value at composition, naming the ones it takes. The
+# config every layer below reads is plain (`to_plain_dict`), so they arrive there as their names.
+class TokenizerKind(Enum):
+    """What `hfsweep.data.tokenizers` trains on the data when no pretrained tokenizer is given."""
+
+    byte_level_bpe = "byte_level_bpe"
+    roberta_bpe = "roberta_bpe"
+    unigram = "unigram"
+    wordpiece = "wordpiece"
+
+
+class DataSource(Enum):
+    pydoc = "pydoc"  # CPython's documentation topics: real prose on every machine
+    hub = "hub"
+    local = "local"
+
+
+class PrepareOn(Enum):
+    driver = "driver"  # data.num_proc processes on the driver
+    cluster = "cluster"  # Ray tasks on every node (cache_dir must be shared)
+
+
+class PeftMethod(Enum):
+    none = "none"
+    lora = "lora"
+    ia3 = "ia3"
+
+
+class LoopName(Enum):
+    hf_trainer = "hf_trainer"  # a prepared transformers.Trainer on each worker
+    accelerate = "accelerate"  # a plain Accelerate loop
+
+
 @dataclass
 class TokenizerConfig:
     pretrained: Optional[str] = None
-    kind: str = "byte_level_bpe"
+    kind: TokenizerKind = TokenizerKind.byte_level_bpe
     vocab_size: int = 300
 
 
@@ -31,7 +65,7 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    source: str = "pydoc"
+    source: DataSource = DataSource.pydoc
     name: Optional[str] = None
     config_name: Optional[str] = None
     path: Optional[str] = None
@@ -44,20 +78,9 @@ class DataConfig:
     block_size: int = 128
     max_length: int = 128
     pad_to_max_length: bool = False  # classification, NER, QA: pad every example to max_length at preparation (run_glue's flag), not each batch to its longest
-    label_all_tokens: bool = False  # token classification: a word's tag on every sub-token, not just its first
-    mlm_probability: float = 0.15  # masked LM: the share of tokens masked in each training batch (searchable)
-    eval_mlm_probability: float = 0.15  # masked LM: the share masked, once and seeded, in the validation split
-    whole_word_mask: bool = False  # masked LM: mask every sub-token of a chosen word together
     target_column: Optional[str] = None  # seq2seq: the target text's column (summary, target)
     source_lang: Optional[str] = None  # seq2seq translation: rows of {lang: text} in data.text_column
     target_lang: Optional[str] = None
-    source_prefix: str = ""  # seq2seq: put before every source (T5's "summarize: ")
-    max_target_length: int = 64  # seq2seq: target tokens, padded and truncated
-    doc_stride: int = 128  # question answering: tokens shared by two features cut from one long context
-    max_answer_length: int = 30  # question answering: the longest answer span predicted, in tokens
-    n_best_size: int = 20  # question answering: start and end logits tried per feature
-    version_2_with_negative: bool = False  # question answering: SQuAD v2, where a question may have no answer
-    null_score_diff_threshold: float = 0.0  # question answering v2: how much the null answer must beat the best span by
     max_train_samples: Optional[int] = None
     max_eval_samples: Optional[int] = None
     datasets_to_split: List[str] = field(default_factory=lambda: ["train"])
@@ -66,12 +89,8 @@ class DataConfig:
     max_train_tokens: Optional[int] = None  # stop preparing the train split once it holds this many tokens
     chunk_rows: int = 10000  # raw examples per chunk: the unit of parallel tokenization and one parquet shard
     num_proc: Optional[int] = None  # processes tokenizing the train split; null: every core of the driver
-    prepare_on: str = "driver"  # driver (num_proc processes) or cluster (Ray tasks on every node; cache_dir must be shared)
+    prepare_on: PrepareOn = PrepareOn.driver
     shuffle_buffer_rows: int = 8192  # each worker's local shuffle buffer over the streamed shards (BENCHMARKS.md row 6)
-    chat_template: Optional[str] = None  # sft: Jinja text or a .jinja file rendering conversations; null: the tokenizer's
-    completion_only_loss: bool = True  # sft: train on the completion only (the prompt's labels are -100)
-    assistant_only_loss: bool = False  # sft: train on every assistant message of a conversation only (TRL's name)
-    packing: bool = False  # sft: pack examples into blocks of max_length (TRL's wrapped packing) instead of padding each
 
 
 @dataclass
@@ -80,7 +99,7 @@ class PeftConfig:
     `peft.LoraConfig` (`peft=ia3`: `peft.IA3Config`, from the keys it has); `method: none` trains
     the whole model."""
 
-    method: str = "none"  # none, lora or ia3
+    method: PeftMethod = PeftMethod.none
     r: int = 8
     lora_alpha: int = 16
     lora_dropout: float = 0.0
@@ -103,7 +122,7 @@ class StrategyConfig:
 
 @dataclass
 class LoopConfig:
-    name: str = "hf_trainer"
+    name: LoopName = LoopName.hf_trainer
 
 
 @dataclass
@@ -137,6 +156,9 @@ class BudgetConfig:
 class SweepConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    # The options of model.task's family: the fields of its Task dataclass (hfsweep/tasks/NAME.py),
+    # typed and checked by the family at preflight (task_options.doc_stride=64).
+    task_options: Dict[str, Any] = field(default_factory=dict)
     training: Dict[str, Any] = field(default_factory=dict)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)

@@ -52,14 +52,13 @@ def _check_columns(raw: DatasetDict, data_cfg: dict, keys) -> None:
                 )
 
 
-# How the data is prepared and used, not what is prepared: processes, sharding, shuffling. A task
-# adds the keys it applies on the workers (`Task.worker_keys`: masked LM's masking).
+# How the data is prepared and used, not what is prepared: processes, sharding, shuffling.
 NOT_PREPARED = ("datasets_to_split", "num_proc", "prepare_on", "shuffle_buffer_rows")
 
 
-def what_is_prepared(data_cfg: dict, task) -> dict:
-    """The data.* keys the prepared data depends on (its cache key)."""
-    return {k: v for k, v in data_cfg.items() if k not in NOT_PREPARED + task.worker_keys}
+def what_is_prepared(data_cfg: dict) -> dict:
+    """The data.* keys the prepared data depends on (with the task's `identity`, its cache key)."""
+    return {k: v for k, v in data_cfg.items() if k not in NOT_PREPARED}
 
 
 def raw_splits(data_cfg: dict, cache_dir: str, task) -> DatasetDict:
@@ -89,7 +88,7 @@ def prepare(cfg: dict, task) -> PreparedData:
     data_cfg, cache_dir = cfg["data"], os.path.expanduser(cfg["cache_dir"])
     raw = raw_splits(data_cfg, cache_dir, task)
     tokenizer_path = task.prepare_processor(cfg["model"], raw["train"], data_cfg, cache_dir)
-    tokenized_by = what_is_prepared(data_cfg, task)
+    tokenized_by = what_is_prepared(data_cfg)
     train_identity = source_identity(data_cfg, cache_dir) if data_cfg["streaming"] else dataset_fingerprint(raw["train"])
     key = hashlib.sha256(
         json.dumps(

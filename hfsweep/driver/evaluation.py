@@ -10,7 +10,7 @@ import tempfile
 from omegaconf import OmegaConf
 
 from hfsweep.data.prepare import raw_splits, write_validation
-from hfsweep.tasks import get_task
+from hfsweep.tasks import task_of
 
 SPEED_METRICS = ("runtime", "samples_per_second", "steps_per_second")  # the Trainer's timings, not scores
 
@@ -24,7 +24,7 @@ def extra_validation_sets(cfg: dict) -> dict:
     """NAME -> (its data config, its raw splits) for every `extra_validation` set: the sweep's data
     config with the set's keys merged in (nested ones such as `data_files.validation` change only
     what they name), read once for all the checkpoints scored on it."""
-    task = get_task(cfg["model"]["task"])
+    task = task_of(cfg)
     sets = {}
     for name, changes in cfg["extra_validation"].items():
         data_cfg = OmegaConf.to_container(OmegaConf.merge(cfg["data"], changes))
@@ -41,7 +41,7 @@ def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: dict, raw) ->
 
     from hfsweep.loops.hf_trainer import build_trainer, training_arguments
 
-    task = get_task(cfg["model"]["task"])
+    task = task_of(cfg)
     tokenizer = task.load_processor(checkpoint_path)
     model = task.auto_model_class().from_pretrained(checkpoint_path)
     # One process, no distributed strategy: the strategy's arguments (DeepSpeed, FSDP) stay out.

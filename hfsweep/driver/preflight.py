@@ -17,13 +17,13 @@ from hfsweep.config.validation import check_config
 from hfsweep.driver.search_rules import check_search
 from hfsweep.loops.base import get_loop
 from hfsweep.models import check_peft
-from hfsweep.tasks import get_task
+from hfsweep.tasks import task_of
 from hfsweep.tasks.base import Task
 
 
 @dataclass(frozen=True)
 class CheckedConfig:
-    """A resolved config that passed every check, and the Task its `model.task` names."""
+    """A resolved config that passed every check, and the Task its `model.task` names, with its `task_options`."""
 
     cfg: dict
     task: Task
@@ -31,7 +31,8 @@ class CheckedConfig:
 
 def preflight(cfg: dict) -> CheckedConfig:
     """Check `cfg` by owner; raise ConfigError naming the first bad key."""
-    task = get_task(cfg["model"]["task"])  # refuses an unknown task
+    task = task_of(cfg)  # refuses an unknown task or option
+    cfg = {**cfg, "task_options": task.options()}  # every option the family uses, as resolved_config.yaml records it
     check_config(cfg, generates=task.generates)
     check_hardware(cfg)
     task.check(cfg)

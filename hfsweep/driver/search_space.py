@@ -15,6 +15,8 @@ from ray import tune
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import iter_leaves
 
+_ABSENT = object()
+
 
 def _bounds(path: str, spec: dict, positive: bool = False) -> tuple:
     low, high = spec.get("low"), spec.get("high")
@@ -28,9 +30,22 @@ def _bounds(path: str, spec: dict, positive: bool = False) -> tuple:
 
 
 def _values(path: str, spec: dict) -> list:
+    """The values to choose from, each checked against the schema's type for `path` (an enum's
+    names, an int...), as a value set on the command line would be at composition."""
+    from omegaconf.errors import ValidationError
+
+    from hfsweep.config.schema import SweepConfig
+
     values = spec.get("values")
     if not values:
         raise ConfigError(f"search_space.{path}: sampler '{spec['sampler']}' needs a non-empty list of values.")
+    typed = OmegaConf.structured(SweepConfig)
+    if OmegaConf.select(typed, path, default=_ABSENT) is not _ABSENT:  # a typed key, not one of a free node (training.*)
+        for value in values:
+            try:
+                OmegaConf.update(typed, path, value)
+            except ValidationError as err:
+                raise ConfigError(f"search_space.{path}: {value!r} is not a value {path} takes ({err.msg.splitlines()[0]}).") from err
     return list(values)
 
 
@@ -47,7 +62,6 @@ SAMPLERS: Dict[str, Callable[[str, dict], Any]] = {
 }
 
 
-_ABSENT = object()
 
 
 def nested(dotted: dict) -> dict:

@@ -12,10 +12,17 @@ SAMPLING_STRATEGIES = ("random", "sequential", "group_by_length")  # training.tr
 
 
 class Loop:
-    """One way to train a trial on a worker. `name` is `loop.name` and the module under
-    hfsweep.loops that holds its `train_loop_per_worker`."""
+    """One way to train a trial on a worker: what it refuses (`check`, on the driver) and how it
+    trains (`train`, on each worker). `name` is `loop.name` and the module under hfsweep.loops
+    that holds its training code, imported by `train` only (it imports torch)."""
 
     name = ""
+
+    def train(self, config: dict) -> None:
+        """Train one trial on this worker: `config` is the trial's loop config (hfsweep.trial.trainable)."""
+        import importlib
+
+        importlib.import_module(f"hfsweep.loops.{self.name}").train_loop_per_worker(config)
 
     def check(self, cfg: dict, task) -> None:
         """Refuse in one line what this loop cannot do with the config and the sweep's Task. Both
@@ -121,6 +128,5 @@ LOOPS = {loop.name: loop for loop in (HFTrainerLoop(), AccelerateLoop())}
 
 
 def get_loop(name: str) -> Loop:
-    if name not in LOOPS:
-        raise ConfigError(f"loop.name: '{name}' is not one of {', '.join(LOOPS)}; e.g. loop=accelerate.")
+    """The loop `loop.name` names (the schema's `LoopName` is the closed set of them)."""
     return LOOPS[name]

@@ -38,7 +38,9 @@ class Task:
     name: str = ""  # also part of the prepared data's cache key: give a user task a name of its own
     columns: tuple[str, ...] = ()  # the data.* keys naming the columns it reads
     text_keys: tuple[str, ...] = ("text_column", "pair_column")  # the data.* keys choosing the texts a tokenizer trained on the data learns
-    worker_keys: tuple[str, ...] = ()  # data.* keys applied on the workers, not in the prepared data: searching them prepares nothing anew
+    # Its options (dataclass fields, `task_options.*`) applied on the workers, not in the prepared
+    # data: searching them prepares nothing anew (masked LM's masking share).
+    worker_options: tuple[str, ...] = ()
     length_key: str = "max_length"  # the data.* key bounding an example's tokens
     # What its predictions are for `evaluate`-named metrics (`hfsweep.tasks.metrics.LABELS`, TAGS,
     # ANSWERS or TEXTS); None: it predicts nothing they score (language modelling: perplexity only).
@@ -55,10 +57,17 @@ class Task:
     pads_batches = False
 
     def identity(self) -> list:
-        """What names this task in the prepared data's cache key: its name, and its options (the
-        constructor arguments a task keeps as attributes: its own config node, `model.task`; not
-        methods set on the instance)."""
-        return [self.name, {key: value for key, value in sorted(vars(self).items()) if not callable(value)}]
+        """What names this task in the prepared data's cache key: its name, and the options the
+        prepared data depends on (the attributes a task keeps: its dataclass fields, `task_options`,
+        or a user task's arguments; not `worker_options`, nor methods set on the instance)."""
+        return [self.name, {key: value for key, value in sorted(vars(self).items())
+                            if not callable(value) and key not in self.worker_options}]
+
+    def options(self) -> dict:
+        """Its options and their values: the fields of a Task dataclass (`task_options`)."""
+        from dataclasses import fields, is_dataclass
+
+        return {f.name: getattr(self, f.name) for f in fields(self)} if is_dataclass(self) else {}
 
     def prepare_processor(self, model_cfg: dict, train, data_cfg: dict, cache_dir: str) -> str:
         """The folder of what turns this family's raw examples into model inputs, made once per

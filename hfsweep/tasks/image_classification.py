@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.tasks.base import Task, batch_collator
@@ -22,13 +23,14 @@ from hfsweep.tasks.metrics import LABELS
 PIXEL_SCALE = 255 / 16  # scikit-learn's digits hold 0..16 per pixel
 
 
+@dataclass
 class ImageClassification(Task):
+    image_column: str = "image"
+    label_column: str = "label"
+
     name = "image_classification"
     inputs = LABELS
     text_keys = ()
-
-    def __init__(self, image_column: str = "image", label_column: str = "label"):
-        self.image_column, self.label_column = image_column, label_column
 
     def auto_model_class(self):
         from transformers import AutoModelForImageClassification
@@ -67,7 +69,7 @@ class ImageClassification(Task):
         for split, ds in raw.items():
             for option, column in (("image_column", self.image_column), ("label_column", self.label_column)):
                 if column not in ds.column_names:
-                    raise ConfigError(f"model.task.{option}: '{column}' is not a column of the {split} split "
+                    raise ConfigError(f"task_options.{option}: '{column}' is not a column of the {split} split "
                                       f"(columns: {', '.join(ds.column_names)}); give the task the column's name.")
         if not isinstance(raw["train"].features[self.label_column], ClassLabel):
             raw = raw.class_encode_column(self.label_column)

@@ -1,16 +1,17 @@
 """Masked language modelling, as transformers' run_mlm.py: texts tokenized and grouped into blocks
 of `data.block_size`, masked by `DataCollatorForLanguageModeling`.
 
-Training batches are masked afresh as the worker reads them (`data.mlm_probability`, searchable;
-`data.whole_word_mask` masks all sub-tokens of a word together), from a generator seeded by the
+Training batches are masked afresh as the worker reads them (`task_options.mlm_probability`,
+searchable; `task_options.whole_word_mask` masks all sub-tokens of a word together), from a generator seeded by the
 trial's seed and the worker's rank. The validation split is masked once, at preparation, with its
-own seeded generator and `data.eval_mlm_probability`: every evaluation of every trial scores the
+own seeded generator and `task_options.eval_mlm_probability`: every evaluation of every trial scores the
 same masked tokens, so eval_loss (and eval_perplexity) compare across steps and trials, even when
 `mlm_probability` is searched.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -21,14 +22,14 @@ from hfsweep.tasks.causal_lm import token_features
 EVAL_MASK_SEED = 0
 
 
-def masking_collator(tokenizer, data_cfg: dict, probability: float, seed: int):
+def masking_collator(tokenizer, whole_word_mask: bool, probability: float, seed: int):
     from transformers import DataCollatorForLanguageModeling
 
     # transformers replaces whole words by <mask> only (no random or kept tokens), and warns at
     # every batch unless told so
-    replace = {"mask_replace_prob": 1.0, "random_replace_prob": 0.0} if data_cfg["whole_word_mask"] else {}
+    replace = {"mask_replace_prob": 1.0, "random_replace_prob": 0.0} if whole_word_mask else {}
     return DataCollatorForLanguageModeling(
-        tokenizer, mlm_probability=probability, whole_word_mask=data_cfg["whole_word_mask"], seed=seed, **replace
+        tokenizer, mlm_probability=probability, whole_word_mask=whole_word_mask, seed=seed, **replace
     )
 
 
@@ -46,11 +47,16 @@ def group_columns(encoded: dict, names: list[str], block_size: int) -> dict:
     return out
 
 
+@dataclass
 class MaskedLM(Task):
+    mlm_probability: float = 0.15  # the share of tokens masked in each training batch (searchable)
+    eval_mlm_probability: float = 0.15  # the share masked, once and seeded, in the validation split
+    whole_word_mask: bool = False  # mask every sub-token of a chosen word together
+
     name = "masked_lm"
     columns = ("text_column",)
     length_key = "block_size"
-    worker_keys = ("mlm_probability",)  # each training batch is masked on the worker
+    worker_options = ("mlm_probability",)  # each training batch is masked on the worker
 
     def auto_model_class(self):
         from transformers import AutoModelForMaskedLM
@@ -60,7 +66,7 @@ class MaskedLM(Task):
     def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
         from datasets import Features, List, Value
 
-        block, whole_words = data_cfg["block_size"], data_cfg["whole_word_mask"]
+        block, whole_words = data_cfg["block_size"], self.whole_word_mask
         names = ["input_ids", "attention_mask", "special_tokens_mask"] + (["offset_mapping"] if whole_words else [])
 
         def tokenize_and_group(batch: dict) -> dict:
@@ -73,7 +79,7 @@ class MaskedLM(Task):
         blocks = ds.map(tokenize_and_group, batched=True, remove_columns=ds.column_names, features=Features(features), desc=f"tokenize {split}")
         if split != "validation":
             return blocks
-        collator = masking_collator(tokenizer, data_cfg, data_cfg["eval_mlm_probability"], EVAL_MASK_SEED)
+        collator = masking_collator(tokenizer, self.whole_word_mask, self.eval_mlm_probability, EVAL_MASK_SEED)
 
         def mask(batch: dict) -> dict:
             masked = collator(rows(batch))
@@ -83,7 +89,7 @@ class MaskedLM(Task):
         return blocks.map(mask, batched=True, remove_columns=blocks.column_names, features=masked_features, desc="mask validation")
 
     def train_collator(self, tokenizer, data_cfg: dict, seed: int) -> Optional[object]:
-        return batch_collator(masking_collator(tokenizer, data_cfg, data_cfg["mlm_probability"], seed))
+        return batch_collator(masking_collator(tokenizer, self.whole_word_mask, self.mlm_probability, seed))
 
 
 TASK = MaskedLM()

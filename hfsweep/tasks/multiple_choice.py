@@ -3,13 +3,13 @@ holds a context, the start of a second sentence and N endings; the model scores 
 (context, start + ending) and is trained to pick the row's label. Scored by accuracy.
 
 Its columns are options of the task itself, SWAG's by default (`sent1`, `sent2`, `ending0`..
-`ending3`, `label`): `model.task=multiple_choice`, or `model.task={_target_:
-hfsweep.tasks.multiple_choice.MultipleChoice, ending_columns: [...], ...}` for other names.
+`ending3`, `label`); other names through `task_options` (`task_options.ending_columns=[a,b]`).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import List
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.tasks.base import Task
@@ -17,15 +17,16 @@ from hfsweep.tasks.causal_lm import token_features
 from hfsweep.tasks.metrics import LABELS
 
 
+@dataclass
 class MultipleChoice(Task):
+    context_column: str = "sent1"
+    start_column: str = "sent2"  # the second sentence's start, which each ending completes
+    ending_columns: List[str] = field(default_factory=lambda: ["ending0", "ending1", "ending2", "ending3"])
+    label_column: str = "label"  # the right ending's index
+
     name = "multiple_choice"
     inputs = LABELS
     pads_batches = True
-
-    def __init__(self, context_column: str = "sent1", start_column: str = "sent2",
-                 ending_columns: Sequence[str] = ("ending0", "ending1", "ending2", "ending3"), label_column: str = "label"):
-        self.context_column, self.start_column, self.label_column = context_column, start_column, label_column
-        self.ending_columns = list(ending_columns)
 
     def auto_model_class(self):
         from transformers import AutoModelForMultipleChoice
@@ -47,12 +48,12 @@ class MultipleChoice(Task):
         for split, ds in raw.items():
             for option, column in wanted.items():
                 if column not in ds.column_names:
-                    raise ConfigError(f"model.task.{option}: '{column}' is not a column of the {split} split "
+                    raise ConfigError(f"task_options.{option}: '{column}' is not a column of the {split} split "
                                       f"(columns: {', '.join(ds.column_names)}); give the task the column's name.")
             labels = set(ds.unique(self.label_column))
             outside = sorted(str(label) for label in labels - set(range(len(self.ending_columns))))
             if outside:
-                raise ConfigError(f"model.task.label_column: the {split} split's '{self.label_column}' holds {', '.join(outside[:3])}, "
+                raise ConfigError(f"task_options.label_column: the {split} split's '{self.label_column}' holds {', '.join(outside[:3])}, "
                                   f"not positions 0..{len(self.ending_columns) - 1} of its {len(self.ending_columns)} endings; fix the labels.")
         return raw.cast_column(self.label_column, Value("int64"))
 

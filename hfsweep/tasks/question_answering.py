@@ -1,10 +1,10 @@
 """Extractive question answering, as transformers' run_qa.py: each question with its context cut
-into features of `data.max_length` tokens that overlap by `data.doc_stride`; the answer's start
+into features of `data.max_length` tokens that overlap by `task_options.doc_stride`; the answer's start
 and end token as labels (the [CLS] token when the answer is not in the feature); predictions
-mapped back to text spans of the context through the offsets, best of `data.n_best_size` start and
-end logits per feature, at most `data.max_answer_length` tokens long, and with
-`data.version_2_with_negative` the empty answer when the null score beats the best span by more
-than `data.null_score_diff_threshold`. Scored by `squad` or `squad_v2`.
+mapped back to text spans of the context through the offsets, best of `n_best_size` start and end
+logits per feature, at most `max_answer_length` tokens long, and with `version_2_with_negative`
+the empty answer when the null score beats the best span by more than
+`null_score_diff_threshold` (all `task_options.*`). Scored by `squad` or `squad_v2`.
 
 Columns: `data.text_column` (question), `data.pair_column` (context), `data.label_column`
 (answers: {text, answer_start}) and `id`. Local files: SQuAD's nested json (v1.1 and v2.0), read
@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import functools
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,7 +49,14 @@ def answer_positions(offsets: list, answers: dict, side: list) -> tuple[int, int
     return start, end
 
 
+@dataclass
 class QuestionAnswering(Task):
+    doc_stride: int = 128  # tokens shared by two features cut from one long context
+    max_answer_length: int = 30  # the longest answer span predicted, in tokens
+    n_best_size: int = 20  # start and end logits tried per feature
+    version_2_with_negative: bool = False  # SQuAD v2: a question may have no answer
+    null_score_diff_threshold: float = 0.0  # v2: how much the null answer must beat the best span by
+
     name = "question_answering"
     columns = ("text_column", "pair_column", "label_column")
     inputs = ANSWERS
@@ -62,8 +70,9 @@ class QuestionAnswering(Task):
 
     def check_config(self, data_cfg: dict) -> None:
         length = data_cfg["max_length"]
-        if data_cfg["doc_stride"] >= length:
-            raise ConfigError(f"data.doc_stride: {data_cfg['doc_stride']} must be smaller than data.max_length={length}; e.g. data.doc_stride={length // 3}.")
+        if self.doc_stride >= length:
+            raise ConfigError(f"task_options.doc_stride: {self.doc_stride} must be smaller than data.max_length={length}; "
+                              f"e.g. task_options.doc_stride={length // 3}.")
 
     def read_local(self, builder: str, files: dict):
         if builder == "json" and all(is_squad_json(f) for split_files in files.values() for f in split_files):
@@ -72,16 +81,16 @@ class QuestionAnswering(Task):
 
     def prepare_raw(self, raw, data_cfg: dict):
         """The train split's answers checked before they become token labels: unanswerable
-        questions (SQuAD 2.0's empty answers) need `data.version_2_with_negative`, and an answer
+        questions (SQuAD 2.0's empty answers) need `task_options.version_2_with_negative`, and an answer
         whose `answer_start` does not locate its text in the context is left out, or the file is
         refused when more than 1% of them are (wrong offsets, or a file re-encoded since)."""
         context, answers = data_cfg["pair_column"], data_cfg["label_column"]
         train = raw["train"]
         unanswerable = sum(1 for answer in train[answers] if not answer["text"])
-        if unanswerable and not data_cfg["version_2_with_negative"]:
+        if unanswerable and not self.version_2_with_negative:
             raise ConfigError(
-                f"data.version_2_with_negative: {unanswerable} of the train split's {train.num_rows} questions have no answer "
-                f"(SQuAD 2.0's unanswerable ones); set data.version_2_with_negative=true to train on them as run_qa.py "
+                f"task_options.version_2_with_negative: {unanswerable} of the train split's {train.num_rows} questions have no "
+                f"answer (SQuAD 2.0's unanswerable ones); set task_options.version_2_with_negative=true to train on them as run_qa.py "
                 f"--version_2_with_negative does (the null answer scored by squad_v2)."
             )
         misplaced = [i for i, (text, answer) in enumerate(zip(train[context], train[answers]))
@@ -113,7 +122,7 @@ class QuestionAnswering(Task):
             questions = [q.lstrip() for q in batch[question]]  # run_qa: leading spaces waste the budget
             first, second = (questions, batch[context]) if pad_right else (batch[context], questions)
             encoded = tokenizer(first, second, truncation="only_second" if pad_right else "only_first", max_length=length,
-                                stride=data_cfg["doc_stride"], return_overflowing_tokens=True, return_offsets_mapping=True,
+                                stride=self.doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
                                 padding=padding)
             context_index = 1 if pad_right else 0
             starts, ends, example_ids, offsets = [], [], [], []
@@ -153,9 +162,9 @@ class QuestionAnswering(Task):
         examples, by_example, offsets = validation_layout(context.validation_path)
         predictions, references = [], []
         for example in examples:
-            answer = best_answer(example[data_cfg["pair_column"]], by_example[example["id"]], start_logits, end_logits, offsets, data_cfg)
+            answer = best_answer(example[data_cfg["pair_column"]], by_example[example["id"]], start_logits, end_logits, offsets, self)
             prediction = {"id": example["id"], "prediction_text": answer}
-            if data_cfg["version_2_with_negative"]:
+            if self.version_2_with_negative:
                 prediction["no_answer_probability"] = 0.0
             predictions.append(prediction)
             references.append({"id": example["id"], "answers": example[data_cfg["label_column"]]})
@@ -176,10 +185,10 @@ def validation_layout(validation_path: str) -> tuple:
     return examples, by_example, features["offset_mapping"]
 
 
-def best_answer(context: str, feature_indices: list, start_logits, end_logits, offsets, data_cfg: dict) -> str:
-    """The best span's text over an example's features ("" when v2's null answer wins)."""
+def best_answer(context: str, feature_indices: list, start_logits, end_logits, offsets, options: QuestionAnswering) -> str:
+    """The best span's text over an example's features ("" when v2's null answer wins), by the task's options."""
     best_score, best_text, null_score = -np.inf, "", np.inf
-    n_best, longest = data_cfg["n_best_size"], data_cfg["max_answer_length"]
+    n_best, longest = options.n_best_size, options.max_answer_length
     for i in feature_indices:
         starts, ends, spans = start_logits[i], end_logits[i], offsets[i]
         null_score = min(null_score, starts[0] + ends[0])
@@ -191,7 +200,7 @@ def best_answer(context: str, feature_indices: list, start_logits, end_logits, o
                 score = starts[s] + ends[e]
                 if score > best_score:
                     best_score, best_text = score, context[spans[s][0]:spans[e][1]]
-    if data_cfg["version_2_with_negative"] and null_score > best_score + data_cfg["null_score_diff_threshold"]:
+    if options.version_2_with_negative and null_score > best_score + options.null_score_diff_threshold:
         return ""
     return best_text
 

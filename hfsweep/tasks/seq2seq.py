@@ -1,6 +1,6 @@
 """Sequence to sequence (summarization, translation), as transformers' run_summarization.py and
-run_translation.py: `data.source_prefix` + the source, truncated to `data.max_length`; the target,
-truncated to `data.max_target_length`, as labels (padding -100); a `Seq2SeqTrainer` that
+run_translation.py: `task_options.source_prefix` + the source, truncated to `data.max_length`; the
+target, truncated to `task_options.max_target_length`, as labels (padding -100); a `Seq2SeqTrainer` that
 generates on evaluation, scored by ROUGE or sacreBLEU on the decoded texts.
 
 Columns: `data.text_column` and `data.target_column` (jsonl/csv/tsv as distributed); for a
@@ -9,6 +9,8 @@ translation` with `data.source_lang`/`data.target_lang`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,7 +28,11 @@ def sources_and_targets(batch: dict, data_cfg: dict) -> tuple[list, list]:
     return batch[source], batch[target]
 
 
+@dataclass
 class Seq2Seq(Task):
+    source_prefix: str = ""  # put before every source (T5's "summarize: ")
+    max_target_length: int = 64  # target tokens, padded and truncated
+
     name = "seq2seq"
     columns = ("text_column", "target_column")
     text_keys = ("text_column", "target_column", "source_lang", "target_lang")
@@ -52,11 +58,11 @@ class Seq2Seq(Task):
     def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
         from datasets import Features
 
-        source_length, target_length = data_cfg["max_length"], data_cfg["max_target_length"]
+        source_length, target_length = data_cfg["max_length"], self.max_target_length
 
         def encode(batch: dict) -> dict:
             sources, targets = sources_and_targets(batch, data_cfg)
-            encoded = tokenizer([data_cfg["source_prefix"] + s for s in sources], padding="max_length", truncation=True, max_length=source_length)
+            encoded = tokenizer([self.source_prefix + s for s in sources], padding="max_length", truncation=True, max_length=source_length)
             labels = np.array(tokenizer(text_target=targets, padding="max_length", truncation=True, max_length=target_length)["input_ids"])
             labels[labels == tokenizer.pad_token_id] = IGNORED
             return {**encoded, "labels": labels}

@@ -3,11 +3,11 @@
 Rows are TRL's dataset types: conversational `messages` (the last message is the completion, the
 ones before it the prompt), or `prompt` and `completion` (plain text, or lists of messages);
 ShareGPT's `conversations` of `from`/`value` are converted to them by TRL. A conversation is
-rendered by the tokenizer's chat template (or `data.chat_template`: Jinja text or a .jinja file);
-with `data.completion_only_loss` the prompt's tokens are labelled -100, found as TRL finds them
-(where the tokenized prompt and prompt + completion diverge); `data.assistant_only_loss` (TRL's
+rendered by the tokenizer's chat template (or `task_options.chat_template`: Jinja text or a .jinja
+file); with `task_options.completion_only_loss` the prompt's tokens are labelled -100, found as TRL finds them
+(where the tokenized prompt and prompt + completion diverge); `assistant_only_loss` (TRL's
 name) trains on every assistant message and nothing else, found by rendering the conversation's
-beginnings, so the template needs no `{% generation %}` markers; `data.packing` packs examples into
+beginnings, so the template needs no `{% generation %}` markers; `packing` packs examples into
 blocks of `data.max_length` with TRL's `pack_dataset`. The result is fixed-length causal-LM rows,
 so the workers stream them and the Trainer trains on them like every other task's.
 
@@ -18,6 +18,8 @@ The trials' Trainer is the configured one: `trainer=sft` is TRL's `SFTTrainer` i
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Optional
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.tasks.base import IGNORED, Task
@@ -27,9 +29,8 @@ FORMATS = "rows with `messages`, or with `prompt` and `completion` (TRL's datase
 ROW_COLUMNS = ("input_ids", "attention_mask", "labels")  # what a prepared row holds
 
 
-def chat_template(data_cfg: dict):
-    """`data.chat_template` as Jinja text (read from its file when it names one), or None: the tokenizer's."""
-    template = data_cfg["chat_template"]
+def chat_template(template: Optional[str]):
+    """`task_options.chat_template` as Jinja text (read from its file when it names one), or None: the tokenizer's."""
     if template and template.endswith((".jinja", ".j2")) and os.path.isfile(template):
         with open(template, encoding="utf-8") as f:
             return f.read()
@@ -58,7 +59,7 @@ def tokenize(example: dict, tokenizer, template, completion_only: bool, assistan
         prompt_ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, **render)["input_ids"]
         ids = tokenizer.apply_chat_template(prompt + completion, **render)["input_ids"]
     elif assistant_only:
-        raise ConfigError("data.assistant_only_loss: trains on a conversation's assistant messages, and these rows are plain text; set data.assistant_only_loss=false.")
+        raise ConfigError("task_options.assistant_only_loss: trains on a conversation's assistant messages, and these rows are plain text; set task_options.assistant_only_loss=false.")
     else:  # plain text: the completion ends with EOS, as TRL adds it
         prompt_ids = tokenizer(prompt)["input_ids"]
         ids = tokenizer(prompt + completion + (tokenizer.eos_token or ""))["input_ids"]
@@ -84,9 +85,9 @@ def assistant_mask(messages: list, ids: list, tokenizer, render: dict) -> list:
         through = tokenizer.apply_chat_template(messages[: i + 1], **render)["input_ids"]
         if through[: len(before)] != before or ids[: len(through)] != through:
             raise ConfigError(
-                f"data.assistant_only_loss: the chat template renders a conversation's first {i + 1} messages otherwise than the "
+                f"task_options.assistant_only_loss: the chat template renders a conversation's first {i + 1} messages otherwise than the "
                 f"whole conversation does, so message {i + 1}'s tokens cannot be found; use a template whose renderings of a "
-                f"conversation's beginnings are prefixes of the whole one's, or set data.assistant_only_loss=false."
+                f"conversation's beginnings are prefixes of the whole one's, or set task_options.assistant_only_loss=false."
             )
         mask[len(before): len(through)] = [1] * (len(through) - len(before))
     return mask
@@ -101,7 +102,13 @@ def learns_something(row: dict) -> bool:
     return any(label != IGNORED for label in row["labels"])
 
 
+@dataclass
 class SFT(Task):
+    chat_template: Optional[str] = None  # Jinja text or a .jinja file rendering conversations; None: the tokenizer's
+    completion_only_loss: bool = True  # train on the completion only (the prompt's labels are -100)
+    assistant_only_loss: bool = False  # train on every assistant message of a conversation only (TRL's name)
+    packing: bool = False  # pack examples into blocks of max_length (TRL's wrapped packing) instead of padding each
+
     name = "sft"
     length_key = "max_length"
     loss_type = "ForCausalLM"
@@ -112,8 +119,8 @@ class SFT(Task):
         return AutoModelForCausalLM
 
     def prepare_tokenizer(self, tokenizer, data_cfg: dict) -> None:
-        if data_cfg["chat_template"]:  # the template the data was rendered with
-            tokenizer.chat_template = chat_template(data_cfg)
+        if self.chat_template:  # the template the data was rendered with
+            tokenizer.chat_template = chat_template(self.chat_template)
 
     def check_config(self, data_cfg: dict) -> None:
         import importlib.util
@@ -137,13 +144,14 @@ class SFT(Task):
         from datasets import Features
         from trl.data_utils import pack_dataset
 
-        length, template = data_cfg["max_length"], chat_template(data_cfg)
+        length, template = data_cfg["max_length"], chat_template(self.chat_template)
         if template is None and tokenizer.chat_template is None and "prompt" not in ds.column_names:
-            raise ConfigError("data.chat_template: the tokenizer has none, and conversations need one; set data.chat_template (Jinja text or a .jinja file).")
-        ds = ds.map(tokenize, fn_kwargs={"tokenizer": tokenizer, "template": template, "completion_only": data_cfg["completion_only_loss"],
-                                         "assistant_only": data_cfg["assistant_only_loss"]},
+            raise ConfigError("task_options.chat_template: the tokenizer has none, and conversations need one; "
+                              "set task_options.chat_template (Jinja text or a .jinja file).")
+        ds = ds.map(tokenize, fn_kwargs={"tokenizer": tokenizer, "template": template, "completion_only": self.completion_only_loss,
+                                         "assistant_only": self.assistant_only_loss},
                     remove_columns=ds.column_names, desc=f"tokenize {split}")
-        if data_cfg["packing"]:
+        if self.packing:
             ds = pack_dataset(ds, length, "wrapped")  # blocks of max_length, as run_clm's group_texts
         else:
             ds = ds.map(truncate, fn_kwargs={"length": length})

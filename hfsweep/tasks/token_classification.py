@@ -1,5 +1,5 @@
 """Token classification (NER, POS), as transformers' run_ner.py: words split into sub-tokens, each
-word's tag on its first sub-token (or on all of them: `data.label_all_tokens`, where a B- tag
+word's tag on its first sub-token (or on all of them: `task_options.label_all_tokens`, where a B- tag
 becomes I- after the first), -100 elsewhere; scored with seqeval on the tag sequences.
 
 Data: a hub dataset with `tokens` and `ner_tags` columns (`data.text_column`, `data.label_column`),
@@ -8,6 +8,8 @@ json/jsonl with the same, or CoNLL column files (train.txt, validation.txt) read
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,7 +37,10 @@ def encode_tags(raw, column: str):
     return raw.cast_column(column, List(ClassLabel(names=names)))
 
 
+@dataclass
 class TokenClassification(Task):
+    label_all_tokens: bool = False  # a word's tag on every sub-token (B- becoming I-), not just its first
+
     name = "token_classification"
     columns = ("text_column", "label_column")
     inputs = TAGS
@@ -73,7 +78,7 @@ class TokenClassification(Task):
                     elif word != previous:
                         row_labels.append(word_tags[word])
                     else:
-                        row_labels.append(inside[word_tags[word]] if data_cfg["label_all_tokens"] else IGNORED)
+                        row_labels.append(inside[word_tags[word]] if self.label_all_tokens else IGNORED)
                     previous = word
                 labels.append(row_labels)
             return {**encoded, "labels": labels}

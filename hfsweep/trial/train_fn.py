@@ -7,8 +7,6 @@ of CPU per trial on a small machine); the chosen loop is imported on the workers
 
 from __future__ import annotations
 
-import importlib
-
 import ray.train
 from ray.train import UserCallback
 from ray.util.queue import Queue
@@ -20,9 +18,10 @@ def train_loop(config: dict) -> None:
     The data shard is requested first: that starts Ray Data's split coordinator (an actor to
     spawn) while this worker imports torch and transformers for the loop.
     """
+    from hfsweep.loops.base import get_loop  # here, on the worker: the controller unpickling this module imports nothing more
+
     ray.train.get_dataset_shard("train")
-    loop = importlib.import_module(f"hfsweep.loops.{config['cfg']['loop']['name']}")
-    loop.train_loop_per_worker(config)
+    get_loop(config["cfg"]["loop"]["name"]).train(config)
 
 
 class ForwardToTune(UserCallback):

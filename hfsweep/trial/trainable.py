@@ -27,8 +27,9 @@ from ray.util.queue import Queue
 
 from hfsweep.config.loading import apply_sampled
 from hfsweep.config.resources import resource_names, trains_in_process
-from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, what_is_prepared
 from hfsweep.contract import HF_CHECKPOINTS, read_pointer, report_to_tune
+from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, what_is_prepared
+from hfsweep.tasks import with_options
 from hfsweep.trial.train_fn import ForwardToTune, train_loop
 
 
@@ -41,10 +42,11 @@ def train_run_name(trial_id: str, resume_from: Optional[str]) -> str:
     return f"{trial_id}-from-{hashlib.sha256(resume_from.encode()).hexdigest()[:8]}"
 
 
-def data_changed(cfg: dict, trial_cfg: dict, task) -> bool:
-    """A searched key the prepared data depends on (the task's `worker_keys`, such as masked LM's
-    mlm_probability, are applied on the workers)."""
-    return what_is_prepared(trial_cfg["data"], task) != what_is_prepared(cfg["data"], task) or trial_cfg["model"]["tokenizer"] != cfg["model"]["tokenizer"]
+def data_changed(cfg: dict, trial_cfg: dict, task, trial_task) -> bool:
+    """A searched key the prepared data depends on: a data or tokenizer key, or a task option
+    (not the task's `worker_options`, such as masked LM's mlm_probability, applied on the workers)."""
+    return (what_is_prepared(trial_cfg["data"]) != what_is_prepared(cfg["data"]) or trial_task.identity() != task.identity()
+            or trial_cfg["model"]["tokenizer"] != cfg["model"]["tokenizer"])
 
 
 def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_datasets: dict) -> None:
@@ -52,8 +54,10 @@ def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_dataset
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     started_at = time.time()
     trial_cfg = apply_sampled(cfg, sampled)
-    changed = data_changed(cfg, trial_cfg, task)
-    if changed:  # a searched data or tokenizer key: prepare (cached) for this trial
+    trial_task = with_options(task, trial_cfg["task_options"]) if trial_cfg["task_options"] != cfg["task_options"] else task
+    changed = data_changed(cfg, trial_cfg, task, trial_task)
+    task = trial_task
+    if changed:  # a searched data, tokenizer or task key: prepare (cached) for this trial
         data = prepare(trial_cfg, task)
     if changed or trial_cfg["seed"] != cfg["seed"]:  # a searched seed (replay) reshuffles too
         ray_datasets = load_ray_datasets(data, trial_cfg["data"]["datasets_to_split"], trial_cfg["seed"])
