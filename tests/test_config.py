@@ -354,3 +354,22 @@ def test_relative_local_paths_are_made_absolute_for_the_trials_and_hub_names_sta
     assert cfg["task_options"]["chat_template"] == str(tmp_path / "chat.jinja")
     assert cfg["model"]["tokenizer"]["pretrained"] == "gpt2", "no local folder of that name: a hub name"
     assert cfg["cache_dir"] == str(tmp_path / "cache")
+
+
+def test_a_sweep_saved_before_task_options_resumes_with_its_family_options_moved_there(tmp_path):
+    """resolved_config.yaml from before `task_options` held every family's options under data.*:
+    resume reads the ones it set away from their defaults as task options, and the rest are gone."""
+    import yaml
+
+    from hfsweep.config.loading import saved_config
+    from hfsweep.run_dir import RESOLVED_CONFIG, write_config
+
+    cfg = resolved_config(["+experiment=bert_squad_offline", f"data.path={tmp_path}"], tmp_path / "run", tmp_path)
+    old = {**cfg, "data": {**cfg["data"], "doc_stride": 48, "mlm_probability": 0.15, "packing": False}}
+    del old["task_options"]
+    write_config(str(tmp_path), old)
+    assert "doc_stride" in yaml.safe_load((tmp_path / RESOLVED_CONFIG).read_text())["data"]
+    resumed = saved_config(str(tmp_path))
+    assert resumed["task_options"] == {"doc_stride": 48}
+    assert not {"doc_stride", "mlm_probability", "packing"} & set(resumed["data"])
+    assert preflight(resumed).task.doc_stride == 48
