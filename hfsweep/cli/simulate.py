@@ -72,13 +72,18 @@ def run(args) -> None:
 
 def sweep_records(run_dir: str) -> tuple[dict, str]:
     """(the sweep's config, its Tune experiment directory); an empty config for a bare Tune one."""
+    if not os.path.isdir(run_dir):
+        raise ConfigError(f"{run_dir}: no such directory; pass a finished sweep's run directory.")
+    cfg, experiment_dir = {}, run_dir
     if holds_sweep(run_dir):
         cfg = read_config(run_dir)
-        return cfg, os.path.join(run_dir, cfg["name"])
-    if glob.glob(os.path.join(run_dir, "experiment_state-*.json")):
-        return {}, run_dir
-    raise ConfigError(f"{run_dir}: neither a sweep's run directory (resolved_config.yaml) nor a Tune experiment "
-                      f"directory (experiment_state-*.json); pass one of those.")
+        experiment_dir = os.path.join(run_dir, cfg["name"])
+    elif not glob.glob(os.path.join(run_dir, "experiment_state-*.json")):
+        raise ConfigError(f"{run_dir}: neither a sweep's run directory (resolved_config.yaml) nor a Tune experiment "
+                          f"directory (experiment_state-*.json); pass one of those.")
+    if not glob.glob(os.path.join(experiment_dir, "experiment_state-*.json")):
+        raise ConfigError(f"{run_dir}: no results (no Tune experiment in {experiment_dir}); replay a sweep that ran.")
+    return cfg, experiment_dir
 
 
 if __name__ == "__main__":

@@ -118,7 +118,10 @@ def scheduler_jobs(overrides: list[str]) -> list[list[str]]:
         raise ConfigError("scheduler: name the scheduler to replay under, e.g. scheduler=asha (several: scheduler=asha,median).")
     choices = [[f"{o.get_key_element()}={v}" for v in (o.sweep_string_iterator() if o.is_sweep_override()
                                                            else [o.get_value_element_as_str()])] for o in parsed]
-    return [list(job) for job in itertools.product(*choices)]
+    jobs = [list(job) for job in itertools.product(*choices)]
+    for job in jobs:
+        check_composition(job)  # an unknown scheduler or key, in one line, before any record is read
+    return jobs
 
 
 def job_name(job: list[str]) -> str:
