@@ -168,7 +168,7 @@ class ReplayController:
         self.records: dict[Trial, RecordedTrial] = {}
         self.delivered: dict[Trial, int] = {}  # reports the scheduler has seen
         self.running: dict[Trial, int] = {}  # a running trial's pending event
-        self.stopped: set[Trial] = set()  # by the scheduler (not a stopper, nor the end of its records)
+        self.stopped: set[Trial] = set()  # by the scheduler (not by a stopper, nor at the end of its records)
         self.events: list = []  # (time, event id, trial)
         self.now = 0.0
         self.ids = itertools.count()
@@ -250,13 +250,16 @@ class ReplayController:
             self.schedule_next(trial)
 
     def outcomes(self) -> list[TrialOutcome]:
-        found = []
+        """Each trial's end: `stopped` by the scheduler short of the sweep's furthest step (ASHA's
+        STOP at max_t is a completion), else completed, or still paused or pending."""
+        found, progress, furthest = [], self.recording.progress, self.recording.max_progress()
         for trial, record in self.records.items():
             seen = record.reports[: self.delivered[trial]]
-            ended = {Trial.PAUSED: "paused at the end", Trial.PENDING: "never started"}.get(trial.status, "completed")
-            ended = "stopped" if trial in self.stopped else ended
             last = seen[-1] if seen else {}
-            found.append(TrialOutcome(record.trial_id, record.config, ended, last.get(self.recording.progress, 0),
+            ended = {Trial.PAUSED: "paused at the end", Trial.PENDING: "never started"}.get(trial.status, "completed")
+            if trial in self.stopped and last.get(progress, 0) < furthest:
+                ended = "stopped"
+            found.append(TrialOutcome(record.trial_id, record.config, ended, last.get(progress, 0),
                                       last.get("time_total_s", 0.0), seen))
         return found
 
