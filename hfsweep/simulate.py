@@ -1,4 +1,5 @@
-"""`python -m hfsweep.simulate`: Replay a finished sweep's curves through other schedulers (see `hfsweep.cli.simulate`)."""
+"""`python -m hfsweep.simulate`: Replay a finished sweep's curves through other schedulers
+(see `hfsweep.cli.simulate`)."""
 
 import sys
 

@@ -15,6 +15,7 @@ import pytest
 from hfsweep.cli.simulate import main
 from hfsweep.driver.simulate import build_replay_scheduler, read_recording, simulate
 from hfsweep.run_dir import write_config
+from tests.conftest import resolved_config
 
 # score = START[x] + SLOPE[x] * k at step 10 k: early leaders that flatten or fall, late bloomers.
 START = [0.50, 0.60, 0.30, 0.55, 0.20, 0.65]
@@ -73,31 +74,48 @@ def test_asha_replay_stops_what_a_real_asha_sweep_stops(fifo_grid, capsys):
     from ray.tune.schedulers import ASHAScheduler
 
     path, _ = fifo_grid
-    real = record(path.parent, "asha", len(START), ASHAScheduler(time_attr="step", max_t=MAX_STEP, grace_period=20, reduction_factor=2))
+    asha = ASHAScheduler(time_attr="step", max_t=MAX_STEP, grace_period=20, reduction_factor=2)
+    real = record(path.parent, "asha", len(START), asha)
     real_steps = last_steps(real)
     assert sorted(set(real_steps.values())) == [20, 40, 60], "the curves must make ASHA stop at both rungs"
 
     job = ["scheduler=asha", "scheduler.grace_period=20"]  # reduction_factor 2 and max_t: conf/scheduler/asha.yaml's
-    sim = simulate(read_recording(str(path)), build_replay_scheduler(job, BARE, "score", "max"), "score", "max", name="asha")
+    scheduler = build_replay_scheduler(job, BARE, "score", "max")
+    sim = simulate(read_recording(str(path)), scheduler, "score", "max", name="asha")
     assert {o.config["x"]: o.progress for o in sim.trials} == real_steps
-    assert {o.config["x"] for o in sim.trials if o.ended == "stopped"} == {x for x, s in real_steps.items() if s < MAX_STEP}
+    stopped = {x for x, step in real_steps.items() if step < MAX_STEP}
+    assert {o.config["x"] for o in sim.trials if o.ended == "stopped"} == stopped
     assert sim.compute_share < 1
 
     # The ASHA run's own records are refused as a recording, in one line naming the fix...
     capsys.readouterr()  # Tune's own output, from the run
-    assert main([str(path.parent / "asha"), *job, "--metric", "score", "--mode", "max"]) == 2
+    bare = ["--metric", "score", "--mode", "max"]
+    assert main([str(path.parent / "asha"), *job, *bare]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1 and "--treat-stopped-as-final" in err
     # ...and taken with it: replaying the same ASHA stops the same trials again.
-    assert main([str(path.parent / "asha"), *job, "--metric", "score", "--mode", "max", "--treat-stopped-as-final"]) == 0
+    assert main([str(path.parent / "asha"), *job, *bare, "--treat-stopped-as-final"]) == 0
     table = pd.read_csv(path.parent / "asha" / "simulate" / "asha-grace_period=20.csv")
     assert dict(zip(table["x"], table["step"])) == real_steps
 
 
 @pytest.mark.slow
+def test_a_sweep_run_directory_replays_with_its_metric_and_stoppers(fifo_grid, cache_dir):
+    """The FIFO grid as an hfsweep run directory: the metric, mode and max_steps come from its
+    resolved_config.yaml, and the step budget's stopper ends each trial at max_steps before ASHA."""
+    path, _ = fifo_grid
+    overrides = ["debug=tiny", "name=fifo", "metric=score", "mode=max", f"training.max_steps={MAX_STEP}"]
+    write_config(str(path.parent), resolved_config(overrides, path.parent, cache_dir))
+    assert main([str(path.parent), "scheduler=asha", "scheduler.grace_period=20"]) == 0
+    table = pd.read_csv(path.parent / "simulate" / "asha-grace_period=20.csv")
+    assert dict(zip(table["x"], table["step"])) == {0: 60, 1: 60, 2: 20, 3: 60, 4: 20, 5: 40}  # as the real ASHA run
+
+
+@pytest.mark.slow
 def test_several_schedulers_compare_in_one_table(fifo_grid, capsys):
     path, _ = fifo_grid
-    assert main([str(path), "scheduler=fifo,asha,hyperband,median", "--metric", "score", "--mode", "max", "--shuffle", "3"]) == 0
+    argv = [str(path), "scheduler=fifo,asha,hyperband,median", "--metric", "score", "--mode", "max", "--shuffle", "3"]
+    assert main(argv) == 0
     table = pd.read_csv(path / "simulate" / "comparison.csv")
     assert list(table["scheduler"]) == ["fifo", "asha", "hyperband", "median"]
     assert table.loc[0, "compute_share"] == 1.0 and table.loc[0, "regret"] == 0

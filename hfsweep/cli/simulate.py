@@ -1,8 +1,8 @@
 """Replay a finished sweep's curves through other schedulers: `python -m hfsweep.simulate RUN_DIR scheduler=asha`.
 
 Several at once compare in one table: `scheduler=asha,hyperband,median` (every combination of
-comma-separated values, as Hydra's multirun would run them; `scheduler.KEY=VALUE` overrides as in
-a sweep). RUN_DIR is a sweep's run directory, or any Tune experiment directory (then give
+comma-separated values, as Hydra's multirun would run them, with or without `-m`;
+`scheduler.KEY=VALUE` overrides as in a sweep). RUN_DIR is a sweep's run directory, or any Tune experiment directory (then give
 --metric and --mode). The trials must have run to the end (FIFO); a sweep an early-stopping
 scheduler cut short is refused unless --treat-stopped-as-final. Writes RUN_DIR/simulate/.
 """
@@ -22,13 +22,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hfsweep.simulate", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", help="a finished sweep's run directory, or a Tune experiment directory")
     parser.add_argument("overrides", nargs="*", help="scheduler=NAME[,NAME...] and scheduler.KEY=VALUE overrides")
-    parser.add_argument("--shuffle", type=int, metavar="SEED", help="start the trials in this seed's shuffle of the recorded order")
+    parser.add_argument("-m", "--multirun", action="store_true",
+                        help="Hydra's spelling, accepted: comma-separated values always replay every combination")
+    parser.add_argument("--shuffle", type=int, metavar="SEED",
+                        help="start the trials in this seed's shuffle of the recorded order")
     parser.add_argument("--concurrency", type=int, metavar="N", help="trials at once (default: as recorded)")
     parser.add_argument("--treat-stopped-as-final", action="store_true",
                         help="replay a sweep whose trials were stopped early, taking their last report as their end")
     parser.add_argument("--metric", help="the metric to optimise (default: the sweep's)")
     parser.add_argument("--mode", choices=["min", "max"], help="(default: the sweep's)")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # flags anywhere among the overrides
     try:
         run(args)
     except ConfigError as err:
@@ -45,7 +48,8 @@ def run(args) -> None:
     sweep_cfg, experiment_dir = sweep_records(args.run_dir)
     metric, mode = args.metric or sweep_cfg.get("metric"), args.mode or sweep_cfg.get("mode")
     if not isinstance(metric, str) or mode not in ("min", "max"):
-        raise ConfigError(f"{args.run_dir}: give the one metric to optimise and its mode, e.g. --metric eval_loss --mode min.")
+        raise ConfigError(f"{args.run_dir}: give the one metric to optimise and its mode, "
+                          f"e.g. --metric eval_loss --mode min.")
     recording = simulate.read_recording(experiment_dir)
     if not recording.trials:
         raise ConfigError(f"{experiment_dir}: no trial reported a result; replay a sweep that ran.")
@@ -60,7 +64,7 @@ def run(args) -> None:
     schedulers = [simulate.build_replay_scheduler(job, sweep_cfg, metric, mode) for job in jobs]  # all refused or none
     sims = []
     for job, scheduler in zip(jobs, schedulers):
-        stopper = build_stopper(sweep_cfg) if "stopper" in sweep_cfg else None  # a sweep's stoppers act first, as in Tune
+        stopper = build_stopper(sweep_cfg) if "stopper" in sweep_cfg else None  # they see a report first, as in Tune
         sims.append(simulate.simulate(recording, scheduler, metric, mode, name=simulate.job_name(job),
                                       concurrency=args.concurrency, shuffle=args.shuffle, stopper=stopper))
         print(simulate.describe(sims[-1], metric, recording.progress))

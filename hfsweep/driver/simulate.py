@@ -111,11 +111,13 @@ def scheduler_jobs(overrides: list[str]) -> list[list[str]]:
     for override in parsed:
         key = override.get_key_element().lstrip("+~")
         if key == "search_alg" or key.startswith("search_alg."):
-            raise ConfigError(f"{key}: a replay runs the recorded configs only; change their order with --shuffle SEED.")
+            raise ConfigError(f"{key}: a replay runs the recorded configs only; "
+                              f"change their order with --shuffle SEED.")
         if key != "scheduler" and not key.startswith("scheduler."):
             raise ConfigError(f"{key}: a replay takes scheduler overrides only (scheduler=NAME, scheduler.KEY=VALUE).")
     if not any(o.get_key_element() == "scheduler" for o in parsed):
-        raise ConfigError("scheduler: name the scheduler to replay under, e.g. scheduler=asha (several: scheduler=asha,median).")
+        raise ConfigError("scheduler: name the scheduler to replay under, e.g. scheduler=asha "
+                          "(several: scheduler=asha,median).")
     choices = [[f"{o.get_key_element()}={v}" for v in (o.sweep_string_iterator() if o.is_sweep_override()
                                                            else [o.get_value_element_as_str()])] for o in parsed]
     jobs = [list(job) for job in itertools.product(*choices)]
@@ -136,11 +138,13 @@ def build_replay_scheduler(job: list[str], sweep_cfg: dict, metric: str, mode: s
     metric as TuneConfig makes it."""
     composed = OmegaConf.to_container(check_composition(job)[0], resolve=False)
     context = {**composed, **sweep_cfg, "training": {**composed["training"], **sweep_cfg.get("training", {})}}
-    node = OmegaConf.to_container(OmegaConf.create({**context, "scheduler": composed["scheduler"]}).scheduler, resolve=True)
+    context = OmegaConf.create({**context, "scheduler": composed["scheduler"]})
+    node = OmegaConf.to_container(context.scheduler, resolve=True)
     cls = target_class(node)
     if issubclass(cls, (PopulationBasedTraining, HyperBandForBOHB)):  # PB2 is a PopulationBasedTraining
-        raise ConfigError(f"scheduler={job_name(job).split()[0]}: {cls.__name__} needs what a replay of recorded curves "
-                          f"cannot give (new configs, or BOHB's searcher); choose fifo, asha, hyperband or median.")
+        raise ConfigError(f"scheduler={job_name(job).split()[0]}: {cls.__name__} needs what a replay of recorded "
+                          f"curves cannot give (new configs, or BOHB's searcher); "
+                          f"choose fifo, asha, hyperband or median.")
     scheduler = instantiate_at("scheduler", node)
     scheduler.set_search_properties(metric, mode)
     return scheduler
@@ -299,7 +303,8 @@ def simulate(recording: Recording, scheduler: TrialScheduler, metric: str, mode:
     controller = ReplayController(recording, scheduler, order, concurrency or recording.concurrency(), stopper)
     controller.run()
     outcomes = controller.outcomes()
-    full = [TrialOutcome(t.trial_id, t.config, "completed", recording.last(t), t.seconds, t.reports) for t in recording.trials]
+    full = [TrialOutcome(t.trial_id, t.config, "completed", recording.last(t), t.seconds, t.reports)
+            for t in recording.trials]
     _, full_value, _ = best_report(full, metric, mode)
     best, value, progress = best_report(outcomes, metric, mode)
     return Simulation(
@@ -320,13 +325,17 @@ def trial_table(sim: Simulation, progress: str) -> pd.DataFrame:
                           progress: o.progress, "seconds": round(o.seconds, 3)} for o in sim.trials])
 
 
+def config_text(config: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in flatten_dict(config, delimiter=".").items())
+
+
 def comparison_table(sims: list[Simulation], metric: str) -> pd.DataFrame:
     return pd.DataFrame([{
         "scheduler": s.name,
         "stopped": sum(o.ended == "stopped" for o in s.trials),
         "trials": len(s.trials),
         "best_trial": s.best.trial_id if s.best else "",
-        "best_config": ", ".join(f"{k}={v}" for k, v in flatten_dict(s.best.config, delimiter=".").items()) if s.best else "",
+        "best_config": config_text(s.best.config) if s.best else "",
         f"best_{metric}": s.best_value,
         "regret": s.regret,
         "compute_share": round(s.compute_share, 4),
@@ -343,8 +352,8 @@ def describe(sim: Simulation, metric: str, progress: str) -> str:
     if paused:
         lines.append(f"  still paused when no trial could run: {', '.join(paused)}")
     if sim.best:
-        config = ", ".join(f"{k}={v}" for k, v in flatten_dict(sim.best.config, delimiter=".").items())
-        lines.append(f"  best: trial {sim.best.trial_id} ({config}), {metric} = {sim.best_value:.4f} at {progress} {sim.best_progress}")
+        lines.append(f"  best: trial {sim.best.trial_id} ({config_text(sim.best.config)}), "
+                     f"{metric} = {sim.best_value:.4f} at {progress} {sim.best_progress}")
     lines.append(f"  compute: {sim.compute_share:.1%} of the full sweep; regret {sim.regret:.4f}; "
                  f"simulated wall-clock {sim.wall_s:.1f} s")
     return "\n".join(lines)
