@@ -52,7 +52,6 @@ class RecordedTrial:
 
 @dataclass
 class Recording:
-    experiment_dir: str
     trials: list[RecordedTrial]  # in the order Tune created them
 
     @cached_property
@@ -87,7 +86,7 @@ def read_recording(experiment_dir: str) -> Recording:
         if reports:
             meta = trial.run_metadata
             trials.append(RecordedTrial(trial.trial_id, trial.config, reports, meta.start_time, meta.last_result_time))
-    return Recording(experiment_dir, trials)
+    return Recording(trials)
 
 
 def flat_report(line: str) -> dict:
