@@ -12,7 +12,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hfsweep"
 
 # Top to bottom. A module's layer is that of its longest listed prefix.
 LAYERS = [
-    ("hfsweep.__main__", "hfsweep.cli", "hfsweep.glue", "hfsweep.replay", "hfsweep.report", "hfsweep.resume", "hfsweep.datasets_offline"),
+    ("hfsweep.__main__", "hfsweep.cli", "hfsweep.glue", "hfsweep.replay", "hfsweep.report", "hfsweep.resume", "hfsweep.simulate",
+     "hfsweep.datasets_offline"),
     ("hfsweep.driver",),
     ("hfsweep.trial",),
     ("hfsweep.loops",),
