@@ -114,6 +114,13 @@ def test_one_searched_key_with_one_value_is_one_line_instead_of_a_plot():
     assert importances is None and "every trial ran the same searched values" in text
 
 
+def test_trials_that_all_reached_the_same_value_are_one_line_instead_of_a_plot():
+    table = toy_table(6)
+    table["best_eval_loss"] = 1.0  # say, a classifier's accuracy, tied: fANOVA refuses zero variance
+    text, importances = importance_section(table, config())
+    assert importances is None and "every trial reached the same best eval_loss: no importance or parallel plot." in text
+
+
 def test_without_optuna_importance_says_so_and_the_storage_flag_is_refused(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "optuna", None)
     text, importances = importance_section(toy_table(), config())

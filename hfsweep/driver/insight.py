@@ -99,6 +99,9 @@ def why_not(table: pd.DataFrame, cfg: dict) -> Optional[str]:
         return f"{len(trials)} trial(s) reported {first_objective(cfg)[0]}: importance and the parallel plot need 2."
     if all(trials[path].map(_category).nunique() < 2 for path, _ in iter_leaves(cfg["search_space"])):
         return "every trial ran the same searched values: no importance or parallel plot."
+    for metric, _ in objectives(cfg):
+        if trials[best_column(metric)].nunique() < 2:  # fANOVA has no variance to share out
+            return f"every trial reached the same best {metric}: no importance or parallel plot."
     return None
 
 
