@@ -23,7 +23,7 @@ from PIL import Image
 
 from hfsweep.cli.report import main as report_main
 from hfsweep.driver.insight import (
-    export_study, importance_section, param_importances, plot_importance, plot_parallel, study_name,
+    _axis, export_study, importance_section, param_importances, plot_importance, plot_parallel, study_name,
 )
 from hfsweep.driver.report import write_report
 from tests.conftest import resolved_config
@@ -88,6 +88,20 @@ def test_several_objectives_get_one_importance_each():
     assert "eval_loss" in header and "time_total_s" in header
 
 
+def test_parallel_axes_place_categories_in_the_spaces_order_and_log_keys_on_a_log_scale():
+    heights, ticks = _axis(pd.Series([10, 0, 10]), {"sampler": "grid", "values": [0, 10]})
+    assert list(heights) == [1.0, 0.0, 1.0] and ticks == [(0.0, "0"), (1.0, "10")]
+    heights, ticks = _axis(pd.Series([1e-5, 1e-3, 1e-1]), {"sampler": "loguniform", "low": 1e-6, "high": 1.0})
+    assert list(heights) == pytest.approx([0.0, 0.5, 1.0]) and [label for _, label in ticks] == ["1e-05", "0.001", "0.1"]
+    heights, _ = _axis(pd.Series([0.0, 0.01, 0.1]), {"sampler": "uniform", "low": 0.0, "high": 0.1})
+    assert list(heights) == pytest.approx([0.0, 0.1, 1.0])
+
+
+def test_importance_prints_nothing(capfd):
+    importance_section(toy_table(), config())
+    assert capfd.readouterr() == ("", "")
+
+
 def test_plots_are_valid_images(tmp_path):
     table, cfg = toy_table(), config(metric=["eval_loss", "time_total_s"], mode=["min", "max"])
     plot_importance(param_importances(table, cfg), str(tmp_path / "importance.png"))
@@ -136,6 +150,7 @@ def test_export_maps_each_ending_to_a_state_and_replaces_its_own_study_only(tmp_
     space = {**SPACE, "peft": {"target_modules": {"sampler": "grid", "values": [["q", "v"], ["q", "k", "v"]]}}}
     cfg = config(search_space=space)
     table = toy_table(5)
+    table["best_eval_loss"] = table["last_eval_loss"] - 0.5  # the study holds the last values, as Optuna's trials end
     table["peft.target_modules"] = [["q", "v"], ["q", "k", "v"]] * 2 + [["q", "v"]]
     table["ended"] = ["completed", "early-stopped", "stopped by scheduler/stopper", "errored", "running"]
     table.loc[3, "error"] = "FloatingPointError: training diverged: loss is nan at step 10"
