@@ -150,6 +150,15 @@ def test_without_optuna_importance_says_so_and_the_storage_flag_is_refused(tmp_p
     assert captured.err == "hfsweep.report: error: --optuna-storage needs Optuna: pip install 'hfsweep[dashboard]'.\n"
 
 
+def test_a_storage_url_optuna_cannot_open_is_refused_in_one_line(tmp_path, capsys):
+    (tmp_path / "resolved_config.yaml").write_text(yaml.safe_dump(config()))
+    assert report_main([str(tmp_path), "--optuna-storage", "sweep.db"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("hfsweep.report: error: --optuna-storage sweep.db: Could not parse SQLAlchemy URL")
+    assert not (tmp_path / "results.csv").exists()
+
+
 def test_export_maps_each_ending_to_a_state_and_replaces_its_own_study_only(tmp_path):
     space = {**SPACE, "peft": {"target_modules": {"sampler": "grid", "values": [["q", "v"], ["q", "k", "v"]]}}}
     cfg = config(search_space=space)

@@ -17,6 +17,21 @@ from hfsweep.driver.insight import IMPORTANCE_PLOT, PARALLEL_PLOT, study_name
 from hfsweep.driver.report import write_report
 
 
+def storage_problem(url: str) -> str | None:
+    """Why `url` is no Optuna storage to write to, in one line (None when it is one): checked before
+    the report, so a mistyped URL costs nothing and leaves no traceback."""
+    if importlib.util.find_spec("optuna") is None:
+        return "--optuna-storage needs Optuna: pip install 'hfsweep[dashboard]'."
+    import optuna
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        optuna.storages.get_storage(url)
+    except (SQLAlchemyError, ImportError, ValueError) as error:
+        return f"--optuna-storage {url}: {str(error).splitlines()[0]}; give a URL such as sqlite:///sweep.db."
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hfsweep.report", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", help="a sweep's run directory (holds resolved_config.yaml)")
@@ -27,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     if not holds_sweep(run_dir):
         print(f"hfsweep.report: error: {run_dir} holds no sweep ({RESOLVED_CONFIG} is missing).", file=sys.stderr)
         return 2
-    if args.optuna_storage and importlib.util.find_spec("optuna") is None:
-        print("hfsweep.report: error: --optuna-storage needs Optuna: pip install 'hfsweep[dashboard]'.",
-              file=sys.stderr)
+    problem = args.optuna_storage and storage_problem(args.optuna_storage)
+    if problem:
+        print(f"hfsweep.report: error: {problem}", file=sys.stderr)
         return 2
     table = write_report(run_dir, args.optuna_storage)
     print(table.to_string(index=False))
