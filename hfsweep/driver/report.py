@@ -1,5 +1,6 @@
-"""What a sweep tells the user: the per-trial table (`results.csv`, `results.md`), the curves, the
-hyperparameter plot (and the Pareto front's), and the one-screen summary.
+"""What a sweep tells the user: the per-trial table (`results.csv`, `results.md` with each searched
+key's importance), the curves, the hyperparameter, importance and parallel-coordinates plots (and the
+Pareto front's), and the one-screen summary; on request, the sweep as an Optuna study.
 
 Tables and plots are built from Tune's experiment directory alone (`ExperimentAnalysis`), so
 `python -m hfsweep.report RUN_DIR` regenerates them for a finished or still-running sweep.
@@ -24,6 +25,9 @@ from ray import tune  # noqa: E402
 from hfsweep import run_dir as run_files  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
 from hfsweep.driver.best import BestTrial, lookup, searched_paths  # noqa: E402
+from hfsweep.driver.insight import (  # noqa: E402
+    IMPORTANCE_PLOT, PARALLEL_PLOT, export_study, importance_section, plot_importance, plot_parallel, why_not,
+)
 from hfsweep.driver.pareto import PARETO_PLOT, pareto_optimal, plot_pareto  # noqa: E402
 from hfsweep.driver.tables import markdown  # noqa: E402
 from hfsweep.run_dir import last_column  # noqa: E402
@@ -122,19 +126,30 @@ def plot_hyperparameters(table: pd.DataFrame, cfg: dict, path: str) -> None:
     plt.close(fig)
 
 
-def write_report(run_dir: str) -> pd.DataFrame:
+def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataFrame:
     """Write results.csv, results.md, curves.png and hyperparameters.png into the run directory,
-    and pareto.png with several objectives."""
+    importance.png and parallel.png when trials differ (results.md says why not otherwise),
+    pareto.png with several objectives; with `optuna_storage`, the sweep as an Optuna study there."""
     cfg = run_files.read_config(run_dir)
     metric, mode = first_objective(cfg)
-    analysis = tune.ExperimentAnalysis(os.path.join(run_dir, cfg["name"]), default_metric=metric, default_mode=mode)
+    experiment = os.path.abspath(os.path.join(run_dir, cfg["name"]))  # Tune reads a relative path as a URI
+    analysis = tune.ExperimentAnalysis(experiment, default_metric=metric, default_mode=mode)
     table = trial_table(analysis, cfg)
     table.to_csv(os.path.join(run_dir, run_files.RESULTS_FILE), index=False)
-    Path(run_dir, run_files.RESULTS_TABLE).write_text(markdown(table))
+    section, importances = importance_section(table, cfg)
+    Path(run_dir, run_files.RESULTS_TABLE).write_text(markdown(table) + section)
     plot_curves(analysis, cfg, os.path.join(run_dir, "curves.png"))
     plot_hyperparameters(table, cfg, os.path.join(run_dir, "hyperparameters.png"))
+    for name in (IMPORTANCE_PLOT, PARALLEL_PLOT):  # an earlier report's, which this one may not replace
+        Path(run_dir, name).unlink(missing_ok=True)
+    if importances:
+        plot_importance(importances, os.path.join(run_dir, IMPORTANCE_PLOT))
+    if why_not(table, cfg) is None:
+        plot_parallel(table, cfg, os.path.join(run_dir, PARALLEL_PLOT))
     if is_multi_objective(cfg) and len(table):
         plot_pareto(table, objectives(cfg), os.path.join(run_dir, PARETO_PLOT))
+    if optuna_storage:
+        export_study(table, analysis.trial_dataframes, cfg, run_dir, optuna_storage)
     return table
 
 
