@@ -35,3 +35,22 @@ def test_bert_squad_offline_learns_answers_and_asha_acts_on_f1(ray_cluster, tmp_
     history = max(results, key=lambda r: r.config["training"]["learning_rate"]).metrics_dataframe
     assert history["eval_exact_match"].between(0, 100).all() and history["eval_loss"].notna().all()
     assert AutoModelForQuestionAnswering.from_pretrained(os.path.join(cfg["cluster"]["storage_path"], "best")).config.model_type == "bert"
+
+
+def test_the_accelerate_loop_scores_answers_as_the_trainer_does(ray_cluster, tmp_path, cache_dir):
+    """loop=accelerate evaluates question answering with the Trainer's shapes (start and end logits
+    against start and end positions): the F1 it reports for the best checkpoint is the one a
+    transformers.Trainer computes for that checkpoint."""
+    from hfsweep.data.prepare import raw_splits
+    from hfsweep.driver.evaluation import evaluate_checkpoint
+
+    folder = write_offline_data(str(tmp_path / "data"))["squad_proxy"]
+    cfg = resolved_config(["+experiment=bert_squad_offline", f"data.path={folder}", "debug=tiny", "loop=accelerate",
+                           "training.learning_rate=3e-3"], tmp_path / "run", cache_dir)
+    checked = preflight(cfg)
+    results = sweep.run(checked)
+    assert results.errors == [] and results[0].metrics["step"] == cfg["training"]["max_steps"]
+    best = best_trial(results, cfg)
+    raw = raw_splits(cfg["data"], cfg["cache_dir"], checked.task)
+    by_trainer = evaluate_checkpoint(cfg, os.path.join(cfg["cluster"]["storage_path"], "best"), cfg["data"], raw)
+    assert by_trainer["eval_f1"] == pytest.approx(best.value, abs=1e-6)

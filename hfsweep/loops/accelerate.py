@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from inspect import signature
 
 import datasets
 import ray.train
@@ -22,7 +23,8 @@ import transformers
 from accelerate import Accelerator
 from torch.utils.data import DataLoader
 from transformers import get_scheduler
-from transformers.trainer_pt_utils import nested_concat
+from transformers.trainer_pt_utils import nested_concat, nested_numpify
+from transformers.utils import find_labels
 
 from hfsweep.contract import IGNORED, EvalContext, checkpoint_dir_name, checkpoint_step
 from hfsweep.loops.common import (
@@ -56,8 +58,10 @@ def _optimizer(model, training: dict) -> torch.optim.Optimizer:
 
 def _evaluate(accelerator: Accelerator, model, loader, compute_metrics) -> dict:
     """Mean eval loss over the whole validation set (or every worker's shard of it), each example
-    counted once, their number, and `compute_metrics` on the gathered logits, as the Trainer
-    computes them."""
+    counted once, their number, and `compute_metrics` on the gathered predictions, as the Trainer
+    computes them: every output but the loss (question answering's start and end logits), against
+    the batch's label inputs of the model's `forward` (`find_labels`: start and end positions)."""
+    label_keys = find_labels(type(accelerator.unwrap_model(model)))
     model.eval()
     losses, logits, labels = [], None, None
     with torch.no_grad():
@@ -65,16 +69,22 @@ def _evaluate(accelerator: Accelerator, model, loader, compute_metrics) -> dict:
             outputs = model(**batch)
             losses.append(accelerator.gather_for_metrics(outputs.loss.repeat(len(next(iter(batch.values()))))))
             if compute_metrics:  # per-token outputs of batches padded to their own longest: padded to one length, as the Trainer does
-                batch_logits, batch_labels = gathered(accelerator, outputs.logits).float().cpu(), gathered(accelerator, batch["labels"]).cpu()
+                batch_logits = _one_or_tuple([gathered(accelerator, v).float().cpu() for k, v in outputs.items() if k != "loss"])
+                batch_labels = _one_or_tuple([gathered(accelerator, batch[k]).cpu() for k in label_keys])
                 logits = batch_logits if logits is None else nested_concat(logits, batch_logits, padding_index=IGNORED)
                 labels = batch_labels if labels is None else nested_concat(labels, batch_labels, padding_index=IGNORED)
     model.train()
     losses = torch.cat(losses)
     metrics = {"eval_loss": losses.mean().item(), "eval_samples": len(losses)}
     if compute_metrics:
-        computed = compute_metrics((logits.numpy(), labels.numpy()))
+        computed = compute_metrics((nested_numpify(logits), nested_numpify(labels)))
         metrics.update({f"eval_{name}": value for name, value in computed.items()})
     return metrics
+
+
+def _one_or_tuple(tensors: list):
+    """The Trainer's shape of predictions and labels: one tensor, or a tuple of several."""
+    return tensors[0] if len(tensors) == 1 else tuple(tensors)
 
 
 def gathered(accelerator: Accelerator, tensor):
@@ -121,6 +131,9 @@ def train_loop_per_worker(config: dict) -> None:
         num_warmup_steps=training["warmup_steps"], num_training_steps=training["max_steps"],
     )
     ran = WhatRan(model)
+    # Only the columns the model takes, as the Trainer's remove_unused_columns keeps (question
+    # answering's validation features also hold the example ids and offsets its metrics read).
+    validation = validation.select_columns([c for c in validation.column_names if c in signature(model.forward).parameters])
     model, optimizer, lr_scheduler = accelerator.prepare(model, optimizer, lr_scheduler)
     eval_loader = validation_shard(cfg, task, tokenizer, accelerator.device)
     if eval_loader is None:  # the whole split on every worker: Accelerate's prepared loader splits it
