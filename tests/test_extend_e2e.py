@@ -48,7 +48,7 @@ def test_a_widened_grid_runs_only_its_new_point_and_best_is_chosen_over_all_tria
     best = json.loads((run_dir / "best.json").read_text())
     winner = table.loc[table["best_eval_loss"].idxmin()]
     assert best["trial_id"] == winner["trial_id"] and best["value"] == pytest.approx(winner["best_eval_loss"])
-    assert best["hyperparameters"] == {"training.learning_rate": 3e-3}, "the new, largest learning rate learns most in 20 steps"
+    assert best["hyperparameters"] == {"training.learning_rate": 3e-3}, "the new, largest rate learns most in 20 steps"
     assert os.path.getmtime(run_dir / "best" / "config.json") > exported, "best/ was exported again"
     saved = (run_dir / "resolved_config.yaml").read_text()
     assert "0.003" in saved, "the run directory's config is the extended one"

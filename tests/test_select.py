@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.driver.select import Candidate, confidence_interval, rank, selection_config
+from hfsweep.driver.select import Candidate, confidence_interval, rank, selection_config, selection_points
 
 LUCKY = {"training.learning_rate": 3e-3}  # the single best run, and the worst mean
 STEADY = {"training.learning_rate": 1e-3}
@@ -30,7 +30,9 @@ def test_the_steadier_configuration_with_the_better_mean_wins_over_the_luckiest_
     assert selection.median_seed() == 3  # steady's scores ordered best first: 2.0 (seed 1), 2.05 (seed 3), 2.1 (seed 2)
 
 
-@pytest.mark.parametrize("values, confidence", [([2.0, 2.1, 2.05], 0.95), ([1.0, 3.0], 0.95), ([5.0, 4.0, 4.5, 4.7, 3.9], 0.9)])
+@pytest.mark.parametrize("values, confidence", [
+    ([2.0, 2.1, 2.05], 0.95), ([1.0, 3.0], 0.95), ([5.0, 4.0, 4.5, 4.7, 3.9], 0.9),
+])
 def test_the_interval_is_scipys_student_t_interval(values, confidence):
     mean, low, high = confidence_interval(values, confidence)
     expected = stats.t.interval(confidence, len(values) - 1, loc=stats.tmean(values), scale=stats.sem(values))
@@ -62,10 +64,10 @@ def test_the_selection_sweep_runs_each_configuration_once_per_seed(tmp_path):
            "select": {"top_k": 2, "seeds": [1, 2], "confidence": 0.95}, "cluster": {"storage_path": "run"},
            "scheduler": {"_target_": "asha"}, "num_samples": 8}
     sub = selection_config(cfg, [STEADY, LUCKY], str(tmp_path))
-    assert sub["search_alg"]["points_to_evaluate"] == [
+    assert selection_points(cfg, [STEADY, LUCKY]) == [
         {"training": {"learning_rate": lr}, "seed": seed} for lr in (1e-3, 3e-3) for seed in (1, 2)
     ]
-    assert sub["num_samples"] == 4 and sub["select"]["top_k"] == 0 and sub["cluster"]["storage_path"] == str(tmp_path)
+    assert sub["select"]["top_k"] == 0 and sub["cluster"]["storage_path"] == str(tmp_path)
     assert sub["search_space"] == {"training": {"learning_rate": {"sampler": "grid", "values": [1e-3, 3e-3]}},
                                    "seed": {"sampler": "grid", "values": [1, 2]}}
     assert sub["scheduler"]["_target_"] == "ray.tune.schedulers.FIFOScheduler"
@@ -73,8 +75,10 @@ def test_the_selection_sweep_runs_each_configuration_once_per_seed(tmp_path):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["select.top_k=2", "select.seeds=[1]"], "select.seeds: needs at least two different seeds, got [1]; e.g. select.seeds=[1,2,3]."),
-    (["select.top_k=2", "select.confidence=1.5"], "select.confidence: must lie between 0 and 1, not 1.5; e.g. select.confidence=0.95."),
+    (["select.top_k=2", "select.seeds=[1]"],
+     "select.seeds: needs at least two different seeds, got [1]; e.g. select.seeds=[1,2,3]."),
+    (["select.top_k=2", "select.confidence=1.5"],
+     "select.confidence: must lie between 0 and 1, not 1.5; e.g. select.confidence=0.95."),
     (["select.top_k=-1"], "select.top_k: must be 0 (off) or the number of configurations to re-train, not -1."),
     (["select.top_k=2", "metric=[eval_loss,time_total_s]", "mode=[min,min]", "scheduler=fifo"],
      "select.top_k: picks a winner by the mean of one metric; several objectives have none (set select.top_k=0)."),

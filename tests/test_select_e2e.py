@@ -18,8 +18,9 @@ LEARNING_RATES = [3e-3, 1e-3, 1e-4]
 
 def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_wins(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
-    command = [sys.executable, "-m", "hfsweep", "debug=tiny", f"search_space.training.learning_rate.values={LEARNING_RATES}",
-               "select.top_k=2", "select.seeds=[1,2]", f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+    command = [sys.executable, "-m", "hfsweep", "debug=tiny",
+               f"search_space.training.learning_rate.values={LEARNING_RATES}", "select.top_k=2", "select.seeds=[1,2]",
+               f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
@@ -28,7 +29,8 @@ def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_
     top = search.sort_values("best_eval_loss")["training.learning_rate"].head(2).tolist()
     reruns = pd.read_csv(run_dir / "select" / "results.csv")
     assert len(reruns) == 4 and set(reruns["ended"]) == {"completed"}
-    assert sorted(zip(reruns["training.learning_rate"], reruns["seed"])) == sorted((lr, s) for lr in top for s in (1, 2))
+    ran = sorted(zip(reruns["training.learning_rate"], reruns["seed"]))
+    assert ran == sorted((lr, s) for lr in top for s in (1, 2))
 
     by_config = reruns.groupby("training.learning_rate")["best_eval_loss"]
     means = by_config.mean()
@@ -42,7 +44,8 @@ def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_
     low, high = stats.t.interval(0.95, 1, loc=scores.mean(), scale=stats.sem(scores))
     assert best["selection"]["interval"] == pytest.approx([low, high])
     loser = reruns[reruns["training.learning_rate"] != winner].set_index("seed")["best_eval_loss"]
-    assert best["selection"]["p_value"] == pytest.approx(stats.ttest_rel(scores.loc[[1, 2]], loser.loc[[1, 2]]).pvalue, nan_ok=True)
+    p_value = stats.ttest_rel(scores.loc[[1, 2]], loser.loc[[1, 2]]).pvalue
+    assert best["selection"]["p_value"] == pytest.approx(p_value, nan_ok=True)
     assert (run_dir / "best" / "config.json").is_file()
     assert best["checkpoint_path"].startswith(str(run_dir / "select"))
 

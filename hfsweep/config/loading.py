@@ -327,8 +327,10 @@ def _saved(run_dir: str) -> dict:
     from hfsweep.config.schema import SweepConfig
 
     if not holds_sweep(run_dir):
-        raise ConfigError(f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass a sweep's run directory.")
-    return OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepConfig), read_config(run_dir)), resolve=True)
+        raise ConfigError(f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); "
+                          f"pass a sweep's run directory.")
+    saved = OmegaConf.merge(OmegaConf.structured(SweepConfig), read_config(run_dir))
+    return OmegaConf.to_container(saved, resolve=True)
 
 
 def changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:

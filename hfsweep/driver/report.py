@@ -132,7 +132,8 @@ def write_report(run_dir: str) -> pd.DataFrame:
     table = pd.concat([trial_table(analysis, cfg) for analysis in analyses], ignore_index=True)
     table.to_csv(os.path.join(run_dir, run_files.RESULTS_FILE), index=False)
     selection = Path(run_dir, run_files.SELECT_DIR, run_files.SELECTION_TABLE)
-    tail = f"\n## Selection over seeds ({run_files.SELECT_DIR}/)\n\n{selection.read_text()}" if selection.is_file() else ""
+    heading = f"\n## Selection over seeds ({run_files.SELECT_DIR}/)\n\n"
+    tail = heading + selection.read_text() if selection.is_file() else ""
     Path(run_dir, run_files.RESULTS_TABLE).write_text(markdown(table) + tail)
     curves = {trial_id: history for analysis in analyses for trial_id, history in analysis.trial_dataframes.items()}
     plot_curves(curves, cfg, os.path.join(run_dir, "curves.png"))

@@ -36,19 +36,23 @@ def top_configurations(results, cfg: dict, k: int) -> list[dict]:
 
 
 def selection_config(cfg: dict, configurations: list[dict], out: str) -> dict:
-    """The sweep's config re-training each configuration once per `select.seeds`, as one grid run
-    point by point (Tune's `points_to_evaluate`: a configuration is a tuple of values, not a product)."""
-    seeds = cfg["select"]["seeds"]
-    sub = {**copy.deepcopy(cfg), **copy.deepcopy(FULL_BUDGET)}
+    """The sweep's config re-training each configuration once per `select.seeds`: a grid over
+    their values and the seeds, of which `selection_points` are run."""
     values = {path: list(dict.fromkeys(c[path] for c in configurations)) for path in configurations[0]}
+    sub = {**copy.deepcopy(cfg), **copy.deepcopy(FULL_BUDGET)}
     sub["search_space"] = nested({**{p: {"sampler": "grid", "values": v} for p, v in values.items()},
-                                  "seed": {"sampler": "grid", "values": list(seeds)}})
-    points = [nested({**configuration, "seed": seed}) for configuration in configurations for seed in seeds]
-    sub["search_alg"]["points_to_evaluate"] = points
-    sub["num_samples"] = len(points)
+                                  "seed": {"sampler": "grid", "values": list(cfg["select"]["seeds"])}})
     sub["select"] = {**cfg["select"], "top_k": 0}
     sub["cluster"]["storage_path"] = out
     return sub
+
+
+def selection_points(cfg: dict, configurations: list[dict]) -> list[dict]:
+    """Each configuration once per seed, as the variant generator's `points_to_evaluate` (a
+    configuration is a tuple of values, not a product of them); handed to the searcher as
+    objects, not through the config, where Hydra would make them DictConfigs."""
+    seeds = cfg["select"]["seeds"]
+    return [nested({**configuration, "seed": seed}) for configuration in configurations for seed in seeds]
 
 
 def confidence_interval(values: list[float], confidence: float) -> tuple[float, float, float]:
@@ -80,7 +84,7 @@ class Selection:
     mode: str
     confidence: float
     paired_seeds: list[int]  # seeds both winner and runner-up finished
-    p_value: float  # the paired t-test of winner against runner-up; nan without one, or with fewer than 2 seeds in common
+    p_value: float  # the paired t-test of winner against runner-up; nan without one, or under 2 seeds in common
 
     @property
     def winner(self) -> Candidate:
@@ -104,7 +108,8 @@ def rank(candidates: list[Candidate], metric: str, mode: str, confidence: float)
     if len(ranked) > 1:
         paired = sorted(set(ranked[0].scores) & set(ranked[1].scores))
         if len(paired) > 1:
-            p_value = float(stats.ttest_rel([ranked[0].scores[s] for s in paired], [ranked[1].scores[s] for s in paired]).pvalue)
+            winner, runner_up = ([c.scores[s] for s in paired] for c in ranked[:2])
+            p_value = float(stats.ttest_rel(winner, runner_up).pvalue)
     return Selection(ranked, metric, mode, confidence, paired, p_value)
 
 
@@ -150,13 +155,15 @@ def paired_test_line(selection: Selection) -> str:
     if len(selection.ranked) < 2:
         return "one configuration finished: no runner-up to test against"
     if math.isnan(selection.p_value):
-        return f"paired t-test against the runner-up: not defined ({len(selection.paired_seeds)} seeds in common, or equal differences)"
+        common = len(selection.paired_seeds)
+        return f"paired t-test against the runner-up: not defined ({common} seeds in common, or equal differences)"
     seeds = ", ".join(map(str, selection.paired_seeds))
     return f"paired t-test (by seed: {seeds}) of the winner against the runner-up: p = {selection.p_value:.3g}"
 
 
 def interval_text(c: Candidate, confidence: float) -> str:
-    return f"{c.mean:.4f} ± {(c.high - c.low) / 2:.4f} ({confidence:.0%} CI [{c.low:.4f}, {c.high:.4f}], n={len(c.scores)})"
+    half = (c.high - c.low) / 2
+    return f"{c.mean:.4f} ± {half:.4f} ({confidence:.0%} CI [{c.low:.4f}, {c.high:.4f}], n={len(c.scores)})"
 
 
 def write_selection(selection: Selection, out: str) -> str:
@@ -165,7 +172,8 @@ def write_selection(selection: Selection, out: str) -> str:
     table.to_csv(os.path.join(out, SELECTION_FILE), index=False)
     lines = [f"Winner by mean {selection.metric} over seeds ({selection.mode}), "
              f"best/ from its median seed {selection.median_seed()}; {paired_test_line(selection)}.", "",
-             *[f"{i + 1}. {describe(c.hyperparameters)}: {interval_text(c, selection.confidence)}" for i, c in enumerate(selection.ranked)],
+             *[f"{i + 1}. {describe(c.hyperparameters)}: {interval_text(c, selection.confidence)}"
+               for i, c in enumerate(selection.ranked)],
              "", markdown(table)]
     text = "\n".join(lines)
     Path(out, SELECTION_TABLE).write_text(text)
@@ -181,8 +189,8 @@ def selection_summary(selection: Selection, best_dir: str) -> str:
     run = selection.winner.runs[seed]
     lines = [f"Selection over seeds {', '.join(map(str, sorted({s for c in selection.ranked for s in c.scores})))}: "
              f"mean {selection.metric} ± half-width of its {selection.confidence:.0%} Student t interval"]
-    lines += [f"  {'winner ' if i == 0 else f'{i + 1}.     '} {describe(c.hyperparameters)}: {interval_text(c, selection.confidence)}"
-              for i, c in enumerate(selection.ranked)]
+    lines += [f"  {'winner:' if i == 0 else f'{i + 1}.    '} {describe(c.hyperparameters)}: "
+              f"{interval_text(c, selection.confidence)}" for i, c in enumerate(selection.ranked)]
     lines.append(f"  {paired_test_line(selection)}")
     lines.append(f"  exported model:  {best_dir} (the winner's median seed {seed}: trial {run.trial_id}, "
                  f"{run.metric} = {run.value:.4f} at step {run.step})")

@@ -33,8 +33,8 @@ from hfsweep.driver.export import export_best
 from hfsweep.driver.report import summary, write_report
 from hfsweep.driver.schedulers import build_scheduler, build_search_alg, build_stopper
 from hfsweep.driver.search_space import compile_search_space
-from hfsweep.driver.select import (candidates_from, rank, selection_config, selection_summary, top_configurations,
-                                   winner_checkpoint, write_selection)
+from hfsweep.driver.select import (candidates_from, rank, selection_config, selection_points, selection_summary,
+                                   top_configurations, winner_checkpoint, write_selection)
 from hfsweep.driver.warm_start import load_warm_start, searcher_arguments
 from hfsweep.models import build_model, check_peft_targets, check_pretrained_reachable, check_weights_digest
 from hfsweep.run_dir import RESULTS_FILE, SELECT_DIR, experiment_names, write_config
@@ -177,13 +177,14 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
     done = len(pd.read_csv(os.path.join(run_dir, RESULTS_FILE)))
     grid = searches_grid(cfg)
     if not grid and cfg["num_samples"] <= done:
-        raise ConfigError(f"resume --extend: num_samples={cfg['num_samples']}, and {run_dir} ran {done} trials already; "
-                          f"give a larger num_samples.")
+        raise ConfigError(f"resume --extend: num_samples={cfg['num_samples']}, and {run_dir} ran {done} trials "
+                          f"already; give a larger num_samples.")
     added = {**cfg, "name": f"{cfg['name']}-extend-{len(names)}",
-             "num_samples": cfg["num_samples"] if grid else cfg["num_samples"] - done,  # a grid's: per point not run yet
+             "num_samples": cfg["num_samples"] if grid else cfg["num_samples"] - done,  # a grid's: per new point
              "search_alg": {**cfg["search_alg"], "warm_start": [run_dir]}}
     checked = preflight(added)
-    param_space, scheduler, stopper, callbacks, data, setup = _prepare_sweep(added, checked.task)  # reads the saved config first
+    # the warm start reads the saved config, so it is replaced only after
+    param_space, scheduler, stopper, callbacks, data, setup = _prepare_sweep(added, checked.task)
     init_ray(cfg["cluster"])
     check_trial_fits(cfg["cluster"])
     write_config(run_dir, cfg)  # the sweep's config is the extended one from now on
@@ -199,9 +200,10 @@ def check_extendable(cfg: dict, run_dir: str) -> None:
     from ray.tune.search.optuna import OptunaSearch
 
     searcher = import_object(cfg["search_alg"]["_target_"])
-    if not (searches_grid(cfg) and issubclass(searcher, tune.search.BasicVariantGenerator)) and not issubclass(searcher, OptunaSearch):
-        raise ConfigError(f"resume --extend: {run_dir} searched with {searcher.__name__} without a grid, which cannot be told "
-                          f"the trials run so far; only a grid or search_alg=optuna can be extended.")
+    grid = searches_grid(cfg) and issubclass(searcher, tune.search.BasicVariantGenerator)
+    if not grid and not issubclass(searcher, OptunaSearch):
+        raise ConfigError(f"resume --extend: {run_dir} searched with {searcher.__name__} without a grid, which cannot be "
+                          f"told the trials run so far; only a grid or search_alg=optuna can be extended.")
     if is_multi_objective(cfg):
         raise ConfigError("resume --extend: a sweep of several objectives cannot be extended yet.")
 
@@ -271,11 +273,16 @@ def select_over_seeds(results: tune.ResultGrid, cfg: dict, task, data: PreparedD
     param_space = compile_search_space(sub["search_space"], sub)
     os.makedirs(out)
     write_config(out, sub)
-    print(f"hfsweep: select: re-training the {len(configurations)} best configurations over seeds {sub['select']['seeds']} in {out}")
-    tuner = build_tuner(sub, param_space, task, data, build_scheduler(sub, param_space), build_stopper(sub), build_loggers(sub))
+    seeds = sub["select"]["seeds"]
+    print(f"hfsweep: select: re-training the {len(configurations)} best configurations over seeds {seeds} in {out}")
+    points = selection_points(cfg, configurations)
+    setup = SearchSetup(searcher_arguments={"points_to_evaluate": points}, num_samples=len(points))
+    scheduler, stopper = build_scheduler(sub, param_space), build_stopper(sub)
+    tuner = build_tuner(sub, param_space, task, data, scheduler, stopper, build_loggers(sub), setup)
     reruns = tune_fit(tuner)
     write_report(out)
-    selection = rank(candidates_from(reruns, sub, configurations), cfg["metric"], cfg["mode"], cfg["select"]["confidence"])
+    candidates = candidates_from(reruns, sub, configurations)
+    selection = rank(candidates, cfg["metric"], cfg["mode"], cfg["select"]["confidence"])
     best = winner_checkpoint(selection)
     write_best(best, storage)
     export_best(best, cfg, task, os.path.join(storage, "best"), data.label_names)
