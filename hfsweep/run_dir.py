@@ -14,11 +14,21 @@ RESOLVED_CONFIG = "resolved_config.yaml"  # the sweep's whole config
 BEST_FILE = "best.json"  # the best trial, its checkpoint and hyperparameters
 RESULTS_FILE = "results.csv"  # one row per trial
 RESULTS_TABLE = "results.md"  # the same rows in Markdown
+SELECT_DIR = "select"  # with select.top_k: the re-training of the best configurations over seeds, a sweep of its own
+SELECTION_FILE = "selection.csv"  # in SELECT_DIR: per configuration its score per seed, mean and interval
+SELECTION_TABLE = "selection.md"  # the same in Markdown with the paired test; appended to the run's results.md
 
 
 def last_column(metric: str) -> str:
     """The results column of a trial's final value of `metric`."""
     return f"last_{metric}"
+
+
+def experiment_names(run_dir: str, name: str) -> list[str]:
+    """The sweep's Tune experiment folders: its own, then those `resume --extend` added (NAME-extend-N)."""
+    prefix = f"{name}-extend-"
+    added = [d for d in os.listdir(run_dir) if d.startswith(prefix) and d[len(prefix):].isdigit()]
+    return [name, *sorted(added, key=lambda d: int(d[len(prefix):]))]
 
 
 def holds_sweep(run_dir: str) -> bool:

@@ -19,21 +19,12 @@ import pandas as pd
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.objectives import first_objective
+from hfsweep.driver.rerun import FULL_BUDGET
 from hfsweep.driver.tables import markdown
 from hfsweep.run_dir import BEST_FILE, RESOLVED_CONFIG, RESULTS_FILE, best_config, last_column
 from hfsweep.contract import read_pointer
 
 REPLAY_DIR = "replay"
-# Replaces these top-level keys: nothing ends a trial before its budget, and the variant generator
-# runs the grid over seeds.
-FULL_BUDGET = {
-    "scheduler": {"_target_": "ray.tune.schedulers.FIFOScheduler"},
-    "search_alg": {"_target_": "ray.tune.search.BasicVariantGenerator"},
-    "stopper": {},
-    "callbacks": {},
-    "num_samples": 1,
-    "budget": {"wall_clock_s": None, "trial_hours": None},
-}
 
 
 def replay_config(run_dir: str, seeds: list[int]) -> dict:

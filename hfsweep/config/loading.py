@@ -308,11 +308,7 @@ def searched_overrides(overrides: list[str], search_space: dict) -> list[str]:
 def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -> dict:
     """The config saved in a sweep's run directory, for resuming it. An override that changes it
     is refused unless `force`; keys added to hfsweep since the run was saved take their defaults."""
-    from hfsweep.config.schema import SweepConfig
-
-    if not holds_sweep(run_dir):
-        raise ConfigError(f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass a sweep's run directory.")
-    saved = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SweepConfig), read_config(run_dir)), resolve=True, enum_to_str=True)
+    saved = _saved(run_dir)
     cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
     changed = sorted(changed_keys(saved, cfg))
     if changed and not force:
@@ -321,6 +317,35 @@ def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -
             f"drop those overrides, or pass --force to resume with them."
         )
     return cfg
+
+
+EXTENDABLE = ("num_samples", "search_space.")  # what an extension of a finished sweep may change
+
+
+def extended_config(run_dir: str, extends: list[str]) -> dict:
+    """The saved config with `extends` applied, for adding trials to a finished sweep: only the
+    sample count and the search space may change, or the new trials would not compare with the old."""
+    saved = _saved(run_dir)
+    cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(extends))), resolve=True)
+    changed = sorted(changed_keys(saved, cfg))
+    fixed = [key for key in changed if not key.startswith(EXTENDABLE)]
+    if fixed:
+        raise ConfigError(f"resume --extend: {', '.join(fixed)} differ from the config saved in {run_dir}; "
+                          f"an extension changes num_samples and search_space.* only.")
+    if not changed:
+        raise ConfigError(f"resume --extend: {' '.join(extends)} changes nothing in {run_dir}; "
+                          f"give a larger num_samples=N or more search_space values.")
+    return cfg
+
+
+def _saved(run_dir: str) -> dict:
+    from hfsweep.config.schema import SweepConfig
+
+    if not holds_sweep(run_dir):
+        raise ConfigError(f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); "
+                          f"pass a sweep's run directory.")
+    saved = OmegaConf.merge(OmegaConf.structured(SweepConfig), read_config(run_dir))
+    return OmegaConf.to_container(saved, resolve=True, enum_to_str=True)
 
 
 def changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:

@@ -153,6 +153,16 @@ class BudgetConfig:
 
 
 @dataclass
+class SelectConfig:
+    """After the search, re-train its `top_k` best configurations once per seed and pick the one
+    with the best mean (README, "Picking a winner over seeds"): one lucky seed does not win."""
+
+    top_k: int = 0  # 0: off
+    seeds: List[int] = field(default_factory=lambda: [1, 2, 3])
+    confidence: float = 0.95  # of the Student t interval around each configuration's mean
+
+
+@dataclass
 class SweepConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -176,6 +186,7 @@ class SweepConfig:
     data_collator: Dict[str, Any] = field(default_factory=dict)  # {_target_: a collator built with tokenizer=}; else the task's
     checkpoints: CheckpointsConfig = field(default_factory=CheckpointsConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
+    select: SelectConfig = field(default_factory=SelectConfig)
     # More validation sets, each NAME: {data.* keys that differ} (MNLI's mismatched split); a replay
     # scores every seed's final model on them too, as NAME_eval_METRIC.
     extra_validation: Dict[str, Any] = field(default_factory=dict)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from typing import Optional
 
 import pandas as pd
 from omegaconf import OmegaConf
@@ -29,6 +30,8 @@ class BestTrial:
     checkpoint_path: str
     objectives: dict = field(default_factory=dict)  # several objectives: each one's value at `step`
     checkpoint_bytes: int = 0  # the best checkpoint on disk (an adapter's: a small share of a whole model's)
+    seed: Optional[int] = None  # with select.top_k: the winner's median seed, whose checkpoint this is
+    selection: dict = field(default_factory=dict)  # with select.top_k: the winner's mean, interval and paired test
 
 
 def lookup(config: dict, path: str):
@@ -44,8 +47,12 @@ def best_trial(results: tune.ResultGrid, cfg: dict) -> BestTrial:
     objectives, the Pareto-optimal trial `hfsweep.driver.pareto` picks, at its last report."""
     if is_multi_objective(cfg):
         return best_of_pareto_front(results, cfg)
+    return best_of_trial(results.get_best_result(metric=cfg["metric"], mode=cfg["mode"], scope="all"), cfg)
+
+
+def best_of_trial(result: tune.Result, cfg: dict) -> BestTrial:
+    """One trial's best checkpoint by the sweep metric."""
     metric, mode = cfg["metric"], cfg["mode"]
-    result = results.get_best_result(metric=metric, mode=mode, scope="all")
     # Of equal scores the later, as Tune ranks them (and keeps them, with num_to_keep): a classifier's accuracy often repeats
     checkpoint, metrics = max(
         result.best_checkpoints, key=lambda cm: (cm[1][metric] if mode == "max" else -cm[1][metric], cm[1]["step"])

@@ -90,17 +90,17 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
 LEGEND_MAX_TRIALS = 20  # curves.png names its trials up to this many
 
 
-def plot_curves(analysis: tune.ExperimentAnalysis, cfg: dict, path: str) -> None:
+def plot_curves(trial_dataframes: dict, cfg: dict, path: str) -> None:
     """The sweep metric (the first objective) against training step, every trial on one figure."""
     metric = first_objective(cfg)[0]
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for trial_id, history in sorted(analysis.trial_dataframes.items()):
+    for trial_id, history in sorted(trial_dataframes.items()):
         if metric in history and len(history):
             ax.plot(history["step"], history[metric], marker="o", markersize=3, label=trial_id)
     ax.set_xlabel("step")
     ax.set_ylabel(metric)
     ax.set_title(f"{metric} per trial")
-    if len(analysis.trial_dataframes) <= LEGEND_MAX_TRIALS:  # beyond, a legend would crowd out the plot; results.md names them
+    if len(trial_dataframes) <= LEGEND_MAX_TRIALS:  # beyond, a legend would crowd out the plot; results.md names them
         ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -129,16 +129,22 @@ def plot_hyperparameters(table: pd.DataFrame, cfg: dict, path: str) -> None:
 def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataFrame:
     """Write results.csv, results.md, curves.png and hyperparameters.png into the run directory,
     importance.png and parallel.png when trials differ (results.md says why not otherwise),
-    pareto.png with several objectives; with `optuna_storage`, the sweep as an Optuna study there."""
+    pareto.png with several objectives; with `optuna_storage`, the sweep as an Optuna study there.
+    An extended sweep's trials are all in them."""
     cfg = run_files.read_config(run_dir)
     metric, mode = first_objective(cfg)
-    experiment = os.path.abspath(os.path.join(run_dir, cfg["name"]))  # Tune reads a relative path as a URI
-    analysis = tune.ExperimentAnalysis(experiment, default_metric=metric, default_mode=mode)
-    table = trial_table(analysis, cfg)
+    run_dir = os.path.abspath(run_dir)  # Tune reads a relative path as a URI
+    analyses = [tune.ExperimentAnalysis(os.path.join(run_dir, name), default_metric=metric, default_mode=mode)
+                for name in run_files.experiment_names(run_dir, cfg["name"])]
+    table = pd.concat([trial_table(analysis, cfg) for analysis in analyses], ignore_index=True)
     table.to_csv(os.path.join(run_dir, run_files.RESULTS_FILE), index=False)
     section, importances = importance_section(table, cfg)
-    Path(run_dir, run_files.RESULTS_TABLE).write_text(markdown(table) + section)
-    plot_curves(analysis, cfg, os.path.join(run_dir, "curves.png"))
+    selection = Path(run_dir, run_files.SELECT_DIR, run_files.SELECTION_TABLE)
+    heading = f"\n## Selection over seeds ({run_files.SELECT_DIR}/)\n\n"
+    tail = heading + selection.read_text() if selection.is_file() else ""
+    Path(run_dir, run_files.RESULTS_TABLE).write_text(markdown(table) + section + tail)
+    curves = {trial_id: history for analysis in analyses for trial_id, history in analysis.trial_dataframes.items()}
+    plot_curves(curves, cfg, os.path.join(run_dir, "curves.png"))
     plot_hyperparameters(table, cfg, os.path.join(run_dir, "hyperparameters.png"))
     for name in (IMPORTANCE_PLOT, PARALLEL_PLOT):  # an earlier report's, which this one may not replace
         Path(run_dir, name).unlink(missing_ok=True)
@@ -149,7 +155,7 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     if is_multi_objective(cfg) and len(table):
         plot_pareto(table, objectives(cfg), os.path.join(run_dir, PARETO_PLOT))
     if optuna_storage:
-        export_study(table, analysis.trial_dataframes, cfg, run_dir, optuna_storage)
+        export_study(table, curves, cfg, run_dir, optuna_storage)
     return table
 
 

@@ -20,6 +20,7 @@ def check_search(cfg: dict) -> None:
     _validate_one_metric_users(cfg)
     _validate_bohb(cfg)
     _validate_population_training(cfg)
+    _validate_select(cfg)
 
 
 def is_population_training(cfg: dict) -> bool:
@@ -104,3 +105,26 @@ def _is_a(target: str, class_name: str, exactly: bool = False) -> bool:
     return cls is of or not exactly and isinstance(cls, type) and issubclass(cls, of)
 
 
+
+
+def _validate_select(cfg: dict) -> None:
+    """Selection ranks configurations by the mean of one metric over at least two seeds (a t
+    interval needs two); PBT's trials change their hyperparameters, so none is one configuration."""
+    select = cfg["select"]
+    if select["top_k"] < 0:
+        raise ConfigError(f"select.top_k: must be 0 (off) or the number of configurations to re-train, "
+                          f"not {select['top_k']}.")
+    if not select["top_k"]:
+        return
+    if len(set(select["seeds"])) < 2:
+        raise ConfigError(f"select.seeds: needs at least two different seeds, got {as_override(select['seeds'])}; "
+                          f"e.g. select.seeds=[1,2,3].")
+    if not 0 < select["confidence"] < 1:
+        raise ConfigError(f"select.confidence: must lie between 0 and 1, not {select['confidence']}; "
+                          f"e.g. select.confidence=0.95.")
+    if is_multi_objective(cfg):
+        raise ConfigError("select.top_k: picks a winner by the mean of one metric; several objectives have none "
+                          "(set select.top_k=0).")
+    if is_population_training(cfg):
+        raise ConfigError("select.top_k: PBT and PB2 change a trial's hyperparameters as it trains, so no trial is "
+                          "one configuration to re-train; set select.top_k=0.")

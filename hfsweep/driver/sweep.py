@@ -11,11 +11,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
+import pandas as pd
 from ray import tune
 
 from hfsweep.compat import restored_callbacks
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import saved_config
+from hfsweep.config.loading import extended_config, import_object, iter_leaves, saved_config
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trial_resources, trains_in_process
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare
@@ -26,15 +27,17 @@ from hfsweep.driver.pareto import PARETO_PLOT
 from hfsweep.driver.preflight import CheckedConfig, preflight
 from hfsweep.driver.provenance import write_provenance
 from hfsweep.driver.ray_cluster import check_storage_writable, check_trial_fits, init_ray, max_concurrent_trials
-from hfsweep.driver.best import best_trial, write_best
+from hfsweep.driver.best import BestTrial, best_trial, write_best
 from hfsweep.driver.evaluation import evaluate_model
 from hfsweep.driver.export import export_best
 from hfsweep.driver.report import summary, write_report
 from hfsweep.driver.schedulers import build_scheduler, build_search_alg, build_stopper
 from hfsweep.driver.search_space import compile_search_space
+from hfsweep.driver.select import (candidates_from, rank, selection_config, selection_points, selection_summary,
+                                   top_configurations, winner_checkpoint, write_selection)
 from hfsweep.driver.warm_start import load_warm_start, searcher_arguments
 from hfsweep.models import build_model, check_peft_targets, check_pretrained_reachable, check_weights_digest
-from hfsweep.run_dir import write_config
+from hfsweep.run_dir import RESULTS_FILE, SELECT_DIR, experiment_names, write_config
 from hfsweep.trial.trainable import run_trial
 
 NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
@@ -162,28 +165,79 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
     return fit(tuner, cfg, task, data, budget)
 
 
+def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
+    """Add trials to a finished sweep (`resume --extend`). Tune restores an experiment with its
+    own sample count and searcher (`Tuner.restore` takes only the same param_space), so the new
+    trials are a new experiment in the run directory, NAME-extend-N, whose searcher is warm-started
+    with every trial run so far: a grid runs only the points not run, Optuna's sampler models the
+    old trials first. results.csv and best/ then cover every experiment."""
+    cfg = extended_config(run_dir, extends)
+    check_extendable(cfg, run_dir)
+    names = experiment_names(run_dir, cfg["name"])
+    done = len(pd.read_csv(os.path.join(run_dir, RESULTS_FILE)))
+    grid = searches_grid(cfg)
+    if not grid and cfg["num_samples"] <= done:
+        raise ConfigError(f"resume --extend: num_samples={cfg['num_samples']}, and {run_dir} ran {done} trials "
+                          f"already; give a larger num_samples.")
+    added = {**cfg, "name": f"{cfg['name']}-extend-{len(names)}",
+             "num_samples": cfg["num_samples"] if grid else cfg["num_samples"] - done,  # a grid's: per new point
+             "search_alg": {**cfg["search_alg"], "warm_start": [run_dir]}}
+    checked = preflight(added)
+    # the warm start reads the saved config, so it is replaced only after
+    param_space, scheduler, stopper, callbacks, data, setup = _prepare_sweep(added, checked.task)
+    init_ray(cfg["cluster"])
+    check_trial_fits(cfg["cluster"])
+    write_config(run_dir, cfg)  # the sweep's config is the extended one from now on
+    for note in setup.notes:
+        print(f"hfsweep: extend: {note}")
+    earlier = [tune.ResultGrid(tune.ExperimentAnalysis(os.path.join(run_dir, name))) for name in names]
+    tuner = build_tuner(added, param_space, checked.task, data, scheduler, stopper, callbacks, setup)
+    return finish(tune_fit(tuner), cfg, checked.task, data, setup.budget, earlier)
+
+
+def check_extendable(cfg: dict, run_dir: str) -> None:
+    """Only searchers that can be told the old trials extend a sweep: a grid, and Optuna."""
+    from ray.tune.search.optuna import OptunaSearch
+
+    searcher = import_object(cfg["search_alg"]["_target_"])
+    grid = searches_grid(cfg) and issubclass(searcher, tune.search.BasicVariantGenerator)
+    if not grid and not issubclass(searcher, OptunaSearch):
+        raise ConfigError(f"resume --extend: {run_dir} searched with {searcher.__name__} without a grid, which cannot be "
+                          f"told the trials run so far; only a grid or search_alg=optuna can be extended.")
+    if is_multi_objective(cfg):
+        raise ConfigError("resume --extend: a sweep of several objectives cannot be extended yet.")
+
+
+def searches_grid(cfg: dict) -> bool:
+    return any(spec["sampler"] == "grid" for _, spec in iter_leaves(cfg["search_space"]))
+
+
 def fit(tuner: tune.Tuner, cfg: dict, task, data: PreparedData, budget: Optional[SweepBudget] = None) -> tune.ResultGrid:
+    return finish(tune_fit(tuner), cfg, task, data, budget)
+
+
+def tune_fit(tuner: tune.Tuner) -> tune.ResultGrid:
     """Run the sweep with exactly the loggers the config names: Tune would otherwise add its
     TensorBoard logger to every sweep, `logger=none` included."""
     previous = os.environ.get(NO_AUTO_LOGGERS)
     os.environ[NO_AUTO_LOGGERS] = "1"
     try:
-        results = tuner.fit()
+        return tuner.fit()
     finally:
         if previous is None:
             del os.environ[NO_AUTO_LOGGERS]
         else:
             os.environ[NO_AUTO_LOGGERS] = previous
-    return finish(results, cfg, task, data, budget)
 
 
-def finish(results: tune.ResultGrid, cfg: dict, task, data: PreparedData, budget: Optional[SweepBudget] = None) -> tune.ResultGrid:
-    """Best trial, exported model, tables and plots, and the one-screen summary (which says
-    whether the sweep ended on its budget)."""
+def finish(results: tune.ResultGrid, cfg: dict, task, data: PreparedData, budget: Optional[SweepBudget] = None,
+           earlier: list[tune.ResultGrid] = ()) -> tune.ResultGrid:
+    """Best trial (over the `earlier` experiments' trials too, for an extended sweep), exported
+    model, tables and plots, and the one-screen summary (which says whether the sweep ended on its budget)."""
     if results.num_terminated == 0:
         raise RuntimeError(f"no trial finished ({results.num_errors} errored); see the errors above.")
     storage = cfg["cluster"]["storage_path"]
-    best = best_trial(results, cfg)
+    best = best_of([*earlier, results], cfg)
     write_best(best, storage)
     export_best(best, cfg, task, os.path.join(storage, "best"), data.label_names)
     table = write_report(storage)
@@ -201,7 +255,47 @@ def finish(results: tune.ResultGrid, cfg: dict, task, data: PreparedData, budget
     keep = cfg["checkpoints"]["keep_per_trial"]
     budget = f"the best {keep} per trial" if keep else "all kept; set checkpoints.keep_per_trial=K to keep fewer"
     print(f"  checkpoints:     {count} on disk, {size / 2**20:.1f} MiB ({budget})")
+    if cfg["select"]["top_k"]:
+        select_over_seeds(results, cfg, task, data)
     return results
+
+
+def select_over_seeds(results: tune.ResultGrid, cfg: dict, task, data: PreparedData) -> None:
+    """Re-train the search's `select.top_k` best configurations once per seed, as one sweep in
+    RUN_DIR/select/ on the same data; best/ and best.json become the winner's (best mean) median seed."""
+    storage = cfg["cluster"]["storage_path"]
+    out = os.path.join(storage, SELECT_DIR)
+    if os.path.exists(out):  # a resumed sweep whose selection ran already
+        print(f"hfsweep: {out} exists: the selection is not run again (move it away to select anew)")
+        return
+    configurations = top_configurations(results, cfg, cfg["select"]["top_k"])
+    sub = selection_config(cfg, configurations, out)
+    param_space = compile_search_space(sub["search_space"], sub)
+    os.makedirs(out)
+    write_config(out, sub)
+    seeds = sub["select"]["seeds"]
+    print(f"hfsweep: select: re-training the {len(configurations)} best configurations over seeds {seeds} in {out}")
+    points = selection_points(cfg, configurations)
+    setup = SearchSetup(searcher_arguments={"points_to_evaluate": points}, num_samples=len(points))
+    scheduler, stopper = build_scheduler(sub, param_space), build_stopper(sub)
+    tuner = build_tuner(sub, param_space, task, data, scheduler, stopper, build_loggers(sub), setup)
+    reruns = tune_fit(tuner)
+    write_report(out)
+    candidates = candidates_from(reruns, sub, configurations)
+    selection = rank(candidates, cfg["metric"], cfg["mode"], cfg["select"]["confidence"])
+    best = winner_checkpoint(selection)
+    write_best(best, storage)
+    export_best(best, cfg, task, os.path.join(storage, "best"), data.label_names)
+    write_selection(selection, out)
+    write_report(storage)  # results.md now ends with the selection
+    print(selection_summary(selection, os.path.join(storage, "best")))
+
+
+def best_of(grids: list[tune.ResultGrid], cfg: dict) -> BestTrial:
+    """The best trial over several experiments; of equal values the later experiment's, as Tune ranks equal scores."""
+    bests = [best_trial(grid, cfg) for grid in grids if grid.num_terminated]
+    sign = 1 if cfg["mode"] == "max" else -1
+    return max(reversed(bests), key=lambda best: sign * best.value)
 
 
 def untrained_eval_loss(cfg: dict, task, data: PreparedData) -> float:

@@ -1,0 +1,41 @@
+"""What `resume --extend` may change in a finished sweep's saved config, and where its added
+experiments are found; the end-to-end extension is in test_extend_e2e.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.config.loading import extended_config
+from hfsweep.run_dir import experiment_names, write_config
+
+
+@pytest.fixture
+def run_dir(tmp_path, cache_dir):
+    from tests.conftest import resolved_config
+
+    write_config(str(tmp_path), resolved_config(["debug=tiny"], tmp_path, cache_dir))
+    return str(tmp_path)
+
+
+def test_the_sample_count_and_the_search_space_may_change(run_dir):
+    cfg = extended_config(run_dir, ["num_samples=3", "search_space.training.learning_rate.values=[1e-3,3e-3]"])
+    assert cfg["num_samples"] == 3 and cfg["search_space"]["training"]["learning_rate"]["values"] == [1e-3, 3e-3]
+
+
+def test_anything_else_is_refused_in_one_line(run_dir):
+    with pytest.raises(ConfigError) as err:
+        extended_config(run_dir, ["num_samples=3", "training.max_steps=40", "seed=1"])
+    assert str(err.value) == (f"resume --extend: seed, training.max_steps differ from the config saved in {run_dir}; "
+                              "an extension changes num_samples and search_space.* only.")
+
+
+def test_an_extension_that_changes_nothing_is_refused(run_dir):
+    with pytest.raises(ConfigError, match=r"resume --extend: num_samples=1 changes nothing in .*; give a larger"):
+        extended_config(run_dir, ["num_samples=1"])
+
+
+def test_the_added_experiments_follow_the_sweeps_own_in_order(tmp_path):
+    for name in ("sweep", "sweep-extend-10", "sweep-extend-2", "sweep-extend-1", "sweep-extend-x", "select"):
+        (tmp_path / name).mkdir()
+    assert experiment_names(str(tmp_path), "sweep") == ["sweep", "sweep-extend-1", "sweep-extend-2", "sweep-extend-10"]

@@ -1,0 +1,93 @@
+"""Picking a winner over seeds (`select.top_k`): the ranking by mean, its intervals and the paired
+test, on constructed per-seed results; the end-to-end run is in test_select_e2e.py."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy import stats
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.driver.select import Candidate, confidence_interval, rank, selection_config, selection_points
+
+LUCKY = {"training.learning_rate": 3e-3}  # the single best run, and the worst mean
+STEADY = {"training.learning_rate": 1e-3}
+
+
+def candidates(lucky: dict, steady: dict) -> list[Candidate]:
+    return [Candidate(hyperparameters=LUCKY, scores=lucky), Candidate(hyperparameters=STEADY, scores=steady)]
+
+
+@pytest.mark.parametrize("mode, sign", [("min", 1), ("max", -1)])
+def test_the_steadier_configuration_with_the_better_mean_wins_over_the_luckiest_run(mode, sign):
+    lucky = {1: sign * 1.0, 2: sign * 3.0, 3: sign * 3.2}  # best single run (1.0), mean 2.4
+    steady = {1: sign * 2.0, 2: sign * 2.1, 3: sign * 2.05}  # mean 2.05
+    selection = rank(candidates(lucky, steady), "eval_loss", mode, 0.95)
+    assert selection.winner.hyperparameters == STEADY
+    assert [c.hyperparameters for c in selection.ranked] == [STEADY, LUCKY]
+    assert selection.winner.mean == pytest.approx(sign * 2.05)
+    assert selection.median_seed() == 3  # steady's scores ordered best first: 2.0 (seed 1), 2.05 (seed 3), 2.1 (seed 2)
+
+
+@pytest.mark.parametrize("values, confidence", [
+    ([2.0, 2.1, 2.05], 0.95), ([1.0, 3.0], 0.95), ([5.0, 4.0, 4.5, 4.7, 3.9], 0.9),
+])
+def test_the_interval_is_scipys_student_t_interval(values, confidence):
+    mean, low, high = confidence_interval(values, confidence)
+    expected = stats.t.interval(confidence, len(values) - 1, loc=stats.tmean(values), scale=stats.sem(values))
+    assert mean == pytest.approx(sum(values) / len(values))
+    assert (low, high) == pytest.approx(expected, rel=1e-12)
+
+
+def test_one_value_has_no_interval():
+    mean, low, high = confidence_interval([2.0], 0.95)
+    assert mean == 2.0 and math.isnan(low) and math.isnan(high)
+
+
+def test_the_paired_test_pairs_the_seeds_both_finished():
+    lucky = {1: 1.0, 2: 3.0, 3: 3.2, 4: 9.0}
+    steady = {1: 2.0, 2: 2.1, 3: 2.05}  # seed 4 errored: left out of the pairs
+    selection = rank(candidates(lucky, steady), "eval_loss", "min", 0.95)
+    assert selection.paired_seeds == [1, 2, 3]
+    assert selection.p_value == pytest.approx(stats.ttest_rel([2.0, 2.1, 2.05], [1.0, 3.0, 3.2]).pvalue, rel=1e-12)
+
+
+def test_a_configuration_without_a_finished_run_is_not_ranked():
+    selection = rank(candidates({}, {1: 2.0, 2: 2.1}), "eval_loss", "min", 0.95)
+    assert [c.hyperparameters for c in selection.ranked] == [STEADY]
+    assert math.isnan(selection.p_value) and selection.median_seed() == 1
+
+
+def test_the_selection_sweep_runs_each_configuration_once_per_seed(tmp_path):
+    cfg = {"search_space": {"training": {"learning_rate": {"sampler": "loguniform", "low": 1e-4, "high": 1e-2}}},
+           "select": {"top_k": 2, "seeds": [1, 2], "confidence": 0.95}, "cluster": {"storage_path": "run"},
+           "scheduler": {"_target_": "asha"}, "num_samples": 8}
+    sub = selection_config(cfg, [STEADY, LUCKY], str(tmp_path))
+    assert selection_points(cfg, [STEADY, LUCKY]) == [
+        {"training": {"learning_rate": lr}, "seed": seed} for lr in (1e-3, 3e-3) for seed in (1, 2)
+    ]
+    assert sub["select"]["top_k"] == 0 and sub["cluster"]["storage_path"] == str(tmp_path)
+    assert sub["search_space"] == {"training": {"learning_rate": {"sampler": "grid", "values": [1e-3, 3e-3]}},
+                                   "seed": {"sampler": "grid", "values": [1, 2]}}
+    assert sub["scheduler"]["_target_"] == "ray.tune.schedulers.FIFOScheduler"
+    assert cfg["select"]["top_k"] == 2, "the sweep's own config is left as it was"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["select.top_k=2", "select.seeds=[1]"],
+     "select.seeds: needs at least two different seeds, got [1]; e.g. select.seeds=[1,2,3]."),
+    (["select.top_k=2", "select.confidence=1.5"],
+     "select.confidence: must lie between 0 and 1, not 1.5; e.g. select.confidence=0.95."),
+    (["select.top_k=-1"], "select.top_k: must be 0 (off) or the number of configurations to re-train, not -1."),
+    (["select.top_k=2", "metric=[eval_loss,time_total_s]", "mode=[min,min]", "scheduler=fifo"],
+     "select.top_k: picks a winner by the mean of one metric; several objectives have none (set select.top_k=0)."),
+])
+def test_a_selection_that_cannot_run_is_refused_in_one_line(tmp_path, cache_dir, overrides, message):
+    from hfsweep.driver.search_rules import check_search
+    from tests.conftest import resolved_config
+
+    cfg = resolved_config(overrides, tmp_path, cache_dir)
+    with pytest.raises(ConfigError) as err:
+        check_search(cfg)
+    assert str(err.value) == message

@@ -1,0 +1,54 @@
+"""Picking a winner over seeds end to end: a tiny search over three learning rates, its two best
+re-trained over two seeds in RUN_DIR/select/, the winner chosen by its mean."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from scipy import stats
+
+pytestmark = pytest.mark.slow
+
+LEARNING_RATES = [3e-3, 1e-3, 1e-4]
+
+
+def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_wins(tmp_path, cache_dir):
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "hfsweep", "debug=tiny",
+               f"search_space.training.learning_rate.values={LEARNING_RATES}", "select.top_k=2", "select.seeds=[1,2]",
+               f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    search = pd.read_csv(run_dir / "results.csv")
+    assert len(search) == 3
+    top = search.sort_values("best_eval_loss")["training.learning_rate"].head(2).tolist()
+    reruns = pd.read_csv(run_dir / "select" / "results.csv")
+    assert len(reruns) == 4 and set(reruns["ended"]) == {"completed"}
+    ran = sorted(zip(reruns["training.learning_rate"], reruns["seed"]))
+    assert ran == sorted((lr, s) for lr in top for s in (1, 2))
+
+    by_config = reruns.groupby("training.learning_rate")["best_eval_loss"]
+    means = by_config.mean()
+    winner = means.idxmin()
+    best = json.loads((run_dir / "best.json").read_text())
+    assert best["hyperparameters"] == {"training.learning_rate": winner}
+    scores = reruns[reruns["training.learning_rate"] == winner].set_index("seed")["best_eval_loss"]
+    assert best["seed"] == scores.idxmin()  # of two seeds the median is the better one
+    assert best["value"] == pytest.approx(scores.min())
+    assert best["selection"]["mean"] == pytest.approx(means[winner])
+    low, high = stats.t.interval(0.95, 1, loc=scores.mean(), scale=stats.sem(scores))
+    assert best["selection"]["interval"] == pytest.approx([low, high])
+    loser = reruns[reruns["training.learning_rate"] != winner].set_index("seed")["best_eval_loss"]
+    p_value = stats.ttest_rel(scores.loc[[1, 2]], loser.loc[[1, 2]]).pvalue
+    assert best["selection"]["p_value"] == pytest.approx(p_value, nan_ok=True)
+    assert (run_dir / "best" / "config.json").is_file()
+    assert best["checkpoint_path"].startswith(str(run_dir / "select"))
+
+    results_md = (run_dir / "results.md").read_text()
+    assert "## Selection over seeds" in results_md and "95% CI" in results_md and "paired t-test" in results_md
+    assert f"the winner's median seed {best['seed']}" in proc.stdout
