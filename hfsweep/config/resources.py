@@ -59,7 +59,8 @@ def _validate_precision(training: dict, cluster: dict) -> None:
 
         if torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
             raise ConfigError(
-                f"training.bf16: this GPU ({torch.cuda.get_device_name(0)}) has no bf16; use training.fp16=true instead."
+                f"training.bf16: this GPU ({torch.cuda.get_device_name(0)}) has no bf16; "
+                f"use training.fp16=true instead."
             )
 
 
@@ -76,7 +77,8 @@ def _validate_strategy(strategy: dict, cluster: dict) -> None:
         )
     if any(args.get(key) for key in GPU_ONLY_TRAINING_ARGS) and not cluster["use_gpu"]:
         raise ConfigError(
-            f"strategy={strategy['name']}: needs GPUs; set cluster.use_gpu=true on a GPU machine, or use strategy=ddp on CPUs."
+            f"strategy={strategy['name']}: needs GPUs; set cluster.use_gpu=true on a GPU machine, "
+            f"or use strategy=ddp on CPUs."
         )
 
 
@@ -115,6 +117,7 @@ def _validate_cluster(cluster: dict) -> None:
         per_trial = trial_resources(cluster)["CPU"]
         if per_trial + DATA_CPUS > cluster["num_cpus"]:
             raise ConfigError(
-                f"cluster.num_workers: one trial needs {per_trial:g} CPUs ({trial_shape(cluster)}) and reading its data "
-                f"{DATA_CPUS} more, but cluster.num_cpus is {cluster['num_cpus']:g}; raise cluster.num_cpus or lower cluster.num_workers."
+                f"cluster.num_workers: one trial needs {per_trial:g} CPUs ({trial_shape(cluster)}) and reading its "
+                f"data {DATA_CPUS} more, but cluster.num_cpus is {cluster['num_cpus']:g}; raise cluster.num_cpus or "
+                f"lower cluster.num_workers."
             )

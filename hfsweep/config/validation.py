@@ -58,7 +58,8 @@ def check_config(cfg: dict, generates: bool = False) -> None:
     text (its training.* keys are Seq2SeqTrainingArguments')."""
     _validate_objectives(cfg["metric"], cfg["mode"])
     if cfg["num_samples"] < 1:
-        raise ConfigError(f"num_samples: must be at least 1 (trials per grid point), not {cfg['num_samples']}; e.g. num_samples=1.")
+        raise ConfigError(f"num_samples: must be at least 1 (trials per grid point), not {cfg['num_samples']}; "
+                          f"e.g. num_samples=1.")
     _validate_training(cfg["training"])
     if cfg["training"].get("load_best_model_at_end"):
         _validate_best_model_metric(cfg)
@@ -75,7 +76,8 @@ def check_config(cfg: dict, generates: bool = False) -> None:
             f"checkpoints.keep_per_trial: must be at least 1 (the best checkpoint), not {keep}; "
             f"or null to keep every checkpoint."
         )
-    _validate_training_argument_names(cfg["training"], cfg["strategy"]["training_args"], generates)  # reads transformers' source
+    # reads transformers' source
+    _validate_training_argument_names(cfg["training"], cfg["strategy"]["training_args"], generates)
     _validate_targets(cfg)  # imports every `_target_`'s module
     _validate_budget(cfg["budget"])
 
@@ -112,7 +114,8 @@ def _validate_training(training: dict) -> None:
             raise ConfigError(f"training.{key}: hfsweep sets this itself; remove it from the config.")
     for key in POSITIVE_TRAINING_KEYS:
         if key in training and (not isinstance(training[key], int) or training[key] < 1):
-            raise ConfigError(f"training.{key}: must be a positive integer, not {training[key]}; e.g. training.{key}=8.")
+            raise ConfigError(f"training.{key}: must be a positive integer, not {training[key]}; "
+                              f"e.g. training.{key}=8.")
     if not isinstance(training.get("max_steps"), int) or training["max_steps"] <= 0:
         raise ConfigError(
             "training.max_steps: must be a positive integer (a Ray Data training set is an "
@@ -144,7 +147,8 @@ def _validate_objectives(metric, mode) -> None:
             f"e.g. mode={as_override(['min'] * len(metrics)) if len(metrics) > 1 else 'min'}."
         )
     if not isinstance(metric, str) and (len(metric) < 2 or len(set(metric)) != len(metric)):
-        raise ConfigError(f"metric: a list names two or more different metrics, not {as_override(metric)}; for one, write metric=NAME.")
+        raise ConfigError(f"metric: a list names two or more different metrics, not {as_override(metric)}; "
+                          f"for one, write metric=NAME.")
 
 
 def as_override(value) -> str:
@@ -157,8 +161,8 @@ def _validate_best_model_metric(cfg: dict) -> None:
     metric = cfg["training"].get("metric_for_best_model")
     if isinstance(metric, list):
         raise ConfigError(
-            f"training.metric_for_best_model: the Trainer keeps its best model by one metric, not {as_override(metric)}; "
-            f"set training.metric_for_best_model={metric[0]}."
+            f"training.metric_for_best_model: the Trainer keeps its best model by one metric, "
+            f"not {as_override(metric)}; set training.metric_for_best_model={metric[0]}."
         )
     mode = dict(objectives(cfg)).get(metric, first_objective(cfg)[1])
     if cfg["training"].get("greater_is_better", mode == "max") != (mode == "max"):
@@ -171,7 +175,8 @@ def _validate_best_model_metric(cfg: dict) -> None:
 def _validate_budget(budget: dict) -> None:
     for key, example in (("wall_clock_s", 3600), ("trial_hours", 8)):
         if budget[key] is not None and budget[key] <= 0:
-            raise ConfigError(f"budget.{key}: must be positive, not {budget[key]}; e.g. budget.{key}={example}, or null for none.")
+            raise ConfigError(f"budget.{key}: must be positive, not {budget[key]}; e.g. budget.{key}={example}, "
+                              f"or null for none.")
 
 
 def _validate_extra_validation(extra: dict, data: dict) -> None:
@@ -179,8 +184,9 @@ def _validate_extra_validation(extra: dict, data: dict) -> None:
         unknown = [key for key in changes or {} if key not in data] if isinstance(changes, dict) else [changes]
         if not changes or unknown:
             raise ConfigError(
-                f"extra_validation.{name}: {'%r is not a data.* key' % unknown[0] if unknown else 'is empty'}; give the data.* "
-                f"keys that make this validation set, e.g. extra_validation.{name}.validation_split=validation_mismatched."
+                f"extra_validation.{name}: {'%r is not a data.* key' % unknown[0] if unknown else 'is empty'}; "
+                f"give the data.* keys that make this validation set, e.g. "
+                f"extra_validation.{name}.validation_split=validation_mismatched."
             )
 
 
@@ -190,10 +196,13 @@ def _validate_data(data: dict) -> None:
             f"data.datasets_to_split: {list(data['datasets_to_split'])} is neither [train] (every worker evaluates the "
             "whole validation split) nor [train,validation] (each evaluates its Ray Data shard); use one of them."
         )
-    for key, example in (("chunk_rows", 10000), ("num_proc", 4), ("max_train_tokens", 10_000_000), ("shuffle_buffer_rows", 1024)):
+    for key, example in (("chunk_rows", 10000), ("num_proc", 4), ("max_train_tokens", 10_000_000),
+                         ("shuffle_buffer_rows", 1024)):
         if data[key] is not None and data[key] < 1:
-            what = "or null (all the driver's cores)" if key == "num_proc" else "or null (no budget)" if key == "max_train_tokens" else ""
-            raise ConfigError(f"data.{key}: must be a positive integer, not {data[key]}; e.g. data.{key}={example}{' ' + what if what else ''}.")
+            what = ("or null (all the driver's cores)" if key == "num_proc"
+                    else "or null (no budget)" if key == "max_train_tokens" else "")
+            raise ConfigError(f"data.{key}: must be a positive integer, not {data[key]}; "
+                              f"e.g. data.{key}={example}{' ' + what if what else ''}.")
     if data["source"] == "hub" and not data["name"]:
         raise ConfigError("data.name: data.source=hub needs a dataset name, e.g. data.name=wikitext.")
     if data["path"] and data["source"] != "local":
@@ -205,7 +214,8 @@ def _validate_data(data: dict) -> None:
         if not data["path"]:
             raise ConfigError("data.path: data.source=local needs a folder or file, e.g. data.path=/data/wikitext.")
         if not os.path.exists(data["path"]):
-            raise ConfigError(f"data.path: '{data['path']}' does not exist; point it at a folder of train.*/validation.* files.")
+            raise ConfigError(f"data.path: '{data['path']}' does not exist; "
+                              f"point it at a folder of train.*/validation.* files.")
 
 
 def lr_scheduler_types(cfg: dict) -> set[str]:

@@ -26,8 +26,8 @@ def conll_sentences(path: str, size: int, mtime: float):
                 continue
             if len(columns) < 2:
                 raise ConfigError(
-                    f"data.path: '{path}' line {number} is not CoNLL: {line.strip()!r} has no tag column; each line holds a token, "
-                    f"optional columns and its tag, with a blank line between sentences."
+                    f"data.path: '{path}' line {number} is not CoNLL: {line.strip()!r} has no tag column; each line "
+                    f"holds a token, optional columns and its tag, with a blank line between sentences."
                 )
             tokens.append(columns[0])
             tags.append(columns[-1])
@@ -42,7 +42,8 @@ def read_conll(files: dict) -> DatasetDict:
     features = Features({"tokens": List(Value("string")), "ner_tags": List(Value("string"))})
     splits = {}
     for split, paths in files.items():
-        parts = [_from_generator(conll_sentences, features, path=p, size=os.path.getsize(p), mtime=os.path.getmtime(p)) for p in paths]
+        parts = [_from_generator(conll_sentences, features, path=p, size=os.path.getsize(p), mtime=os.path.getmtime(p))
+                 for p in paths]
         if not any(len(part) for part in parts):
             raise ConfigError(f"data.path: the {split} files {paths} hold no CoNLL sentences; check the files.")
         splits[split] = concatenate_datasets(parts)
@@ -80,8 +81,10 @@ def squad_examples(path: str, size: int, mtime: float):
             for qa in paragraph["qas"]:
                 answers = [] if qa.get("is_impossible") else qa["answers"]
                 yield {
-                    "id": qa["id"], "title": article.get("title", ""), "context": paragraph["context"], "question": qa["question"],
-                    "answers": {"text": [a["text"] for a in answers], "answer_start": [a["answer_start"] for a in answers]},
+                    "id": qa["id"], "title": article.get("title", ""), "context": paragraph["context"],
+                    "question": qa["question"],
+                    "answers": {"text": [a["text"] for a in answers],
+                                "answer_start": [a["answer_start"] for a in answers]},
                 }
 
 
@@ -95,6 +98,7 @@ def read_squad(files: dict) -> DatasetDict:
     })
     splits = {}
     for split, paths in files.items():
-        parts = [_from_generator(squad_examples, features, path=p, size=os.path.getsize(p), mtime=os.path.getmtime(p)) for p in paths]
+        parts = [_from_generator(squad_examples, features, path=p, size=os.path.getsize(p), mtime=os.path.getmtime(p))
+                 for p in paths]
         splits[split] = concatenate_datasets(parts)
     return DatasetDict(splits)

@@ -34,7 +34,8 @@ For the classification proxies, each topic's first four fifths of sentences trai
 validate, so no sentence is in both.
 The output is the same on every machine with the same Python version.
 
-    python -m hfsweep.datasets_offline DIR    # DIR/mrpc_proxy/, yelp_proxy/, wikitext_proxy/, conll_proxy/, summary_proxy/, translation_proxy/, chat_proxy/
+    python -m hfsweep.datasets_offline DIR    # DIR/mrpc_proxy/, yelp_proxy/, wikitext_proxy/, conll_proxy/,
+                                                summary_proxy/, translation_proxy/, chat_proxy/
 """
 
 from __future__ import annotations
@@ -109,10 +110,11 @@ def largest_topic_sentences(splits: dict, rng: random.Random) -> dict[str, list[
 
 
 ENTITIES = {
-    "PER": ("by", ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Guido van Rossum", "Barbara Liskov", "Edsger Dijkstra",
-                   "Donald Knuth", "Margaret Hamilton", "Ken Thompson", "Frances Allen", "John Backus", "Niklaus Wirth"]),
-    "LOC": ("in", ["Oslo", "Lisbon", "Nairobi", "Kyoto", "Santiago", "Reykjavik", "Montreal", "Zurich", "Hanoi", "Lagos",
-                   "Buenos Aires", "New Delhi"]),
+    "PER": ("by", ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Guido van Rossum", "Barbara Liskov",
+                   "Edsger Dijkstra", "Donald Knuth", "Margaret Hamilton", "Ken Thompson", "Frances Allen",
+                   "John Backus", "Niklaus Wirth"]),
+    "LOC": ("in", ["Oslo", "Lisbon", "Nairobi", "Kyoto", "Santiago", "Reykjavik", "Montreal", "Zurich", "Hanoi",
+                   "Lagos", "Buenos Aires", "New Delhi"]),
     "ORG": ("at", ["Acme Corp", "Globex", "Initech", "Umbrella Labs", "Stark Industries", "Wayne Enterprises", "Hooli",
                    "Vandelay Industries", "Cyberdyne Systems", "Soylent Co", "Tyrell Corporation", "Aperture Science"]),
     "MISC": ("the", ["Olympics", "Nobel Prize", "Turing Award", "World Cup", "Renaissance", "Esperanto", "Byzantine",
@@ -151,7 +153,8 @@ def squad_articles(texts: list[str], rng: random.Random) -> dict:
         words = [(w, None) for w in " ".join(texts[i:i + 3]).split()]
         for kind in ("PER", "LOC"):
             hint, names = ENTITIES[kind]
-            at = rng.choice([j for j in range(len(words) + 1) if j == len(words) or words[j][1] is None])  # not inside a name
+            # not inside a name
+            at = rng.choice([j for j in range(len(words) + 1) if j == len(words) or words[j][1] is None])
             words[at:at] = [(hint, None)] + [(w, kind) for w in rng.choice(names).split()]
         context, answers = "", {}
         for word, kind in words:
@@ -164,7 +167,8 @@ def squad_articles(texts: list[str], rng: random.Random) -> dict:
         qas = [{"id": f"{len(paragraphs)}-{kind}", "question": question, "answers": [answers[kind]]}
                for kind, question in (("PER", "Which person is named?"), ("LOC", "Which place is named?"))]
         paragraphs.append({"context": context, "qas": qas})
-    return {"version": "1.1", "data": [{"title": f"topics {i}", "paragraphs": paragraphs[i:i + 20]} for i in range(0, len(paragraphs), 20)]}
+    return {"version": "1.1", "data": [{"title": f"topics {i}", "paragraphs": paragraphs[i:i + 20]}
+                                       for i in range(0, len(paragraphs), 20)]}
 
 
 def continuation_chat(sentence: str) -> dict:
@@ -193,10 +197,11 @@ def write(out_dir: str) -> dict[str, str]:
     """Write the proxy datasets under out_dir; return their folders by name."""
     rng = random.Random(SEED)
     splits = topic_sentences()
-    names = ("mrpc_proxy", "yelp_proxy", "wikitext_proxy", "conll_proxy", "summary_proxy", "translation_proxy", "squad_proxy",
-             "chat_proxy")
+    names = ("mrpc_proxy", "yelp_proxy", "wikitext_proxy", "conll_proxy", "summary_proxy", "translation_proxy",
+             "squad_proxy", "chat_proxy")
     folders = {name: os.path.join(out_dir, name) for name in names}
-    pair_topics = {n for n in splits["train"] if len(splits["train"][n]) + len(splits["validation"][n]) >= MIN_TOPIC_SENTENCES}
+    pair_topics = {n for n in splits["train"]
+                   if len(splits["train"][n]) + len(splits["validation"][n]) >= MIN_TOPIC_SENTENCES}
     for split, count in PAIRS.items():
         by_topic = {n: s for n, s in splits[split].items() if n in pair_topics}
         write_csv(os.path.join(folders["mrpc_proxy"], f"{split}.csv"), restatement_pairs(by_topic, count, rng))
@@ -211,7 +216,8 @@ def write(out_dir: str) -> dict[str, str]:
         write_jsonl(os.path.join(folders["summary_proxy"], f"{split}.jsonl"),
                     [{"document": s, "summary": " ".join(s.split()[:6])} for s in texts])
         write_jsonl(os.path.join(folders["translation_proxy"], f"{split}.jsonl"),
-                    [{"translation": {"ro": " ".join(s.split()[:8][::-1]), "en": " ".join(s.split()[:8])}} for s in texts])
+                    [{"translation": {"ro": " ".join(s.split()[:8][::-1]), "en": " ".join(s.split()[:8])}}
+                     for s in texts])
         write_jsonl(os.path.join(folders["chat_proxy"], f"{split}.jsonl"), [continuation_chat(s) for s in texts])
         os.makedirs(folders["squad_proxy"], exist_ok=True)
         with open(os.path.join(folders["squad_proxy"], f"{split}.json"), "w", encoding="utf-8") as f:

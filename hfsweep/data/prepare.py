@@ -89,10 +89,12 @@ def prepare(cfg: dict, task) -> PreparedData:
     raw = raw_splits(data_cfg, cache_dir, task)
     tokenizer_path = task.prepare_processor(cfg["model"], raw["train"], data_cfg, cache_dir)
     tokenized_by = what_is_prepared(data_cfg)
-    train_identity = source_identity(data_cfg, cache_dir) if data_cfg["streaming"] else dataset_fingerprint(raw["train"])
+    train_identity = (source_identity(data_cfg, cache_dir) if data_cfg["streaming"]
+                      else dataset_fingerprint(raw["train"]))
     key = hashlib.sha256(
         json.dumps(
-            [PREPARED_LAYOUT, train_identity, dataset_fingerprint(raw["validation"]), tokenizer_path, tokenized_by, task.identity()],
+            [PREPARED_LAYOUT, train_identity, dataset_fingerprint(raw["validation"]), tokenizer_path, tokenized_by,
+             task.identity()],
             sort_keys=True,
         ).encode()
     ).hexdigest()[:16]

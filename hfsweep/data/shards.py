@@ -42,8 +42,8 @@ _worker: dict = {}
 
 
 def _start(task, tokenizer_path: str, data_cfg: dict, in_pool: bool = False) -> None:
-    """Keep the task (unpickled here in a pool process) and load the tokenizer once per process, quietly (one bar for the whole split).
-    A pool process tokenizes on one thread: the pool already uses every core."""
+    """Keep the task (unpickled here in a pool process) and load the tokenizer once per process, quietly (one bar for
+    the whole split). A pool process tokenizes on one thread: the pool already uses every core."""
     if in_pool:
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
     import datasets
@@ -51,7 +51,8 @@ def _start(task, tokenizer_path: str, data_cfg: dict, in_pool: bool = False) -> 
     if in_pool:
         datasets.disable_progress_bars()
         datasets.logging.set_verbosity_error()
-    _worker.update(task=task, tokenizer=task.load_processor(tokenizer_path), data_cfg=data_cfg, setup=(task, tokenizer_path, data_cfg))
+    _worker.update(task=task, tokenizer=task.load_processor(tokenizer_path), data_cfg=data_cfg,
+                   setup=(task, tokenizer_path, data_cfg))
 
 
 def _process_on_node(setup: tuple, index: int, chunk, out_dir: str) -> tuple[str, np.ndarray]:
@@ -106,7 +107,8 @@ def write_shards(split, task, tokenizer_path: str, data_cfg: dict, out_dir: str)
     total = -(-len(split) // chunk_rows) if hasattr(split, "__len__") else None
     on_cluster = data_cfg["prepare_on"] == "cluster"
     if total is not None and total < 2 * num_proc and not on_cluster:
-        num_proc = 1  # a pool's start-up (each process imports transformers: seconds) pays off only past a few chunks each
+        # a pool's start-up (each process imports transformers: seconds) pays off only past a few chunks each
+        num_proc = 1
     os.makedirs(out_dir, exist_ok=True)
     rows = tokens = shards = 0
     bar = tqdm(total=total, desc="tokenize train", unit="chunk", disable=total is not None and total <= 1)
@@ -147,7 +149,8 @@ def _runner(num_proc: int, task, tokenizer_path: str, data_cfg: dict):
                 datasets.enable_progress_bars()
         return
     pool = ProcessPoolExecutor(
-        num_proc, mp_context=multiprocessing.get_context("spawn"), initializer=_start, initargs=(task, tokenizer_path, data_cfg, True)
+        num_proc, mp_context=multiprocessing.get_context("spawn"), initializer=_start,
+        initargs=(task, tokenizer_path, data_cfg, True)
     )
 
     try:
@@ -166,11 +169,13 @@ def _on_cluster(num_proc: int, task, tokenizer_path: str, data_cfg: dict):
     import ray
 
     if not ray.is_initialized():
-        raise RuntimeError("data.prepare_on=cluster: Ray is not initialized; hfsweep.driver.sweep connects to the cluster before preparing.")
+        raise RuntimeError("data.prepare_on=cluster: Ray is not initialized; hfsweep.driver.sweep connects to the "
+                           "cluster before preparing.")
     process = ray.remote(num_cpus=1)(_process_on_node)
     in_flight = 2 * max(1, int(ray.cluster_resources().get("CPU", 1)))
     setup = (task, tokenizer_path, data_cfg)
-    yield lambda jobs: _in_order(((setup, i, _in_memory(chunk), out) for i, chunk, out in jobs), process.remote, ray.get, in_flight)
+    yield lambda jobs: _in_order(((setup, i, _in_memory(chunk), out) for i, chunk, out in jobs), process.remote,
+                                 ray.get, in_flight)
 
 
 def _in_order(jobs, submit, result, in_flight: int):

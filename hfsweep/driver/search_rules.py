@@ -12,8 +12,8 @@ from hfsweep.config.objectives import is_multi_objective
 from hfsweep.config.validation import PLATEAU, as_override, lr_scheduler_types
 
 # peft.* keys that change which tensors the adapter has: a PBT exploit could not load the donor's.
-PEFT_SHAPE_KEYS = ("method", "r", "target_modules", "feedforward_modules", "modules_to_save", "bias", "use_dora", "load_in_4bit",
-                   "load_in_8bit")
+PEFT_SHAPE_KEYS = ("method", "r", "target_modules", "feedforward_modules", "modules_to_save", "bias", "use_dora",
+                   "load_in_4bit", "load_in_8bit")
 
 
 def check_search(cfg: dict) -> None:
@@ -48,8 +48,8 @@ def _validate_population_training(cfg: dict) -> None:
         key = perturbed[0]
         raise ConfigError(
             f"search_space.peft.{key}: {name} would perturb it, and an exploited trial cannot load a donor's adapter "
-            f"of another shape; add search_space.peft.{key}.perturb=false (sampled per trial, taken from the donor at an exploit), "
-            f"or use scheduler=asha."
+            f"of another shape; add search_space.peft.{key}.perturb=false (sampled per trial, taken from the donor at "
+            f"an exploit), or use scheduler=asha."
         )
 
 
@@ -67,12 +67,15 @@ def _validate_one_metric_users(cfg: dict) -> None:
     metrics, modes = cfg["metric"], cfg["mode"]
     fix = f"or sweep one metric (metric={metrics[0]} mode={modes[0]})"
     for key, allowed, what, use in (
-        ("scheduler", MULTI_OBJECTIVE_SCHEDULERS, "stops or pauses trials by one metric", "scheduler=fifo (with search_alg=optuna, grid or random)"),
-        ("search_alg", MULTI_OBJECTIVE_SEARCHERS, "optimises one metric", "search_alg=optuna (multi-objective TPE), grid or random"),
+        ("scheduler", MULTI_OBJECTIVE_SCHEDULERS, "stops or pauses trials by one metric",
+         "scheduler=fifo (with search_alg=optuna, grid or random)"),
+        ("search_alg", MULTI_OBJECTIVE_SEARCHERS, "optimises one metric",
+         "search_alg=optuna (multi-objective TPE), grid or random"),
     ):
         target = cfg[key]["_target_"]
         if not any(_is_a(target, name, exactly=key == "scheduler") for name in allowed):
-            raise ConfigError(f"{key}: {target.rsplit('.', 1)[-1]} {what}, and metric lists {len(metrics)}; use {use}, {fix}.")
+            raise ConfigError(f"{key}: {target.rsplit('.', 1)[-1]} {what}, and metric lists {len(metrics)}; "
+                              f"use {use}, {fix}.")
     for name, node in cfg["stopper"].items():
         if isinstance(node.get("metric"), list):
             raise ConfigError(
@@ -91,11 +94,12 @@ def _validate_bohb(cfg: dict) -> None:
     if scheduler != searcher:
         key, other = ("scheduler", "search_alg") if scheduler else ("search_alg", "scheduler")
         raise ConfigError(
-            f"{key}: {cfg[key]['_target_'].rsplit('.', 1)[-1]} works only with BOHB's {other}; set scheduler=bohb search_alg=bohb, "
-            f"or use search_alg=optuna scheduler=hyperband."
+            f"{key}: {cfg[key]['_target_'].rsplit('.', 1)[-1]} works only with BOHB's {other}; "
+            f"set scheduler=bohb search_alg=bohb, or use search_alg=optuna scheduler=hyperband."
         )
     if searcher and (importlib.util.find_spec("hpbandster") is None or importlib.util.find_spec("ConfigSpace") is None):
-        raise ConfigError("search_alg: TuneBOHB needs hpbandster and ConfigSpace; pip install 'hfsweep[bohb]', or use search_alg=optuna scheduler=hyperband.")
+        raise ConfigError("search_alg: TuneBOHB needs hpbandster and ConfigSpace; pip install 'hfsweep[bohb]', "
+                          "or use search_alg=optuna scheduler=hyperband.")
 
 
 def _is_a(target: str, class_name: str, exactly: bool = False) -> bool:

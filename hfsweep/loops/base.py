@@ -8,7 +8,8 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object
 from hfsweep.config.validation import PLATEAU, lr_scheduler_types
 
-SAMPLING_STRATEGIES = ("random", "sequential", "group_by_length")  # training.train_sampling_strategy on a streamed shard
+# training.train_sampling_strategy on a streamed shard
+SAMPLING_STRATEGIES = ("random", "sequential", "group_by_length")
 
 
 class Loop:
@@ -29,12 +30,14 @@ class Loop:
         loops read their shard as a stream, grouped by length or not."""
         strategy = cfg["training"].get("train_sampling_strategy", "random")
         if strategy not in SAMPLING_STRATEGIES:
-            raise ConfigError(f"training.train_sampling_strategy: '{strategy}' is not one of {', '.join(SAMPLING_STRATEGIES)} "
-                              f"(the workers stream their shards, so batch_rebalance's whole-set planning cannot run); e.g. group_by_length.")
+            raise ConfigError(f"training.train_sampling_strategy: '{strategy}' is not one of "
+                              f"{', '.join(SAMPLING_STRATEGIES)} (the workers stream their shards, so "
+                              f"batch_rebalance's whole-set planning cannot run); e.g. group_by_length.")
         if strategy == "group_by_length" and (not task.pads_batches or cfg["data"]["pad_to_max_length"]):
             fix = "set data.pad_to_max_length=false" if task.pads_batches else "remove it"
-            raise ConfigError(f"training.train_sampling_strategy: group_by_length batches examples of similar length to pad less, and "
-                              f"every example of model.task={task.name or type(task).__name__} has the same length here; {fix}.")
+            raise ConfigError(f"training.train_sampling_strategy: group_by_length batches examples of similar length "
+                              f"to pad less, and every example of model.task={task.name or type(task).__name__} has "
+                              f"the same length here; {fix}.")
 
 
 class HFTrainerLoop(Loop):
@@ -55,16 +58,19 @@ class HFTrainerLoop(Loop):
         import sys
 
         target = cfg["trainer"]["_target_"]
-        sft_module = sys.modules.get("trl.trainer.sft_trainer")  # imported by the config check if the Trainer subclasses it
+        # imported by the config check if the Trainer subclasses it
+        sft_module = sys.modules.get("trl.trainer.sft_trainer")
         trainer = import_object(target)
         if sft_module is None or not (isinstance(trainer, type) and issubclass(trainer, sft_module.SFTTrainer)):
             return
         if task.name != "sft":
-            raise ConfigError(f"trainer._target_: {target} trains on chat or instruction rows, which model.task={task.name} does not make; set model.task=sft, or trainer=default.")
+            raise ConfigError(f"trainer._target_: {target} trains on chat or instruction rows, which "
+                              f"model.task={task.name} does not make; set model.task=sft, or trainer=default.")
         from hfsweep.loops.sft_trainer import RayDataSFTTrainer
 
         if not issubclass(trainer, RayDataSFTTrainer):
-            raise ConfigError(f"trainer._target_: {target} takes only a `datasets` Dataset, not a worker's Ray Data shard; use trainer=sft (or a subclass of its class).")
+            raise ConfigError(f"trainer._target_: {target} takes only a `datasets` Dataset, not a worker's Ray Data "
+                              f"shard; use trainer=sft (or a subclass of its class).")
 
     @staticmethod
     def _check_generation(cfg: dict) -> None:
@@ -86,8 +92,8 @@ class HFTrainerLoop(Loop):
         missing = [metric for metric, _ in objectives(cfg) if metric not in REPORTED_METRICS]
         if every > 1 and missing:
             raise ConfigError(
-                f"trainer.every_k_evals: {every} generates at one evaluation in {every}, so {missing[0]} is missing from the "
-                f"reports between; sweep on metric=eval_loss, or set trainer.every_k_evals=1."
+                f"trainer.every_k_evals: {every} generates at one evaluation in {every}, so {missing[0]} is missing "
+                f"from the reports between; sweep on metric=eval_loss, or set trainer.every_k_evals=1."
             )
 
 
@@ -109,19 +115,23 @@ class AccelerateLoop(Loop):
     def check(self, cfg: dict, task) -> None:
         super().check(cfg, task)
         if cfg["callbacks"]:
-            raise ConfigError("callbacks: TrainerCallbacks need loop=hf_trainer; use callbacks=none with loop=accelerate.")
+            raise ConfigError("callbacks: TrainerCallbacks need loop=hf_trainer; use callbacks=none with "
+                              "loop=accelerate.")
         for key in cfg["training"]:
             if key not in ACCELERATE_LOOP_KEYS:
-                raise ConfigError(f"training.{key}: loop=accelerate does not use it; remove it, or use loop=hf_trainer.")
+                raise ConfigError(f"training.{key}: loop=accelerate does not use it; remove it, or use "
+                                  f"loop=hf_trainer.")
         if PLATEAU in lr_scheduler_types(cfg):
             raise ConfigError(
                 f"training.lr_scheduler_type: loop=accelerate steps its schedule every optimizer step, and {PLATEAU} "
                 f"needs the eval metric; use another type, or loop=hf_trainer."
             )
         if cfg["peft"]["method"] != "none":
-            raise ConfigError(f"peft: loop=accelerate saves whole models, not adapters; use loop=hf_trainer with peft={cfg['peft']['method']}.")
+            raise ConfigError(f"peft: loop=accelerate saves whole models, not adapters; use loop=hf_trainer with "
+                              f"peft={cfg['peft']['method']}.")
         if task.generates:
-            raise ConfigError(f"loop=accelerate: model.task={task.name} is scored on generated text, which the hf_trainer loop does; use loop=hf_trainer.")
+            raise ConfigError(f"loop=accelerate: model.task={task.name} is scored on generated text, which the "
+                              f"hf_trainer loop does; use loop=hf_trainer.")
 
 
 LOOPS = {loop.name: loop for loop in (HFTrainerLoop(), AccelerateLoop())}

@@ -37,7 +37,8 @@ def batch_collator(collator: Callable) -> Callable:
 class Task:
     name: str = ""  # also part of the prepared data's cache key: give a user task a name of its own
     columns: tuple[str, ...] = ()  # the data.* keys naming the columns it reads
-    text_keys: tuple[str, ...] = ("text_column", "pair_column")  # the data.* keys choosing the texts a tokenizer trained on the data learns
+    # the data.* keys choosing the texts a tokenizer trained on the data learns
+    text_keys: tuple[str, ...] = ("text_column", "pair_column")
     # Its options (dataclass fields, `task_options.*`) applied on the workers, not in the prepared
     # data: searching them prepares nothing anew (masked LM's masking share).
     worker_options: tuple[str, ...] = ()
@@ -77,8 +78,10 @@ class Task:
 
         from hfsweep.data.tokenizers import tokenizer_for
 
-        read_from = [self.identity(), {k: data_cfg[k] for k in self.text_keys}]  # which texts of the split a tokenizer learns
-        return tokenizer_for(model_cfg["tokenizer"], train, partial(self.texts, data_cfg=data_cfg), read_from, cache_dir)
+        # which texts of the split a tokenizer learns
+        read_from = [self.identity(), {k: data_cfg[k] for k in self.text_keys}]
+        return tokenizer_for(model_cfg["tokenizer"], train, partial(self.texts, data_cfg=data_cfg), read_from,
+                             cache_dir)
 
     def load_processor(self, path: str):
         """The processor `prepare_processor` made (or a checkpoint saved): here a tokenizer."""
@@ -89,8 +92,8 @@ class Task:
     def config_from_processor(self, processor) -> dict:
         """What a model built from `model.config` takes from the processor: a text model's
         vocabulary size and special tokens."""
-        return {"vocab_size": len(processor), "bos_token_id": processor.bos_token_id, "eos_token_id": processor.eos_token_id,
-                "pad_token_id": processor.pad_token_id}
+        return {"vocab_size": len(processor), "bos_token_id": processor.bos_token_id,
+                "eos_token_id": processor.eos_token_id, "pad_token_id": processor.pad_token_id}
 
     def model_config_kwargs(self, label_names: Optional[list]) -> dict:
         """What the model's config needs from the data: by default the classes' names, if any."""
@@ -114,13 +117,14 @@ class Task:
         self.check_config(data)
         if self.needs_whole_validation and "validation" in data["datasets_to_split"]:
             raise ConfigError(
-                f"data.datasets_to_split: model.task={self.name} matches its predictions to the validation split's rows in order, "
-                f"which sharding the split would lose; use data.datasets_to_split=[train]."
+                f"data.datasets_to_split: model.task={self.name} matches its predictions to the validation split's "
+                f"rows in order, which sharding the split would lose; use data.datasets_to_split=[train]."
             )
         if data["streaming"] and type(self).prepare_raw is not Task.prepare_raw:
             raise ConfigError(
-                f"data.streaming: the {self.name or type(self).__name__} task reads the whole train split before tokenizing "
-                f"(e.g. to list its labels); set data.streaming=false (data.max_train_samples bounds what is read)."
+                f"data.streaming: the {self.name or type(self).__name__} task reads the whole train split before "
+                f"tokenizing (e.g. to list its labels); set data.streaming=false (data.max_train_samples bounds "
+                f"what is read)."
             )
         positions = model["config"].get("n_positions") or model["config"].get("max_position_embeddings")
         if positions and data[self.length_key] > positions:
@@ -187,7 +191,8 @@ class Task:
         import numpy as np
         import pyarrow as pa
 
-        column = table.column("attention_mask" if "attention_mask" in table.column_names else "input_ids").combine_chunks()
+        column = table.column("attention_mask" if "attention_mask" in table.column_names
+                              else "input_ids").combine_chunks()
         values = column.flatten().to_numpy(zero_copy_only=False)
         if "attention_mask" not in table.column_names:
             values = np.ones_like(values)

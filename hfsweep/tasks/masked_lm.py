@@ -41,7 +41,8 @@ def group_columns(encoded: dict, names: list[str], block_size: int) -> dict:
     out = {}
     for name in names:
         width = 2 if name == "offset_mapping" else 1
-        flat = np.fromiter(chain.from_iterable(chain.from_iterable(encoded[name]) if width == 2 else encoded[name]), dtype=np.int64)
+        flat = np.fromiter(chain.from_iterable(chain.from_iterable(encoded[name]) if width == 2 else encoded[name]),
+                           dtype=np.int64)
         blocks = flat[: len(flat) // (block_size * width) * block_size * width].reshape(-1, block_size, width)
         out[name] = blocks if width == 2 else blocks[..., 0]
     return out
@@ -70,23 +71,27 @@ class MaskedLM(Task):
         names = ["input_ids", "attention_mask", "special_tokens_mask"] + (["offset_mapping"] if whole_words else [])
 
         def tokenize_and_group(batch: dict) -> dict:
-            encoded = tokenizer(batch[data_cfg["text_column"]], return_special_tokens_mask=True, return_offsets_mapping=whole_words)
+            encoded = tokenizer(batch[data_cfg["text_column"]], return_special_tokens_mask=True,
+                                return_offsets_mapping=whole_words)
             return group_columns(encoded, names, block)
 
         features = token_features(names[:3], block)
         if whole_words:
             features["offset_mapping"] = List(List(Value("int64"), length=2), length=block)
-        blocks = ds.map(tokenize_and_group, batched=True, remove_columns=ds.column_names, features=Features(features), desc=f"tokenize {split}")
+        blocks = ds.map(tokenize_and_group, batched=True, remove_columns=ds.column_names, features=Features(features),
+                        desc=f"tokenize {split}")
         if split != "validation":
             return blocks
         collator = masking_collator(tokenizer, self.whole_word_mask, self.eval_mlm_probability, EVAL_MASK_SEED)
 
         def mask(batch: dict) -> dict:
             masked = collator(rows(batch))
-            return {"input_ids": masked["input_ids"].numpy(), "attention_mask": masked["attention_mask"].numpy(), "labels": masked["labels"].numpy()}
+            return {"input_ids": masked["input_ids"].numpy(), "attention_mask": masked["attention_mask"].numpy(),
+                    "labels": masked["labels"].numpy()}
 
         masked_features = Features(token_features(("input_ids", "attention_mask", "labels"), block))
-        return blocks.map(mask, batched=True, remove_columns=blocks.column_names, features=masked_features, desc="mask validation")
+        return blocks.map(mask, batched=True, remove_columns=blocks.column_names, features=masked_features,
+                          desc="mask validation")
 
     def train_collator(self, tokenizer, data_cfg: dict, seed: int) -> Optional[object]:
         return batch_collator(masking_collator(tokenizer, self.whole_word_mask, self.mlm_probability, seed))

@@ -43,7 +43,8 @@ class MultipleChoice(Task):
         """Every column present; labels are choice positions (0..N-1), as integers."""
         from datasets import Value
 
-        wanted = {"context_column": self.context_column, "start_column": self.start_column, "label_column": self.label_column,
+        wanted = {"context_column": self.context_column, "start_column": self.start_column,
+                  "label_column": self.label_column,
                   **{f"ending_columns[{i}]": c for i, c in enumerate(self.ending_columns)}}
         for split, ds in raw.items():
             for option, column in wanted.items():
@@ -53,8 +54,9 @@ class MultipleChoice(Task):
             labels = set(ds.unique(self.label_column))
             outside = sorted(str(label) for label in labels - set(range(len(self.ending_columns))))
             if outside:
-                raise ConfigError(f"task_options.label_column: the {split} split's '{self.label_column}' holds {', '.join(outside[:3])}, "
-                                  f"not positions 0..{len(self.ending_columns) - 1} of its {len(self.ending_columns)} endings; fix the labels.")
+                raise ConfigError(f"task_options.label_column: the {split} split's '{self.label_column}' holds "
+                                  f"{', '.join(outside[:3])}, not positions 0..{len(self.ending_columns) - 1} of its "
+                                  f"{len(self.ending_columns)} endings; fix the labels.")
         return raw.cast_column(self.label_column, Value("int64"))
 
     def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
@@ -66,7 +68,8 @@ class MultipleChoice(Task):
 
         def encode(batch: dict) -> dict:
             firsts = [context for context in batch[self.context_column] for _ in range(n)]
-            seconds = [f"{start} {batch[c][i]}" for i, start in enumerate(batch[self.start_column]) for c in self.ending_columns]
+            seconds = [f"{start} {batch[c][i]}" for i, start in enumerate(batch[self.start_column])
+                       for c in self.ending_columns]
             encoded = tokenizer(firsts, seconds, padding=padding, truncation=True, max_length=length)
             grouped = {key: [values[i:i + n] for i in range(0, len(values), n)] for key, values in encoded.items()}
             return {**grouped, "labels": batch[self.label_column]}

@@ -71,8 +71,8 @@ class QuestionAnswering(Task):
     def check_config(self, data_cfg: dict) -> None:
         length = data_cfg["max_length"]
         if self.doc_stride >= length:
-            raise ConfigError(f"task_options.doc_stride: {self.doc_stride} must be smaller than data.max_length={length}; "
-                              f"e.g. task_options.doc_stride={length // 3}.")
+            raise ConfigError(f"task_options.doc_stride: {self.doc_stride} must be smaller than "
+                              f"data.max_length={length}; e.g. task_options.doc_stride={length // 3}.")
 
     def read_local(self, builder: str, files: dict):
         if builder == "json" and all(is_squad_json(f) for split_files in files.values() for f in split_files):
@@ -89,21 +89,23 @@ class QuestionAnswering(Task):
         unanswerable = sum(1 for answer in train[answers] if not answer["text"])
         if unanswerable and not self.version_2_with_negative:
             raise ConfigError(
-                f"task_options.version_2_with_negative: {unanswerable} of the train split's {train.num_rows} questions have no "
-                f"answer (SQuAD 2.0's unanswerable ones); set task_options.version_2_with_negative=true to train on them as run_qa.py "
-                f"--version_2_with_negative does (the null answer scored by squad_v2)."
+                f"task_options.version_2_with_negative: {unanswerable} of the train split's {train.num_rows} questions "
+                f"have no answer (SQuAD 2.0's unanswerable ones); set task_options.version_2_with_negative=true to "
+                f"train on them as run_qa.py --version_2_with_negative does (the null answer scored by squad_v2)."
             )
         misplaced = [i for i, (text, answer) in enumerate(zip(train[context], train[answers]))
                      if answer["text"] and not text.startswith(answer["text"][0], answer["answer_start"][0])]
         if len(misplaced) > MISPLACED_SHARE * train.num_rows:
             raise ConfigError(
-                f"data.label_column: {len(misplaced)} of the train split's {train.num_rows} answers ({len(misplaced) / train.num_rows:.1%}) "
+                f"data.label_column: {len(misplaced)} of the train split's {train.num_rows} answers "
+                f"({len(misplaced) / train.num_rows:.1%}) "
                 f"are not where their answer_start says in the context (the first: id {train[misplaced[0]]['id']}); "
                 f"fix the offsets (character positions in the context) or the file's encoding."
             )
         if misplaced:
-            print(f"hfsweep: question answering: {len(misplaced)} of the train split's {train.num_rows} answers are not where their "
-                  f"answer_start says in the context (the first: id {train[misplaced[0]]['id']}); left out of training.")
+            print(f"hfsweep: question answering: {len(misplaced)} of the train split's {train.num_rows} answers are "
+                  f"not where their answer_start says in the context (the first: id {train[misplaced[0]]['id']}); "
+                  f"left out of training.")
             raw["train"] = train.select(sorted(set(range(train.num_rows)) - set(misplaced)))
         return raw
 
@@ -121,7 +123,8 @@ class QuestionAnswering(Task):
         def encode(batch: dict) -> dict:
             questions = [q.lstrip() for q in batch[question]]  # run_qa: leading spaces waste the budget
             first, second = (questions, batch[context]) if pad_right else (batch[context], questions)
-            encoded = tokenizer(first, second, truncation="only_second" if pad_right else "only_first", max_length=length,
+            encoded = tokenizer(first, second, truncation="only_second" if pad_right else "only_first",
+                                max_length=length,
                                 stride=self.doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
                                 padding=padding)
             context_index = 1 if pad_right else 0
@@ -140,10 +143,14 @@ class QuestionAnswering(Task):
                 out.update(example_id=example_ids, offset_mapping=offsets)
             return out
 
-        features = {**token_features(tokenizer.model_input_names, padded_length), "start_positions": Value("int64"), "end_positions": Value("int64")}
+        features = {**token_features(tokenizer.model_input_names, padded_length), "start_positions": Value("int64"),
+                    "end_positions": Value("int64")}
         if split == "validation":
-            features.update(example_id=Value("string"), offset_mapping=List(List(Value("int64"), length=2), length=-1 if padded_length is None else padded_length))
-        return ds.map(encode, batched=True, remove_columns=ds.column_names, features=Features(features), desc=f"tokenize {split}")
+            features.update(example_id=Value("string"),
+                            offset_mapping=List(List(Value("int64"), length=2),
+                                                length=-1 if padded_length is None else padded_length))
+        return ds.map(encode, batched=True, remove_columns=ds.column_names, features=Features(features),
+                      desc=f"tokenize {split}")
 
     def data_collator(self, tokenizer):
         from transformers import DataCollatorWithPadding
@@ -162,7 +169,8 @@ class QuestionAnswering(Task):
         examples, by_example, offsets = validation_layout(context.validation_path)
         predictions, references = [], []
         for example in examples:
-            answer = best_answer(example[data_cfg["pair_column"]], by_example[example["id"]], start_logits, end_logits, offsets, self)
+            answer = best_answer(example[data_cfg["pair_column"]], by_example[example["id"]], start_logits, end_logits,
+                                 offsets, self)
             prediction = {"id": example["id"], "prediction_text": answer}
             if self.version_2_with_negative:
                 prediction["no_answer_probability"] = 0.0
@@ -185,7 +193,8 @@ def validation_layout(validation_path: str) -> tuple:
     return examples, by_example, features["offset_mapping"]
 
 
-def best_answer(context: str, feature_indices: list, start_logits, end_logits, offsets, options: QuestionAnswering) -> str:
+def best_answer(context: str, feature_indices: list, start_logits, end_logits, offsets,
+                options: QuestionAnswering) -> str:
     """The best span's text over an example's features ("" when v2's null answer wins), by the task's options."""
     best_score, best_text, null_score = -np.inf, "", np.inf
     n_best, longest = options.n_best_size, options.max_answer_length
@@ -195,7 +204,8 @@ def best_answer(context: str, feature_indices: list, start_logits, end_logits, o
         for s in np.argsort(starts)[-1:-n_best - 1:-1]:
             for e in np.argsort(ends)[-1:-n_best - 1:-1]:
                 # beyond the feature's own tokens (logits padded to the longest feature), or outside its context
-                if s >= len(spans) or e >= len(spans) or spans[s][0] < 0 or spans[e][0] < 0 or e < s or e - s + 1 > longest:
+                if (s >= len(spans) or e >= len(spans) or spans[s][0] < 0 or spans[e][0] < 0 or e < s
+                        or e - s + 1 > longest):
                     continue
                 score = starts[s] + ends[e]
                 if score > best_score:

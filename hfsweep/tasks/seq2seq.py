@@ -46,9 +46,11 @@ class Seq2Seq(Task):
 
     def check_config(self, data_cfg: dict) -> None:
         if bool(data_cfg["source_lang"]) != bool(data_cfg["target_lang"]):
-            raise ConfigError("data.source_lang and data.target_lang: set both (translation pairs) or neither (two columns).")
+            raise ConfigError("data.source_lang and data.target_lang: set both (translation pairs) or neither "
+                              "(two columns).")
         if not data_cfg["source_lang"] and not data_cfg["target_column"]:
-            raise ConfigError("data.target_column: seq2seq needs the target's column (e.g. summary), or data.source_lang/target_lang.")
+            raise ConfigError("data.target_column: seq2seq needs the target's column (e.g. summary), "
+                              "or data.source_lang/target_lang.")
 
     def texts(self, row: dict, data_cfg: dict) -> list:
         """Both sides: one vocabulary for the source and the target, as T5's."""
@@ -62,8 +64,10 @@ class Seq2Seq(Task):
 
         def encode(batch: dict) -> dict:
             sources, targets = sources_and_targets(batch, data_cfg)
-            encoded = tokenizer([self.source_prefix + s for s in sources], padding="max_length", truncation=True, max_length=source_length)
-            labels = np.array(tokenizer(text_target=targets, padding="max_length", truncation=True, max_length=target_length)["input_ids"])
+            encoded = tokenizer([self.source_prefix + s for s in sources], padding="max_length", truncation=True,
+                                max_length=source_length)
+            labels = np.array(tokenizer(text_target=targets, padding="max_length", truncation=True,
+                                        max_length=target_length)["input_ids"])
             labels[labels == tokenizer.pad_token_id] = IGNORED
             return {**encoded, "labels": labels}
 

@@ -31,20 +31,22 @@ def encode_labels(raw, column: str, num_labels: int | None):
             feature = ClassLabel(names=values)
         else:
             feature = ClassLabel(num_classes=num_labels or int(max(values)) + 1)
-            for split in raw:  # class ids: a cast would not check them, the tokenized split's features would, with a traceback
+            # class ids: a cast would not check them, the tokenized split's features would, with a traceback
+            for split in raw:
                 outside = sorted(v for v in set(raw[split][column]) if not 0 <= v < feature.num_classes)
                 if outside:
                     raise ConfigError(
-                        f"data.label_column: '{column}' of the {split} split has labels outside the {feature.num_classes} classes of "
-                        f"the train split ({', '.join(map(str, outside[:5]))}); check the data or data.num_labels."
+                        f"data.label_column: '{column}' of the {split} split has labels outside the "
+                        f"{feature.num_classes} classes of the train split ({', '.join(map(str, outside[:5]))}); "
+                        f"check the data or data.num_labels."
                     )
         try:
             with quiet_progress():  # a refusal is the only line the user sees
                 raw = raw.cast_column(column, feature)
         except ValueError as err:
             raise ConfigError(
-                f"data.label_column: '{column}' has labels outside the {feature.num_classes} classes of the train split "
-                f"({err}); check the data or data.num_labels."
+                f"data.label_column: '{column}' has labels outside the {feature.num_classes} classes of the train "
+                f"split ({err}); check the data or data.num_labels."
             ) from err
     if num_labels and feature.num_classes != num_labels:
         raise ConfigError(
@@ -104,10 +106,12 @@ class SequenceClassification(Task):
         padding, padded_length = self.padding(data_cfg)
 
         def encode(batch: dict) -> dict:
-            encoded = tokenizer(batch[text], batch[pair] if pair else None, padding=padding, truncation=True, max_length=length)
+            encoded = tokenizer(batch[text], batch[pair] if pair else None, padding=padding, truncation=True,
+                                max_length=length)
             return {**encoded, "labels": batch[data_cfg["label_column"]]}
 
-        features = Features({**token_features(tokenizer.model_input_names, padded_length), "labels": ds.features[data_cfg["label_column"]]})
+        features = Features({**token_features(tokenizer.model_input_names, padded_length),
+                             "labels": ds.features[data_cfg["label_column"]]})
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
 
     def data_collator(self, tokenizer):

@@ -59,11 +59,13 @@ def tokenize(example: dict, tokenizer, template, completion_only: bool, assistan
         prompt_ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, **render)["input_ids"]
         ids = tokenizer.apply_chat_template(prompt + completion, **render)["input_ids"]
     elif assistant_only:
-        raise ConfigError("task_options.assistant_only_loss: trains on a conversation's assistant messages, and these rows are plain text; set task_options.assistant_only_loss=false.")
+        raise ConfigError("task_options.assistant_only_loss: trains on a conversation's assistant messages, and these "
+                          "rows are plain text; set task_options.assistant_only_loss=false.")
     else:  # plain text: the completion ends with EOS, as TRL adds it
         prompt_ids = tokenizer(prompt)["input_ids"]
         ids = tokenizer(prompt + completion + (tokenizer.eos_token or ""))["input_ids"]
-    conversation = assistant_only and "prompt" not in example  # a `messages` row: its last message is no completion here
+    # a `messages` row: its last message is no completion here
+    conversation = assistant_only and "prompt" not in example
     start = common_prefix_length(prompt_ids, ids) if completion_only and not conversation else 0
     labels = [IGNORED] * start + ids[start:]
     if assistant_only:
@@ -85,9 +87,10 @@ def assistant_mask(messages: list, ids: list, tokenizer, render: dict) -> list:
         through = tokenizer.apply_chat_template(messages[: i + 1], **render)["input_ids"]
         if through[: len(before)] != before or ids[: len(through)] != through:
             raise ConfigError(
-                f"task_options.assistant_only_loss: the chat template renders a conversation's first {i + 1} messages otherwise than the "
-                f"whole conversation does, so message {i + 1}'s tokens cannot be found; use a template whose renderings of a "
-                f"conversation's beginnings are prefixes of the whole one's, or set task_options.assistant_only_loss=false."
+                f"task_options.assistant_only_loss: the chat template renders a conversation's first {i + 1} messages "
+                f"otherwise than the whole conversation does, so message {i + 1}'s tokens cannot be found; use a "
+                f"template whose renderings of a conversation's beginnings are prefixes of the whole one's, or set "
+                f"task_options.assistant_only_loss=false."
             )
         mask[len(before): len(through)] = [1] * (len(through) - len(before))
     return mask
@@ -126,18 +129,21 @@ class SFT(Task):
         import importlib.util
 
         if importlib.util.find_spec("trl") is None:
-            raise ConfigError("model.task: sft prepares its data with TRL, which is not installed; pip install 'hfsweep[sft]'.")
+            raise ConfigError("model.task: sft prepares its data with TRL, which is not installed; "
+                              "pip install 'hfsweep[sft]'.")
 
     def texts(self, row: dict, data_cfg: dict) -> list:
         """What a tokenizer trained on the data learns from: every message's or part's text."""
         parts = prompt_and_completion(row)
-        return [m["content"] if isinstance(m, dict) else m for part in parts for m in (part if isinstance(part, list) else [part])]
+        return [m["content"] if isinstance(m, dict) else m
+                for part in parts for m in (part if isinstance(part, list) else [part])]
 
     def prepare_raw(self, raw, data_cfg: dict):
         for split, ds in raw.items():
             names = set(ds.column_names)
             if not ({"messages"} <= names or {"conversations"} <= names or {"prompt", "completion"} <= names):
-                raise ConfigError(f"data: model.task=sft reads {FORMATS}; the {split} split has {', '.join(sorted(names))}.")
+                raise ConfigError(f"data: model.task=sft reads {FORMATS}; the {split} split has "
+                                  f"{', '.join(sorted(names))}.")
         return raw
 
     def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
@@ -148,7 +154,8 @@ class SFT(Task):
         if template is None and tokenizer.chat_template is None and "prompt" not in ds.column_names:
             raise ConfigError("task_options.chat_template: the tokenizer has none, and conversations need one; "
                               "set task_options.chat_template (Jinja text or a .jinja file).")
-        ds = ds.map(tokenize, fn_kwargs={"tokenizer": tokenizer, "template": template, "completion_only": self.completion_only_loss,
+        ds = ds.map(tokenize, fn_kwargs={"tokenizer": tokenizer, "template": template,
+                                         "completion_only": self.completion_only_loss,
                                          "assistant_only": self.assistant_only_loss},
                     remove_columns=ds.column_names, desc=f"tokenize {split}")
         if self.packing:
@@ -160,7 +167,8 @@ class SFT(Task):
 
         def padded(row: dict) -> dict:
             missing = length - len(row["input_ids"])
-            return {"input_ids": row["input_ids"] + [pad] * missing, "attention_mask": [1] * len(row["input_ids"]) + [0] * missing,
+            return {"input_ids": row["input_ids"] + [pad] * missing,
+                    "attention_mask": [1] * len(row["input_ids"]) + [0] * missing,
                     "labels": row["labels"] + [IGNORED] * missing}
 
         features = Features(token_features(ROW_COLUMNS, length))
