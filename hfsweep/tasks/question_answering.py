@@ -8,7 +8,7 @@ the empty answer when the null score beats the best span by more than
 
 Columns: `data.text_column` (question), `data.pair_column` (context), `data.label_column`
 (answers: {text, answer_start}) and `id`. Local files: SQuAD's nested json (v1.1 and v2.0), read
-by `hfsweep.data.formats.read_squad`, or flat json/jsonl in the hub dataset's columns.
+by `read_squad` below, or flat json/jsonl in the hub dataset's columns.
 
 The validation features keep `example_id` and `offset_mapping` for the post-processing, and the
 start and end positions too, so eval_loss is reported like every task's.
@@ -24,13 +24,51 @@ from dataclasses import dataclass
 import numpy as np
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.data.formats import is_squad_json, read_squad
+from hfsweep.data.formats import read_with
 from hfsweep.tasks.base import Task
 from hfsweep.tasks.causal_lm import token_features
 from hfsweep.tasks.metrics import ANSWERS
 
 EXAMPLES = "examples"  # beside the prepared validation features: the raw validation examples
 MISPLACED_SHARE = 0.01  # more train answers than this whose answer_start misses their text: the file is refused
+
+
+def is_squad_json(path: str) -> bool:
+    """SQuAD's nested layout (`{"version": ..., "data": [{"paragraphs": [...]}]}`), told from
+    json/jsonl records by its opening: one object whose first kilobytes name paragraphs."""
+    with open(path, encoding="utf-8") as f:
+        head = f.read(65536)
+    return head.lstrip().startswith("{") and '"paragraphs"' in head and '"qas"' in head
+
+
+def squad_examples(path: str, size: int, mtime: float):
+    """SQuAD v1.1 or v2.0 json as the hub dataset's flat rows: id, title, context, question and
+    answers {text, answer_start} (empty for v2's unanswerable questions)."""
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        articles = json.load(f)["data"]
+    for article in articles:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                answers = [] if qa.get("is_impossible") else qa["answers"]
+                yield {
+                    "id": qa["id"], "title": article.get("title", ""), "context": paragraph["context"],
+                    "question": qa["question"],
+                    "answers": {"text": [a["text"] for a in answers],
+                                "answer_start": [a["answer_start"] for a in answers]},
+                }
+
+
+def read_squad(files: dict):
+    """Each split's SQuAD json files as flat rows."""
+    from datasets import Features, List, Value
+
+    features = Features({
+        "id": Value("string"), "title": Value("string"), "context": Value("string"), "question": Value("string"),
+        "answers": {"text": List(Value("string")), "answer_start": List(Value("int32"))},
+    })
+    return read_with(squad_examples, features, files, "SQuAD questions")
 
 
 def answer_positions(offsets: list, answers: dict, side: list) -> tuple[int, int]:

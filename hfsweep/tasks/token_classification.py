@@ -4,7 +4,7 @@ becomes I- after the first), -100 elsewhere; scored with seqeval on the tag sequ
 
 Data: a hub dataset with `tokens` and `ner_tags` columns (`data.text_column`, `data.label_column`),
 json/jsonl with the same, or CoNLL column files (train.txt, validation.txt) read by
-`hfsweep.data.formats.read_conll`. The tags are the training split's.
+`read_conll` below. The tags are the training split's.
 """
 
 from __future__ import annotations
@@ -14,10 +14,42 @@ from dataclasses import dataclass
 import numpy as np
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.data.formats import read_conll
+from hfsweep.data.formats import read_with
 from hfsweep.tasks.base import IGNORED, Task
 from hfsweep.tasks.causal_lm import token_features
 from hfsweep.tasks.metrics import TAGS
+
+
+def conll_sentences(path: str, size: int, mtime: float):
+    """Sentences of a CoNLL column file: one token per line, its tag in the last column (any
+    number of columns between, split on whitespace or tabs), a blank line between sentences,
+    `-DOCSTART-` lines skipped. `size` and `mtime` name the file's version for the cache."""
+    tokens, tags = [], []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            columns = line.split()
+            if not columns or columns[0] == "-DOCSTART-":
+                if tokens:
+                    yield {"tokens": tokens, "ner_tags": tags}
+                    tokens, tags = [], []
+                continue
+            if len(columns) < 2:
+                raise ConfigError(
+                    f"data.path: '{path}' line {number} is not CoNLL: {line.strip()!r} has no tag column; each line "
+                    f"holds a token, optional columns and its tag, with a blank line between sentences."
+                )
+            tokens.append(columns[0])
+            tags.append(columns[-1])
+    if tokens:
+        yield {"tokens": tokens, "ner_tags": tags}
+
+
+def read_conll(files: dict):
+    """Each split's CoNLL files as `tokens` and `ner_tags` (tag strings) columns."""
+    from datasets import Features, List, Value
+
+    features = Features({"tokens": List(Value("string")), "ner_tags": List(Value("string"))})
+    return read_with(conll_sentences, features, files, "CoNLL sentences")
 
 
 def encode_tags(raw, column: str):
