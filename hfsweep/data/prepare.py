@@ -150,7 +150,9 @@ def load_ray_datasets(data: PreparedData, datasets_to_split: list, seed: int) ->
     permutation."""
     import ray.data
 
-    classic_parquet_reader(ray.data.DataContext.get_current())
+    context = ray.data.DataContext.get_current()  # the datasets carry it: on the driver, or in a trial re-reading them
+    classic_parquet_reader(context)
+    context.enable_progress_bars = False  # a trial's split coordinator would print a bar per epoch otherwise
     train = ray.data.read_parquet(data.train_path, shuffle=ray.data.FileShuffleConfig(seed=seed))
     ray_datasets = {"train": train}
     if "validation" in datasets_to_split:
