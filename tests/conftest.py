@@ -120,9 +120,9 @@ def untrained_metrics(cfg: dict, out_dir: str) -> dict:
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.loops.hf_trainer import build_trainer
     from hfsweep.models import build_model
-    from hfsweep.tasks import get_task
+    from hfsweep.tasks import task_of
 
-    task = get_task(cfg["model"]["task"])
+    task = task_of(cfg)
     data = prepare_data(cfg)
     tokenizer = load_tokenizer(data.tokenizer_path)
     transformers.set_seed(cfg["seed"])
@@ -160,12 +160,12 @@ def save_tiny_base(folder: Path, cache: Path, overrides: list[str] = ()) -> str:
 
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.models import build_model
-    from hfsweep.tasks import get_task
+    from hfsweep.tasks import task_of
 
     cfg = resolved_config(["debug=tiny", *overrides], folder / "unused", cache)
     tokenizer = load_tokenizer(prepare_data(cfg).tokenizer_path)
     transformers.set_seed(0)
-    build_model(cfg["model"], tokenizer, task=get_task(cfg["model"]["task"])).save_pretrained(folder)
+    build_model(cfg["model"], tokenizer, task=task_of(cfg)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
 
@@ -173,6 +173,6 @@ def save_tiny_base(folder: Path, cache: Path, overrides: list[str] = ()) -> str:
 def prepare_data(cfg: dict):
     """The sweep's data prepared as `sweep.run` prepares it: for the Task its config names."""
     from hfsweep.data.prepare import prepare
-    from hfsweep.tasks import get_task
+    from hfsweep.tasks import task_of
 
-    return prepare(cfg, get_task(cfg["model"]["task"]))
+    return prepare(cfg, task_of(cfg))
