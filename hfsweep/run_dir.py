@@ -45,8 +45,8 @@ def write_config(run_dir: str, cfg: dict) -> None:
 MOVED_TO_TASK_OPTIONS = {
     "label_all_tokens": False, "mlm_probability": 0.15, "eval_mlm_probability": 0.15, "whole_word_mask": False,
     "source_prefix": "", "max_target_length": 64, "doc_stride": 128, "max_answer_length": 30, "n_best_size": 20,
-    "version_2_with_negative": False, "null_score_diff_threshold": 0.0, "chat_template": None, "completion_only_loss": True,
-    "assistant_only_loss": False, "packing": False,
+    "version_2_with_negative": False, "null_score_diff_threshold": 0.0, "chat_template": None,
+    "completion_only_loss": True, "assistant_only_loss": False, "packing": False,
 }
 
 

@@ -49,7 +49,8 @@ def resolvable_here(cfg: DictConfig) -> dict | None:
 
 
 # Local files that trials read too: Ray runs them in another working directory than the driver's.
-LOCAL_PATH_KEYS = (("model", "pretrained"), ("model", "tokenizer", "pretrained"), ("data", "path"), ("task_options", "chat_template"))
+LOCAL_PATH_KEYS = (("model", "pretrained"), ("model", "tokenizer", "pretrained"), ("data", "path"),
+                   ("task_options", "chat_template"))
 
 
 def resolve(cfg: DictConfig, run_dir: str) -> dict:

@@ -40,12 +40,14 @@ def _values(path: str, spec: dict) -> list:
     if not values:
         raise ConfigError(f"search_space.{path}: sampler '{spec['sampler']}' needs a non-empty list of values.")
     typed = OmegaConf.structured(SweepConfig)
-    if OmegaConf.select(typed, path, default=_ABSENT) is not _ABSENT:  # a typed key, not one of a free node (training.*)
+    # a typed key, not one of a free node (training.*)
+    if OmegaConf.select(typed, path, default=_ABSENT) is not _ABSENT:
         for value in values:
             try:
                 OmegaConf.update(typed, path, value)
             except ValidationError as err:
-                raise ConfigError(f"search_space.{path}: {value!r} is not a value {path} takes ({err.msg.splitlines()[0]}).") from err
+                raise ConfigError(f"search_space.{path}: {value!r} is not a value {path} takes "
+                                  f"({err.msg.splitlines()[0]}).") from err
     return list(values)
 
 

@@ -202,8 +202,8 @@ def check_extendable(cfg: dict, run_dir: str) -> None:
     searcher = import_object(cfg["search_alg"]["_target_"])
     grid = searches_grid(cfg) and issubclass(searcher, tune.search.BasicVariantGenerator)
     if not grid and not issubclass(searcher, OptunaSearch):
-        raise ConfigError(f"resume --extend: {run_dir} searched with {searcher.__name__} without a grid, which cannot be "
-                          f"told the trials run so far; only a grid or search_alg=optuna can be extended.")
+        raise ConfigError(f"resume --extend: {run_dir} searched with {searcher.__name__} without a grid, "
+                          f"which cannot be told the trials run so far; only a grid or search_alg=optuna can be extended.")
     if is_multi_objective(cfg):
         raise ConfigError("resume --extend: a sweep of several objectives cannot be extended yet.")
 

@@ -69,7 +69,8 @@ def _evaluate(accelerator: Accelerator, model, loader, compute_metrics) -> dict:
             outputs = model(**batch)
             losses.append(accelerator.gather_for_metrics(outputs.loss.repeat(len(next(iter(batch.values()))))))
             if compute_metrics:  # per-token outputs of batches padded to their own longest: padded to one length, as the Trainer does
-                batch_logits = _one_or_tuple([gathered(accelerator, v).float().cpu() for k, v in outputs.items() if k != "loss"])
+                batch_logits = _one_or_tuple([gathered(accelerator, v).float().cpu()
+                                              for k, v in outputs.items() if k != "loss"])
                 batch_labels = _one_or_tuple([gathered(accelerator, batch[k]).cpu() for k in label_keys])
                 logits = batch_logits if logits is None else nested_concat(logits, batch_logits, padding_index=IGNORED)
                 labels = batch_labels if labels is None else nested_concat(labels, batch_labels, padding_index=IGNORED)
@@ -133,7 +134,8 @@ def train_loop_per_worker(config: dict) -> None:
     ran = WhatRan(model)
     # Only the columns the model takes, as the Trainer's remove_unused_columns keeps (question
     # answering's validation features also hold the example ids and offsets its metrics read).
-    validation = validation.select_columns([c for c in validation.column_names if c in signature(model.forward).parameters])
+    taken = signature(model.forward).parameters
+    validation = validation.select_columns([c for c in validation.column_names if c in taken])
     model, optimizer, lr_scheduler = accelerator.prepare(model, optimizer, lr_scheduler)
     eval_loader = validation_shard(cfg, task, tokenizer, accelerator.device)
     if eval_loader is None:  # the whole split on every worker: Accelerate's prepared loader splits it

@@ -18,7 +18,8 @@ def train_loop(config: dict) -> None:
     The data shard is requested first: that starts Ray Data's split coordinator (an actor to
     spawn) while this worker imports torch and transformers for the loop.
     """
-    from hfsweep.loops.base import get_loop  # here, on the worker: the controller unpickling this module imports nothing more
+    # imported here, on the worker: the controller unpickling this module imports nothing more
+    from hfsweep.loops.base import get_loop
 
     ray.train.get_dataset_shard("train")
     get_loop(config["cfg"]["loop"]["name"]).train(config)

@@ -45,7 +45,8 @@ def train_run_name(trial_id: str, resume_from: Optional[str]) -> str:
 def data_changed(cfg: dict, trial_cfg: dict, task, trial_task) -> bool:
     """A searched key the prepared data depends on: a data or tokenizer key, or a task option
     (not the task's `worker_options`, such as masked LM's mlm_probability, applied on the workers)."""
-    return (what_is_prepared(trial_cfg["data"]) != what_is_prepared(cfg["data"]) or trial_task.identity() != task.identity()
+    return (what_is_prepared(trial_cfg["data"]) != what_is_prepared(cfg["data"])
+            or trial_task.identity() != task.identity()
             or trial_cfg["model"]["tokenizer"] != cfg["model"]["tokenizer"])
 
 
@@ -54,7 +55,8 @@ def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_dataset
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     started_at = time.time()
     trial_cfg = apply_sampled(cfg, sampled)
-    trial_task = with_options(task, trial_cfg["task_options"]) if trial_cfg["task_options"] != cfg["task_options"] else task
+    searched_options = trial_cfg["task_options"] != cfg["task_options"]
+    trial_task = with_options(task, trial_cfg["task_options"]) if searched_options else task
     changed = data_changed(cfg, trial_cfg, task, trial_task)
     task = trial_task
     if changed:  # a searched data, tokenizer or task key: prepare (cached) for this trial
