@@ -38,6 +38,7 @@ from hfsweep.loops.common import (
     with_perplexity,
     worker_seed,
 )
+from hfsweep.loops.cost import Cost
 from hfsweep.models import build_model, weights_digest
 
 TRAINER_DEFAULTS = {"gradient_accumulation_steps": 1, "max_grad_norm": 1.0, "weight_decay": 0.0, "warmup_steps": 0, "logging_steps": 500,
@@ -120,7 +121,7 @@ def train_loop_per_worker(config: dict) -> None:
         training["lr_scheduler_type"], optimizer,
         num_warmup_steps=training["warmup_steps"], num_training_steps=training["max_steps"],
     )
-    ran = WhatRan(model)
+    ran, cost = WhatRan(model), Cost(model, task)
     model, optimizer, lr_scheduler = accelerator.prepare(model, optimizer, lr_scheduler)
     eval_loader = validation_shard(cfg, task, tokenizer, accelerator.device)
     if eval_loader is None:  # the whole split on every worker: Accelerate's prepared loader splits it
@@ -173,7 +174,8 @@ def train_loop_per_worker(config: dict) -> None:
                 logged.update(_evaluate(accelerator, model, eval_loader, compute_metrics))
                 check_finite("eval_loss", logged["eval_loss"], step)
             if step % training["save_steps"] == 0 or step == training["max_steps"]:
-                metrics = with_perplexity({**extra, **logged, **ran.metrics(), "step": step, "trainer_finished": step >= training["max_steps"]})
+                metrics = with_perplexity({**extra, **logged, **ran.metrics(), **cost.metrics(), "step": step,
+                                           "trainer_finished": step >= training["max_steps"]})
                 extra = {}
                 path = os.path.join(config["output_dir"], checkpoint_dir_name(step))
                 _save(accelerator, model, tokenizer, path)

@@ -26,6 +26,7 @@ class ImageClassification(Task):
     name = "image_classification"
     inputs = LABELS
     text_keys = ()
+    counts_tokens = False  # throughput in images per second
 
     def __init__(self, image_column: str = "image", label_column: str = "label"):
         self.image_column, self.label_column = image_column, label_column
