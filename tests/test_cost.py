@@ -45,6 +45,7 @@ class Tiny(torch.nn.Module):
 def test_cost_counts_training_batches_only_and_their_real_tokens():
     model = Tiny()
     cost = Cost(model, get_task("causal_lm"))
+    cost.start()
     ids, mask = torch.ones(2, 5, dtype=torch.long), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
     for _ in range(3):
         model(input_ids=ids, attention_mask=mask)
@@ -60,10 +61,12 @@ def test_cost_counts_training_batches_only_and_their_real_tokens():
 def test_cost_counts_input_ids_without_a_mask_and_samples_for_images():
     model = Tiny()
     cost = Cost(model, get_task("causal_lm"))
+    cost.start()
     model(input_ids=torch.ones(2, 5, dtype=torch.long))
     assert int(cost.tokens) == 10
     images = Tiny()
     image_cost = Cost(images, get_task("image_classification"))
+    image_cost.start()
     images(pixel_values=torch.ones(3, 12), labels=torch.zeros(3))
     assert image_cost.samples == 3 and "train_tokens_per_second" not in image_cost.metrics()
 
@@ -71,6 +74,7 @@ def test_cost_counts_input_ids_without_a_mask_and_samples_for_images():
 def test_mfu_is_six_params_tokens_per_second_over_the_devices_bf16_peak(monkeypatch):
     model = Tiny()
     cost = Cost(model, get_task("causal_lm"))
+    cost.start()
     model(input_ids=torch.ones(2, 5, dtype=torch.long))
     cost.device = torch.device("cuda")
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H100 80GB HBM3")

@@ -180,11 +180,11 @@ def _validate_budget(budget: dict, cluster: dict) -> None:
     for key, example in (("wall_clock_s", 3600), ("trial_hours", 8), ("usd", 100)):
         if budget[key] is not None and budget[key] <= 0:
             raise ConfigError(f"budget.{key}: must be positive, not {budget[key]}; e.g. budget.{key}={example}, or null for none.")
-    for key in ("price_per_gpu_hour", "price_per_cpu_hour"):
-        if cluster[key] is not None and cluster[key] < 0:
+    for key in ("price_per_gpu_hour", "price_per_cpu_hour"):  # .get: absent from a config saved before prices (replay)
+        if cluster.get(key) is not None and cluster[key] < 0:
             raise ConfigError(f"cluster.{key}: must be at least 0, not {cluster[key]}; e.g. cluster.{key}=2.5.")
     price = price_key(cluster)
-    if budget["usd"] is not None and cluster[price] is None:
+    if budget["usd"] is not None and cluster.get(price) is None:
         raise ConfigError(f"budget.usd: needs the price of what the trials hold; set cluster.{price}, "
                           f"e.g. cluster.{price}=2.5.")
 

@@ -41,8 +41,9 @@ _SPENDS: dict[str, Spend] = {}
 
 
 def trial_cost_usd(cluster: dict, time_total_s: float) -> Optional[float]:
-    """What a trial that ran `time_total_s` cost, counted as the budget counts it; None without a price."""
-    price = cluster[price_key(cluster)]
+    """What a trial that ran `time_total_s` cost, counted as the budget counts it; None without a price
+    (or in a run directory saved before prices existed, which `python -m hfsweep.report` still reads)."""
+    price = cluster.get(price_key(cluster))
     return None if price is None else time_total_s * billed_resources(cluster) / 3600 * price
 
 

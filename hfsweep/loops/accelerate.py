@@ -141,6 +141,7 @@ def train_loop_per_worker(config: dict) -> None:
 
     train_collate = task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process))
     extra["startup_s"] = time.time() - config["trial_started_at"]
+    cost.start()
     step_losses: list[float] = []  # one per optimizer step since the last log
     micro_losses: list[torch.Tensor] = []  # one per micro-batch of the current optimizer step
     model.train()

@@ -30,8 +30,9 @@ class Cost:
     """Counts what the model trains on, through a forward pre-hook on the model: it sees every
     training batch as the model gets it, in both loops and inside any wrapper (DDP, FSDP and
     DeepSpeed call the model), and skips evaluation (the model is in eval mode then). Tokens are
-    counted by the Task (`tokens_in_batch`), as its prepared data counts them. The clock starts at
-    the first training batch, so start-up is left out; evaluation and saving are counted in, as
+    counted by the Task (`tokens_in_batch`), as its prepared data counts them. The clock starts
+    where the loop's reported start-up (`startup_s`) ends, so throughput x (Tune's time_total_s -
+    startup_s) is what the run trained on; evaluation, saving and waiting for data count in, as
     part of what training costs.
 
     MFU is an estimate: 6 x parameters x tokens per second (forward and backward of a dense
@@ -41,7 +42,7 @@ class Cost:
         self.task = task
         self.params = sum(p.numel() for p in model.parameters())
         self.trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        self.samples, self.tokens, self.started, self.device = 0, 0, None, None
+        self.samples, self.tokens, self.started, self.device = 0, 0, time.perf_counter(), None
         model.register_forward_pre_hook(self._count, with_kwargs=True)
 
     def _count(self, module, args, kwargs) -> None:
@@ -50,21 +51,22 @@ class Cost:
         import torch
 
         first = next(value for value in (*args, *kwargs.values()) if torch.is_tensor(value))
-        if self.started is None:
-            self.started, self.device = time.perf_counter(), first.device
+        self.device = first.device
         self.samples += len(first)
         if self.task.counts_tokens:
             self.tokens += self.task.tokens_in_batch(kwargs)  # a tensor on the device: summed without a sync
 
+    def start(self) -> None:
+        """Where the loop's start-up ends."""
+        self.started = time.perf_counter()
+
     def metrics(self) -> dict:
         metrics = {TRAINABLE_PARAMS: self.trainable}
-        if self.started is None:  # no training batch yet in this run (resumed at its end)
-            return metrics
         seconds = time.perf_counter() - self.started
         metrics[SAMPLES_PER_SECOND] = self.samples / seconds
         if self.task.counts_tokens:
             metrics[TOKENS_PER_SECOND] = float(self.tokens) / seconds
-            if self.device.type == "cuda":
+            if self.device is not None and self.device.type == "cuda":
                 import torch
 
                 peak = peak_flops(torch.cuda.get_device_name(self.device))

@@ -54,6 +54,7 @@ class ReportCheckpointCallback(TrainerCallback):
         if self.trial_started_at is not None:  # the first step of this run: the trial's fixed overhead
             self.extra["startup_s"] = time.time() - self.trial_started_at
             self.trial_started_at = None
+            self.cost.start()
 
     def on_save(self, args, state, control, **kwargs):
         metrics = {}
