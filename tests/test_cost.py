@@ -135,6 +135,29 @@ def test_budget_usd_and_prices_are_refused_in_one_line(tmp_path, overrides, mess
     assert str(err.value) == message
 
 
+def test_hparams_session_names_searched_keys_as_results_do_and_lists_objectives_first(tmp_path):
+    from hfsweep.driver.loggers import HParamsTBXLoggerCallback
+
+    class Trial:  # what Tune's logger reads of a trial; hashable, as it keys its writers by trial
+        local_path, evaluated_params = str(tmp_path), {"training/learning_rate": 0.1}
+        config = {"training": {"learning_rate": 0.01, "optim": ["adamw", 2]}, "seed": 3}  # PBT moved 0.1 to 0.01
+
+        def init_local_path(self):
+            pass
+
+    trial = Trial()
+    trial.last_result = {"training_iteration": 2, "step": 20, "done": True, "eval_runtime": 1.0, "time_total_s": 9.5, "loss": 3.0,
+                         "eval_loss": 2.5, "peak_memory_mb": 700.0, "train_tokens_per_second": 4000.0, "trainer_finished": True}
+    logger = HParamsTBXLoggerCallback(metrics=["time_total_s", "eval_loss"])
+    logger.log_trial_start(trial)
+    logger.log_trial_result(2, trial, trial.last_result)
+    logger.log_trial_end(trial)
+    hparams, metrics = hparams_session(str(tmp_path))
+    assert hparams == {"training.learning_rate": pytest.approx(0.01), "training.optim": "['adamw', 2]", "seed": 3}
+    assert metrics == {"final/time_total_s": 9.5, "final/eval_loss": 2.5, "final/loss": 3.0, "final/peak_memory_mb": 700.0,
+                       "final/train_tokens_per_second": 4000.0}
+
+
 # --- end to end ------------------------------------------------------------------------------
 
 
