@@ -156,6 +156,7 @@ def test_hparams_session_names_searched_keys_as_results_do_and_lists_objectives_
     assert hparams == {"training.learning_rate": pytest.approx(0.01), "training.optim": "['adamw', 2]", "seed": 3}
     assert metrics == {"final/time_total_s": 9.5, "final/eval_loss": 2.5, "final/loss": 3.0, "final/peak_memory_mb": 700.0,
                        "final/train_tokens_per_second": 4000.0}
+    assert list(metrics)[:2] == ["final/time_total_s", "final/eval_loss"], "the objectives first, in their order"
 
 
 # --- end to end ------------------------------------------------------------------------------
