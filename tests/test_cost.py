@@ -24,6 +24,9 @@ from hfsweep.tasks.metrics import check_objective_metric
 from tests.conftest import resolved_config
 
 COST_OBJECTIVES = ["metric=[eval_loss,train_tokens_per_second]", "mode=[min,max]"]
+# 40 steps, a report every 20: seconds of training per report, so that Tune's lag in taking a report
+# on a loaded machine (in its time_total_s, not in the loop's clock) stays well inside 10%
+LONGER = ["training.max_steps=40", "training.eval_steps=20", "training.save_steps=20", "training.logging_steps=20"]
 BATCH, BLOCK = 8, 128  # conf/training/default.yaml's per_device_train_batch_size, conf/data's block_size
 
 
@@ -203,7 +206,7 @@ def cost_sweep(ray_cluster, tmp_path_factory, cache_dir):
     from hfsweep.driver import sweep
 
     storage = tmp_path_factory.mktemp("cost")
-    overrides = ["debug=tiny", *COST_OBJECTIVES, "search_space.training.learning_rate.values=[3e-3,1e-3]", "cluster.max_concurrent_trials=1",
+    overrides = ["debug=tiny", *LONGER, *COST_OBJECTIVES, "search_space.training.learning_rate.values=[3e-3,1e-3]", "cluster.max_concurrent_trials=1",
                  "cluster.price_per_cpu_hour=0.5", "logger=tensorboard"]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -256,7 +259,7 @@ def test_tensorboard_hparams_hold_each_trials_searched_values_and_final_metrics(
 def test_accelerate_loop_on_two_workers_reports_their_summed_throughput(ray_cluster, tmp_path, cache_dir):
     from hfsweep.driver import sweep
 
-    overrides = ["debug=tiny", "loop=accelerate", "cluster.num_workers=2"]
+    overrides = ["debug=tiny", *LONGER, "loop=accelerate", "cluster.num_workers=2"]
     sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
     (rows,) = reports(tmp_path).values()
     assert rows[-1]["distributed"] == "MULTI_CPU"
