@@ -65,6 +65,13 @@ def logger_restores_from_remote(logger_class) -> bool:
     return callable(getattr(logger_class, RESTORE_FROM_REMOTE, None))
 
 
+TBX_LOG_HPARAMS = "_try_log_hparams"  # Tune's TensorBoard logger: write a trial's HParams session as it ends
+
+
+def tbx_logs_hparams(logger_class) -> bool:
+    return callable(getattr(logger_class, TBX_LOG_HPARAMS, None))
+
+
 def lr_factors(lr_scheduler):
     """A LambdaLR's multiplicative factors at its current step, or None for other schedulers."""
     lambdas = getattr(lr_scheduler, "lr_lambdas", None)
@@ -106,6 +113,17 @@ def ray_data_iterable(make_iterator):
     from ray.data.iterator import _IterableFromIterator
 
     return _IterableFromIterator(make_iterator)
+
+
+def hide_from_result_tables(keys) -> bool:
+    """Leave `keys` out of the table Tune prints when a trial ends (its output engine's private set
+    of keys it never prints); every result and file still holds them. Returns whether it was found."""
+    try:
+        from ray.tune.experimental.output import BLACKLISTED_KEYS
+    except ImportError:
+        return False
+    BLACKLISTED_KEYS.update(keys)
+    return True
 
 
 def restored_callbacks(tuner) -> list:

@@ -33,6 +33,29 @@ class EvalContext:
     data_cfg: Optional[dict] = None
 
 
+# What a trial's training costs, in every report of both loops (`hfsweep.loops.cost`, and the peak
+# memory of `WhatRan`): the sweep may take any as an objective, and results.csv holds each trial's last.
+TOKENS_PER_SECOND = "train_tokens_per_second"  # only for families whose inputs are tokens
+SAMPLES_PER_SECOND = "train_samples_per_second"
+PEAK_MEMORY = "peak_memory_mb"
+TRAINABLE_PARAMS = "trainable_params"
+MFU = "mfu"  # only on a GPU of a known peak: an estimate, 6 x parameters x tokens/s over the bf16 peak
+COST_METRICS = (TOKENS_PER_SECOND, SAMPLES_PER_SECOND, PEAK_MEMORY, TRAINABLE_PARAMS, MFU)
+
+
+def combine_ranks(reports: list[dict]) -> dict:
+    """One report of a worker group, from each worker's (the same step): rank 0's, with the
+    throughputs summed over the workers (each counts what it trained on), the largest peak memory,
+    and the workers' mean MFU (each against its own device's peak)."""
+    combined = dict(reports[0])
+    for key, combine in ((TOKENS_PER_SECOND, sum), (SAMPLES_PER_SECOND, sum), (PEAK_MEMORY, max),
+                         (MFU, lambda values: sum(values) / len(values))):
+        values = [report[key] for report in reports if key in report]
+        if values:
+            combined[key] = combine(values)
+    return combined
+
+
 POINTER_FILE = "hfsweep_checkpoint.json"
 HF_CHECKPOINTS = "hf_checkpoints"  # in a trial's Train run directory: where the loops write checkpoints
 

@@ -8,7 +8,7 @@ import logging
 import datasets
 import pytest
 import torch
-from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
 
 from hfsweep import compat
 
@@ -32,6 +32,20 @@ def test_rays_wandb_logging_actor_class_exists():
 @pytest.mark.parametrize("logger_class", [CSVLoggerCallback, JsonLoggerCallback])
 def test_tunes_loggers_still_restore_from_remote(logger_class):
     assert compat.logger_restores_from_remote(logger_class), f"{logger_class.__name__}.{compat.RESTORE_FROM_REMOTE} is gone"
+
+
+def test_tunes_tensorboard_logger_still_writes_hparams_through_the_method_hfsweep_overrides():
+    assert compat.tbx_logs_hparams(TBXLoggerCallback), f"TBXLoggerCallback.{compat.TBX_LOG_HPARAMS} is gone"
+
+
+def test_tunes_trial_tables_leave_out_the_keys_hfsweep_hides():
+    from ray.tune.experimental.output import _get_dict_as_table_data
+
+    assert compat.hide_from_result_tables(["hfsweep_hidden"]), "ray.tune.experimental.output.BLACKLISTED_KEYS is gone"
+    from ray.tune.experimental.output import BLACKLISTED_KEYS
+
+    rows = _get_dict_as_table_data({"hfsweep_hidden": 1, "shown": 2}, exclude=BLACKLISTED_KEYS)
+    assert [row[0] for row in rows] == ["shown"]
 
 
 def test_lambda_lr_exposes_its_factors_and_last_lr():

@@ -180,7 +180,7 @@ REFUSED = [
     # values that make no sense
     (["num_samples=0"], "num_samples: must be at least 1 (trials per grid point), not 0; e.g. num_samples=1."),
     (["mode=maximum"], "mode: must be 'min' or 'max', not 'maximum'."),
-    (["metric=eval_acuracy"], "metric: no trial reports 'eval_acuracy'; choose one of eval_loss, eval_perplexity, loss, time_total_s."),
+    (["metric=eval_acuracy"], "metric: no trial reports 'eval_acuracy'; choose one of eval_loss, eval_perplexity, loss, time_total_s, train_tokens_per_second, train_samples_per_second, peak_memory_mb, trainable_params, mfu."),
     (["model.task=translation"], f"model.task: 'translation' is not one of {', '.join(task_names())}; or give a task class as model.task._target_."),
     (["+callbacks.mine._target_=my_project.NoSuchCallback"], "callbacks.mine._target_: cannot import 'my_project.NoSuchCallback' (No module named 'my_project'); fix the name, or make its module importable: install its package, or run from its folder (workers get it with cluster.runtime_env.working_dir or py_modules)."),
     (["model.tokenizer.kind=sentencepiece"], "model.tokenizer.kind: Invalid value 'sentencepiece', expected one of [byte_level_bpe, roberta_bpe, unigram, wordpiece], e.g. model.tokenizer.kind=byte_level_bpe."),
@@ -239,6 +239,8 @@ REFUSED = [
     (["metric=[eval_loss,time_total_s]", "mode=[min,min]", "scheduler=fifo", "search_alg=hyperopt", "search_space=learning_rate_loguniform"], "search_alg: HyperOptSearch optimises one metric, and metric lists 2; use search_alg=optuna (multi-objective TPE), grid or random, or sweep one metric (metric=eval_loss mode=min)."),
     (["scheduler=bohb"], "scheduler: HyperBandForBOHB works only with BOHB's search_alg; set scheduler=bohb search_alg=bohb, or use search_alg=optuna scheduler=hyperband."),
     (["budget.trial_hours=0"], "budget.trial_hours: must be positive, not 0.0; e.g. budget.trial_hours=8, or null for none."),
+    (["budget.usd=5"], "budget.usd: needs the price of what the trials hold; set cluster.price_per_cpu_hour, e.g. cluster.price_per_cpu_hour=2.5."),
+    (["metric=mfu", "mode=max"], "metric: mfu is estimated on GPUs only; set cluster.use_gpu=true, or use train_tokens_per_second."),
     # search space and warm start (checked by the sweep, still before Ray starts)
     (["search_alg.warm_start=/no/such/run"], "search_alg.warm_start: '/no/such/run' holds no sweep (resolved_config.yaml is missing); pass an earlier sweep's run directory."),
     (["+training.train_sampling_strategy=batch_rebalance"], "training.train_sampling_strategy: 'batch_rebalance' is not one of random, sequential, group_by_length (the workers stream their shards, so batch_rebalance's whole-set planning cannot run); e.g. group_by_length."),

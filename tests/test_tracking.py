@@ -10,16 +10,17 @@ import pytest
 import yaml
 from ray.air.integrations.mlflow import MLflowLoggerCallback
 import pyarrow.fs
-from ray.tune.logger import TBXLoggerCallback
 
 from hfsweep.cli import replay
 from hfsweep.driver.checkpoint_budget import CheckpointBudget, build_checkpoint_budget
 from hfsweep.config.errors import ConfigError
 from hfsweep.driver.preflight import preflight
-from hfsweep.driver.loggers import FlushingWandbLoggerCallback, HistoryCSVLoggerCallback, HistoryJsonLoggerCallback, build_loggers
+from hfsweep.driver.loggers import (
+    FlushingWandbLoggerCallback, HistoryCSVLoggerCallback, HistoryJsonLoggerCallback, HParamsTBXLoggerCallback, build_loggers,
+)
 from tests.conftest import CONF_DIR, resolved_config
 
-LOGGERS = {"tensorboard": TBXLoggerCallback, "wandb": FlushingWandbLoggerCallback, "mlflow": MLflowLoggerCallback}
+LOGGERS = {"tensorboard": HParamsTBXLoggerCallback, "wandb": FlushingWandbLoggerCallback, "mlflow": MLflowLoggerCallback}
 
 
 def test_every_logger_option_is_tested():
@@ -30,7 +31,8 @@ def test_csv_and_json_always_and_loggers_combine(tmp_path):
     assert [type(c) for c in build_loggers(resolved_config([], tmp_path, tmp_path))] == [HistoryCSVLoggerCallback, HistoryJsonLoggerCallback]
     loggers = build_loggers(resolved_config(["logger=[tensorboard,wandb,mlflow]"], tmp_path, tmp_path))
     assert [type(c) for c in loggers] == [HistoryCSVLoggerCallback, HistoryJsonLoggerCallback, *LOGGERS.values()]
-    wandb, mlflow = loggers[3:]
+    tensorboard, wandb, mlflow = loggers[2:]
+    assert tensorboard.objectives == ["eval_loss"]  # the sweep's metric, first in each trial's HParams session
     assert wandb.group == str(tmp_path) and wandb.kwargs["dir"] == str(tmp_path)
     assert mlflow.tracking_uri == f"sqlite:///{tmp_path}/mlflow.db" and mlflow.experiment_name == str(tmp_path)
 

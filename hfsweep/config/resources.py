@@ -36,6 +36,18 @@ def trial_resources(cluster: dict) -> dict:
     return total
 
 
+def billed_resources(cluster: dict) -> float:
+    """What a trial-hour counts of one trial (`budget.trial_hours`, its price): the GPUs it holds on a
+    GPU sweep, else its CPUs."""
+    held = trial_resources(cluster)
+    return held.get("GPU") or held["CPU"]
+
+
+def price_key(cluster: dict) -> str:
+    """The cluster.* key pricing what `billed_resources` counts (a GPU's price holds the CPUs beside it)."""
+    return "price_per_gpu_hour" if cluster["use_gpu"] else "price_per_cpu_hour"
+
+
 def trial_shape(cluster: dict) -> str:
     """How a trial's resources add up, for error messages."""
     if trains_in_process(cluster):

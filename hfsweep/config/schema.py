@@ -137,6 +137,8 @@ class ClusterConfig:
     storage_path: Optional[str] = None
     max_failures: int = 1
     runtime_env: Dict[str, Any] = field(default_factory=dict)  # Ray's runtime_env: working_dir, py_modules, pip...
+    price_per_gpu_hour: Optional[float] = None  # USD per GPU-hour, the CPUs beside it included: trial costs, budget.usd
+    price_per_cpu_hour: Optional[float] = None  # USD per CPU-hour, for a sweep on CPUs
 
 
 @dataclass
@@ -150,6 +152,7 @@ class BudgetConfig:
 
     wall_clock_s: Optional[float] = None  # seconds since the first trial was scheduled
     trial_hours: Optional[float] = None  # sum over trials of run time x the GPUs (CPUs on a CPU sweep) each holds
+    usd: Optional[float] = None  # trial_hours x the price of a GPU-hour (a CPU-hour on a CPU sweep)
 
 
 @dataclass

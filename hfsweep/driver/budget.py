@@ -1,13 +1,14 @@
-"""The sweep's budget (`budget.wall_clock_s`, `budget.trial_hours`): a Tune stopper that ends the
-whole sweep once either is spent.
+"""The sweep's budget (`budget.wall_clock_s`, `budget.trial_hours`, `budget.usd`): a Tune stopper that
+ends the whole sweep once any is spent, and what trials cost.
 
 Tune acts on a stopper's `stop_all` as on its own `time_budget_s`: the searcher is finished, so
 no trial starts after, and every trial still running or pending is stopped at once, ending
 TERMINATED with its last report (and checkpoint) as its result. A trial's time is Tune's
-`time_total_s`, known at each of its reports, so the trial-hours are counted at reports; the wall
-clock is checked at every step of Tune's loop. The budget is also a Tune callback, to follow the
-reports' checkpoints: Tune saves a report's checkpoint after the report, and a trial stopped in
-between would lose it, so `stop_all` waits until no report's checkpoint is being saved.
+`time_total_s`, known at each of its reports, so the trial-hours (and their price) are counted at
+reports; the wall clock is checked at every step of Tune's loop. The budget is also a Tune
+callback, to follow the reports' checkpoints: Tune saves a report's checkpoint after the report,
+and a trial stopped in between would lose it, so `stop_all` waits until no report's checkpoint is
+being saved.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Optional
 from ray import tune
 from ray.tune.result import SHOULD_CHECKPOINT
 
-from hfsweep.config.resources import trial_resources
+from hfsweep.config.resources import billed_resources, price_key
 
 
 @dataclass
@@ -39,9 +40,20 @@ class Spend:
 _SPENDS: dict[str, Spend] = {}
 
 
+def trial_cost_usd(cluster: dict, time_total_s: float) -> Optional[float]:
+    """What a trial that ran `time_total_s` cost, counted as the budget counts it; None without a price
+    (or in a run directory saved before prices existed, which `python -m hfsweep.report` still reads)."""
+    price = cluster.get(price_key(cluster))
+    return None if price is None else time_total_s * billed_resources(cluster) / 3600 * price
+
+
 class SweepBudget(tune.Stopper, tune.Callback):
-    def __init__(self, wall_clock_s: Optional[float], trial_hours: Optional[float], resources_per_trial: float):
+    usd = price = None  # what a budget pickled before budget.usd existed (a sweep to resume) reads
+
+    def __init__(self, wall_clock_s: Optional[float], trial_hours: Optional[float], resources_per_trial: float,
+                 usd: Optional[float] = None, price_per_resource_hour: Optional[float] = None):
         self.wall_clock_s, self.trial_hours, self.resources = wall_clock_s, trial_hours, resources_per_trial
+        self.usd, self.price = usd, price_per_resource_hour
         self.key = uuid.uuid4().hex
 
     @property
@@ -71,6 +83,9 @@ class SweepBudget(tune.Stopper, tune.Callback):
     def trial_hours_used(self) -> float:
         return sum(self.spend.trial_s.values()) * self.resources / 3600
 
+    def usd_used(self) -> float:
+        return self.trial_hours_used() * self.price
+
     def stop_all(self) -> bool:
         spend, now = self.spend, time.time()
         if spend.last_check is not None:
@@ -80,6 +95,8 @@ class SweepBudget(tune.Stopper, tune.Callback):
             spend.reason = f"its wall-clock budget (budget.wall_clock_s={self.wall_clock_s:g}: {spend.spent_s:.0f} s)"
         if spend.reason is None and self.trial_hours is not None and self.trial_hours_used() >= self.trial_hours:
             spend.reason = f"its trial-hours budget (budget.trial_hours={self.trial_hours:g}: {self.trial_hours_used():.3g} used)"
+        if spend.reason is None and self.usd is not None and self.usd_used() >= self.usd:
+            spend.reason = f"its USD budget (budget.usd={self.usd:g}: ${self.usd_used():.3g} spent)"
         return spend.reason is not None and not spend.saving
 
     def get_state(self) -> dict:
@@ -99,14 +116,16 @@ class SweepBudget(tune.Stopper, tune.Callback):
         if self.trial_hours is not None:
             spent.append(f"{self.trial_hours_used():.4g} of {self.trial_hours:g} trial-hours "
                          f"({sum(self.spend.trial_s.values()):.1f} trial-seconds x {self.resources:g})")
+        if self.usd is not None:
+            spent.append(f"${self.usd_used():.4g} of ${self.usd:g}")
         return "; ".join(spent) + " used"
 
 
 def build_budget(cfg: dict) -> Optional[SweepBudget]:
     """The budget stopper, or None when the config sets no budget. A trial's resources are its
     GPUs on a GPU sweep, else its CPUs."""
-    budget = cfg["budget"]
-    if budget["wall_clock_s"] is None and budget["trial_hours"] is None:
+    budget, cluster = cfg["budget"], cfg["cluster"]
+    if budget["wall_clock_s"] is None and budget["trial_hours"] is None and budget["usd"] is None:
         return None
-    held = trial_resources(cfg["cluster"])
-    return SweepBudget(budget["wall_clock_s"], budget["trial_hours"], held.get("GPU") or held["CPU"])
+    return SweepBudget(budget["wall_clock_s"], budget["trial_hours"], billed_resources(cluster), budget["usd"],
+                       cluster[price_key(cluster)])

@@ -11,17 +11,25 @@ no local one (a driver resuming the sweep in a new Ray session).
 W&B: Ray's logging actor calls `wandb.finish()` and is killed as soon as that returns; W&B's
 service process may not have written the run's last records yet, and an ASHA-stopped trial's
 offline run file was seen with no metrics at all. `wandb.teardown()` waits for the service.
+
+TensorBoard: Tune's HParams session of a trial names the searched keys by path with slashes, holds
+their first sampled values (not the ones PBT mutated them to), lists every scalar Tune logs as a
+metric (`done`, `should_checkpoint`...) and leaves out `time_total_s`, which Tune logs as no scalar.
+`HParamsTBXLoggerCallback` writes a session to compare trials by instead.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Union
 
 from ray.air.integrations.wandb import WandbLoggerCallback
-from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
+from ray.tune.utils import flatten_dict
 
 from hfsweep.compat import RESTORE_FROM_REMOTE, wandb_logging_actor_class
 from hfsweep.config.errors import ConfigError
+from hfsweep.contract import COST_METRICS
 from hfsweep.driver.schedulers import instantiate_at
 
 
@@ -37,6 +45,43 @@ class HistoryCSVLoggerCallback(_KeepLocalHistory, CSVLoggerCallback):
 
 class HistoryJsonLoggerCallback(_KeepLocalHistory, JsonLoggerCallback):
     """Tune's `result.json` logger that keeps the rows a trial restart would have dropped."""
+
+
+HPARAMS_RUN = "hparams"  # in a trial's folder: the TensorBoard run that holds its HParams session
+EVAL_SPEED = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second")  # the Trainer's, not a score
+
+
+class HParamsTBXLoggerCallback(TBXLoggerCallback):
+    """Tune's TensorBoard logger, with each trial's HParams session written to compare trials in
+    TensorBoard's HParams tab: the searched keys as results.csv names them (`training.learning_rate`),
+    with the values the trial ended with, and as metrics the trial's last report of the sweep's
+    objectives (`metrics`), its eval metrics, loss and cost, each also a scalar `final/NAME`. The
+    session is its own run, `TRIAL_DIR/hparams`, beside Tune's event file of every report."""
+
+    def __init__(self, metrics: Union[str, list] = ()):
+        super().__init__()
+        self.objectives = [metrics] if isinstance(metrics, str) else list(metrics)
+
+    def compared(self, last: dict) -> list[str]:
+        """The metrics of the session: the objectives first, then the eval metrics, loss and cost."""
+        others = [name for name in last if name not in self.objectives and (
+            name in COST_METRICS or name == "loss" or (name.startswith("eval_") and name not in EVAL_SPEED))]
+        return [name for name in [*self.objectives, *others]
+                if isinstance(last.get(name), (int, float)) and not isinstance(last[name], bool)]
+
+    def _try_log_hparams(self, trial, result: dict) -> None:  # compat.TBX_LOG_HPARAMS: Tune calls it as a trial ends
+        from tensorboardX import SummaryWriter
+        from tensorboardX.summary import hparams
+
+        last = trial.last_result
+        final = {f"final/{name}": last[name] for name in self.compared(last)}
+        searched = {path: value if isinstance(value, (bool, int, float, str)) else str(value)
+                    for path, value in flatten_dict(trial.config, delimiter=".").items()}
+        with SummaryWriter(os.path.join(trial.local_path, HPARAMS_RUN)) as writer:
+            for summary in hparams(searched, final):
+                writer.file_writer.add_summary(summary)
+            for tag, value in final.items():
+                writer.add_scalar(tag, value, global_step=last.get("step", 0))
 
 
 _WandbLoggingActor = wandb_logging_actor_class()

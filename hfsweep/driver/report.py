@@ -24,7 +24,10 @@ from ray import tune  # noqa: E402
 
 from hfsweep import run_dir as run_files  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
+from hfsweep.config.resources import price_key  # noqa: E402
+from hfsweep.contract import COST_METRICS  # noqa: E402
 from hfsweep.driver.best import BestTrial, lookup, searched_paths  # noqa: E402
+from hfsweep.driver.budget import trial_cost_usd  # noqa: E402
 from hfsweep.driver.insight import (  # noqa: E402
     IMPORTANCE_PLOT, PARALLEL_PLOT, export_study, importance_section, plot_importance, plot_parallel, why_not,
 )
@@ -60,7 +63,8 @@ def error_line(trial) -> str:
 
 def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
     """One row per trial: hyperparameters, status, iterations, best and last value of each
-    objective, why it ended; with several objectives, whether it is Pareto-optimal."""
+    objective, what its training cost (its last report's, and `cost_usd` when the cluster has a
+    price), why it ended; with several objectives, whether it is Pareto-optimal."""
     rows = []
     for trial in analysis.trials:
         history = analysis.trial_dataframes.get(trial.trial_id, pd.DataFrame())
@@ -77,14 +81,27 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
                 "iterations": trial.last_result.get("training_iteration", 0),
                 "step": trial.last_result.get("step", 0),
                 **scores,
+                **{name: trial.last_result.get(name) for name in COST_METRICS},
+                "cost_usd": trial_cost_usd(cfg["cluster"], trial.last_result.get("time_total_s", 0.0)),
                 "ended": why_it_ended(trial, cfg["training"]["max_steps"]),
                 "error": error_line(trial),
             }
         )
     table = pd.DataFrame(rows)
+    unreported = [c for c in (*COST_METRICS, "cost_usd") if c in table and table[c].isna().all()]  # mfu on CPU
+    table = table.drop(columns=unreported)
     if is_multi_objective(cfg) and len(table):
         table["pareto"] = pareto_optimal(table, objectives(cfg))
     return table
+
+
+def cost_line(table: pd.DataFrame, cfg: dict) -> str:
+    """results.md's total cost, when the cluster has a price (each trial's is its `cost_usd`)."""
+    if "cost_usd" not in table:
+        return ""
+    key = price_key(cfg["cluster"])
+    return (f"\nTotal cost: ${table['cost_usd'].sum():.4g} over {len(table)} trials (each trial's hours x the "
+            f"{'GPUs' if cfg['cluster']['use_gpu'] else 'CPUs'} it holds x cluster.{key}={cfg['cluster'][key]:g}).\n")
 
 
 LEGEND_MAX_TRIALS = 20  # curves.png names its trials up to this many
@@ -142,7 +159,7 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     selection = Path(run_dir, run_files.SELECT_DIR, run_files.SELECTION_TABLE)
     heading = f"\n## Selection over seeds ({run_files.SELECT_DIR}/)\n\n"
     tail = heading + selection.read_text() if selection.is_file() else ""
-    Path(run_dir, run_files.RESULTS_TABLE).write_text(markdown(table) + section + tail)
+    Path(run_dir, run_files.RESULTS_TABLE).write_text(markdown(table) + cost_line(table, cfg) + section + tail)
     curves = {trial_id: history for analysis in analyses for trial_id, history in analysis.trial_dataframes.items()}
     plot_curves(curves, cfg, os.path.join(run_dir, "curves.png"))
     plot_hyperparameters(table, cfg, os.path.join(run_dir, "hyperparameters.png"))

@@ -9,5 +9,5 @@ FULL_BUDGET = {
     "stopper": {},
     "callbacks": {},
     "num_samples": 1,
-    "budget": {"wall_clock_s": None, "trial_hours": None},
+    "budget": {"wall_clock_s": None, "trial_hours": None, "usd": None},
 }

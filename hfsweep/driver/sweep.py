@@ -14,11 +14,12 @@ from typing import Optional
 import pandas as pd
 from ray import tune
 
-from hfsweep.compat import restored_callbacks
+from hfsweep.compat import hide_from_result_tables, restored_callbacks
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import extended_config, import_object, iter_leaves, saved_config
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trial_resources, trains_in_process
+from hfsweep.contract import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare
 from hfsweep.driver.budget import SweepBudget, build_budget
 from hfsweep.driver.checkpoint_budget import build_checkpoint_budget, checkpoint_disk_use
@@ -41,6 +42,9 @@ from hfsweep.run_dir import RESULTS_FILE, SELECT_DIR, experiment_names, write_co
 from hfsweep.trial.trainable import run_trial
 
 NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
+# Left out of the table Tune prints as each trial ends, which stays as long as before the cost metrics:
+# Tune's name of its pointer checkpoint (`checkpoint_path` is the real one), and what results.csv holds.
+NOT_PRINTED = ("checkpoint_dir_name", SAMPLES_PER_SECOND, TRAINABLE_PARAMS)
 
 
 def trainable_for(cfg: dict, task, data: PreparedData):
@@ -219,6 +223,7 @@ def fit(tuner: tune.Tuner, cfg: dict, task, data: PreparedData, budget: Optional
 def tune_fit(tuner: tune.Tuner) -> tune.ResultGrid:
     """Run the sweep with exactly the loggers the config names: Tune would otherwise add its
     TensorBoard logger to every sweep, `logger=none` included."""
+    hide_from_result_tables(NOT_PRINTED)
     previous = os.environ.get(NO_AUTO_LOGGERS)
     os.environ[NO_AUTO_LOGGERS] = "1"
     try:
@@ -246,6 +251,8 @@ def finish(results: tune.ResultGrid, cfg: dict, task, data: PreparedData, budget
         print(f"  objectives:      {', '.join(f'{name} = {value:.4g}' for name, value in best.objectives.items())} (its last report)")
         print(f"  Pareto front:    {table['pareto'].sum()} of {len(table)} trials, marked in results.md and drawn in {PARETO_PLOT}; "
               f"best/ is the one with the best {best.metric}")
+    if "cost_usd" in table:
+        print(f"  cost:            ${table['cost_usd'].sum():.4g} for {len(table)} trials (cost_usd in results.csv)")
     if budget is not None:
         print(f"  budget:          {budget.summary()}")
     if budget is not None and budget.reason:

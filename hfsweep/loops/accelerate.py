@@ -40,6 +40,7 @@ from hfsweep.loops.common import (
     with_perplexity,
     worker_seed,
 )
+from hfsweep.loops.cost import Cost
 from hfsweep.models import build_model, weights_digest
 
 TRAINER_DEFAULTS = {"gradient_accumulation_steps": 1, "max_grad_norm": 1.0, "weight_decay": 0.0, "warmup_steps": 0, "logging_steps": 500,
@@ -131,7 +132,7 @@ def train_loop_per_worker(config: dict) -> None:
         training["lr_scheduler_type"], optimizer,
         num_warmup_steps=training["warmup_steps"], num_training_steps=training["max_steps"],
     )
-    ran = WhatRan(model)
+    ran, cost = WhatRan(model), Cost(model, task)
     # Only the columns the model takes, as the Trainer's remove_unused_columns keeps (question
     # answering's validation features also hold the example ids and offsets its metrics read).
     taken = signature(model.forward).parameters
@@ -155,6 +156,7 @@ def train_loop_per_worker(config: dict) -> None:
 
     train_collate = task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process))
     extra["startup_s"] = time.time() - config["trial_started_at"]
+    cost.start()
     step_losses: list[float] = []  # one per optimizer step since the last log
     micro_losses: list[torch.Tensor] = []  # one per micro-batch of the current optimizer step
     model.train()
@@ -188,7 +190,8 @@ def train_loop_per_worker(config: dict) -> None:
                 logged.update(_evaluate(accelerator, model, eval_loader, compute_metrics))
                 check_finite("eval_loss", logged["eval_loss"], step)
             if step % training["save_steps"] == 0 or step == training["max_steps"]:
-                metrics = with_perplexity({**extra, **logged, **ran.metrics(), "step": step, "trainer_finished": step >= training["max_steps"]})
+                metrics = with_perplexity({**extra, **logged, **ran.metrics(), **cost.metrics(), "step": step,
+                                           "trainer_finished": step >= training["max_steps"]})
                 extra = {}
                 path = os.path.join(config["output_dir"], checkpoint_dir_name(step))
                 _save(accelerator, model, tokenizer, path)

@@ -33,18 +33,20 @@ from hfsweep.loops.common import (
     with_perplexity,
     worker_seed,
 )
+from hfsweep.loops.cost import Cost
 from hfsweep.models import build_model, weights_digest
 
 
 class ReportCheckpointCallback(TrainerCallback):
-    """After every save, report the latest metrics, what the worker trains with (`ran`) and the
-    checkpoint the Trainer just wrote.
+    """After every save, report the latest metrics, what the worker trains with (`ran`), what its
+    training costs (`cost`: hfsweep's throughput wins over the Trainer's own) and the checkpoint the
+    Trainer just wrote.
 
     `extra` holds what other callbacks add to the next report.
     """
 
-    def __init__(self, extra: dict, trial_started_at: float, in_process: bool, ran: WhatRan):
-        self.extra, self.ran = extra, ran
+    def __init__(self, extra: dict, trial_started_at: float, in_process: bool, ran: WhatRan, cost: Cost):
+        self.extra, self.ran, self.cost = extra, ran, cost
         self.trial_started_at = trial_started_at
         self.in_process = in_process
 
@@ -52,6 +54,7 @@ class ReportCheckpointCallback(TrainerCallback):
         if self.trial_started_at is not None:  # the first step of this run: the trial's fixed overhead
             self.extra["startup_s"] = time.time() - self.trial_started_at
             self.trial_started_at = None
+            self.cost.start()
 
     def on_save(self, args, state, control, **kwargs):
         metrics = {}
@@ -60,6 +63,7 @@ class ReportCheckpointCallback(TrainerCallback):
         metrics.update(self.extra)
         self.extra.clear()
         metrics.update(self.ran.metrics())
+        metrics.update(self.cost.metrics())
         metrics["step"] = state.global_step
         # The Trainer ends itself at max_steps or when a callback (early stopping) says so.
         metrics["trainer_finished"] = bool(control.should_training_stop or state.global_step >= state.max_steps)
@@ -156,7 +160,9 @@ def train_loop_per_worker(config: dict) -> None:
     train_shard = train_batches(ray.train.get_dataset_shard("train"), cfg, collate, cfg["seed"])
 
     extra_metrics: dict = {}
-    callbacks = [StopOnDivergence(), ReportCheckpointCallback(extra_metrics, config["trial_started_at"], in_process, WhatRan(model))]
+    reporter = ReportCheckpointCallback(extra_metrics, config["trial_started_at"], in_process, WhatRan(model),
+                                        Cost(model, task))
+    callbacks = [StopOnDivergence(), reporter]
     callbacks += [instantiate(node) for node in cfg["callbacks"].values()]
     resume_from = resume_checkpoint(config)
     if resume_from:

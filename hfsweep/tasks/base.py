@@ -56,6 +56,7 @@ class Task:
     # Its examples keep their own lengths unless `data.pad_to_max_length`, and its `data_collator`
     # pads each batch to the batch's longest example (classification, NER, QA), on the workers.
     pads_batches = False
+    counts_tokens = True  # False: its inputs are not tokens (images), so its throughput is in samples only
 
     def identity(self) -> list:
         """What names this task in the prepared data's cache key: its name, and the options the
@@ -200,6 +201,12 @@ class Task:
             return values.reshape(len(column), column.type.list_size).sum(axis=1)
         offsets = column.offsets.to_numpy()
         return np.add.reduceat(values, offsets[:-1]) if len(values) else np.zeros(len(column), dtype=np.int64)
+
+    def tokens_in_batch(self, inputs: dict):
+        """Real tokens in one training batch as the model gets it (a tensor), counted as
+        `tokens_per_row` counts them: the attention mask's ones, else the input ids."""
+        mask = inputs.get("attention_mask")
+        return mask.sum() if mask is not None else inputs["input_ids"].numel()
 
     def save_validation_examples(self, raw_validation, data_cfg: dict, folder: str) -> None:
         """Write beside the prepared validation split what the metrics need besides its rows (QA:

@@ -31,6 +31,7 @@ class ImageClassification(Task):
     name = "image_classification"
     inputs = LABELS
     text_keys = ()
+    counts_tokens = False  # throughput in images per second
 
     def auto_model_class(self):
         from transformers import AutoModelForImageClassification

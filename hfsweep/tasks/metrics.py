@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.contract import COST_METRICS, MFU, SAMPLES_PER_SECOND, TOKENS_PER_SECOND
 
 # What a task's predictions are, so that a metric is only paired with a task that can feed it.
 LABELS, TAGS, ANSWERS, TEXTS = "labels", "tags", "answers", "texts"
@@ -414,14 +415,20 @@ def metrics_function(entries: list, predictions_and_references: Callable) -> Opt
     return compute_metrics
 
 
-# every trial's reports (time_total_s: Tune's, the trial's running time), plus eval_<eval_metrics>
-REPORTED_METRICS = ("eval_loss", "eval_perplexity", "loss", "time_total_s")
+# every trial's reports (time_total_s: Tune's, the trial's running time; what training costs, as
+# `hfsweep.contract` names it), plus eval_<eval_metrics>
+REPORTED_METRICS = ("eval_loss", "eval_perplexity", "loss", "time_total_s", *COST_METRICS)
 
 
 def check_objective_metric(cfg: dict, task, metric: str) -> None:
     """Every eval metric loads and fits the task's predictions, and `metric` (an objective) is
     reported. Where only the results will tell a metric's names (a `compute_metrics` or metric of
     the user's), the sweep metric need only be eval_*."""
+    if metric == TOKENS_PER_SECOND and not task.counts_tokens:
+        raise ConfigError(f"metric: model.task={task.name} trains on no tokens; use {SAMPLES_PER_SECOND}.")
+    if metric == MFU and not cfg["cluster"]["use_gpu"]:
+        raise ConfigError(f"metric: {MFU} is estimated on GPUs only; set cluster.use_gpu=true, "
+                          f"or use {TOKENS_PER_SECOND}.")
     if cfg["compute_metrics"]:
         _check_reported(metric, None)
         return

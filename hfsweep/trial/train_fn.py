@@ -11,6 +11,8 @@ import ray.train
 from ray.train import UserCallback
 from ray.util.queue import Queue
 
+from hfsweep.contract import combine_ranks
+
 
 def train_loop(config: dict) -> None:
     """Run the trial's training loop (`loop.name`) on this worker.
@@ -26,10 +28,11 @@ def train_loop(config: dict) -> None:
 
 
 class ForwardToTune(UserCallback):
-    """Runs in the Train controller: queue rank 0's metrics and the checkpoint path for the trial."""
+    """Runs in the Train controller: queue the workers' metrics, combined (`combine_ranks`), and the
+    checkpoint path for the trial."""
 
     def __init__(self, queue: Queue):
         self.queue = queue
 
     def after_report(self, run_context, metrics, checkpoint):
-        self.queue.put((metrics[0], checkpoint.path if checkpoint else None))
+        self.queue.put((combine_ranks(metrics), checkpoint.path if checkpoint else None))
