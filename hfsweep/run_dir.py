@@ -6,6 +6,7 @@ multirun summary, a Hydra callback, reads it too."""
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import yaml
@@ -63,8 +64,19 @@ def read_config(run_dir: str) -> dict:
 
 
 def write_best(run_dir: str, best: dict) -> None:
+    """best.json as strict JSON: a number that is not one (no p-value under two seeds) is null."""
     with open(os.path.join(run_dir, BEST_FILE), "w") as f:
-        json.dump(best, f, indent=2)
+        json.dump(_json_numbers(best), f, indent=2, allow_nan=False)
+
+
+def _json_numbers(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _json_numbers(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_numbers(item) for item in value]
+    return value
 
 
 def read_best(run_dir: str) -> dict:

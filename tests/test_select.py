@@ -59,6 +59,21 @@ def test_a_configuration_without_a_finished_run_is_not_ranked():
     assert math.isnan(selection.p_value) and selection.median_seed() == 1
 
 
+def test_best_json_is_strict_json_when_a_selection_has_no_p_value_or_interval(tmp_path):
+    import json
+
+    from hfsweep.run_dir import BEST_FILE, write_best
+
+    selection = rank(candidates({}, {1: 2.0}), "eval_loss", "min", 0.95)
+    write_best(str(tmp_path), {"selection": {"p_value": selection.p_value, "interval": [selection.winner.low, 1.0]}})
+
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    saved = json.loads((tmp_path / BEST_FILE).read_text(), parse_constant=refuse)
+    assert saved["selection"] == {"p_value": None, "interval": [None, 1.0]}
+
+
 def test_the_selection_sweep_runs_each_configuration_once_per_seed(tmp_path):
     cfg = {"search_space": {"training": {"learning_rate": {"sampler": "loguniform", "low": 1e-4, "high": 1e-2}}},
            "select": {"top_k": 2, "seeds": [1, 2], "confidence": 0.95}, "cluster": {"storage_path": "run"},
