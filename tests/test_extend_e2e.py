@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -52,3 +53,49 @@ def test_a_widened_grid_runs_only_its_new_point_and_best_is_chosen_over_all_tria
     assert os.path.getmtime(run_dir / "best" / "config.json") > exported, "best/ was exported again"
     saved = (run_dir / "resolved_config.yaml").read_text()
     assert "0.003" in saved, "the run directory's config is the extended one"
+
+
+def test_a_random_search_extension_draws_new_points_and_an_interrupted_one_is_finished_by_resume(tmp_path, cache_dir):
+    """Random search extended from 2 trials to 4 draws 2 new learning rates (not the sweep's first
+    two again); the extension, interrupted by Ctrl-C mid-trial, is finished by a plain resume,
+    its held trial continuing from its checkpoint."""
+    from tests.faults import HOLD_AFTER_STEP_10
+    from tests.test_resume_e2e import interrupt
+
+    run_dir = tmp_path / "run"
+    (run_dir / "sweep" / "train_runs").mkdir(parents=True)
+    (run_dir / "sweep" / "train_runs" / "released").touch()  # the first sweep's trials do not hold
+    sweep = [sys.executable, "-m", "hfsweep", "debug=tiny", "search_alg=random",
+             "search_space=learning_rate_loguniform", "scheduler=fifo", "num_samples=2", "cluster.max_concurrent_trials=1", *HOLD_AFTER_STEP_10,
+             f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+    first = subprocess.run(sweep, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stderr[-3000:]
+    drawn = sorted(pd.read_csv(run_dir / "results.csv")["training.learning_rate"])
+
+    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
+    extension = subprocess.Popen([sys.executable, "-m", "hfsweep.resume", str(run_dir), "--extend", "num_samples=4"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    train_runs = run_dir / "sweep-extend-1" / "train_runs"
+    deadline = time.time() + 300
+    while not (train_runs / "holding").exists() and time.time() < deadline and extension.poll() is None:
+        time.sleep(0.2)
+    assert extension.poll() is None and (train_runs / "holding").exists(), "the extension's first trial never held"
+    time.sleep(3)  # Tune saves its experiment state every second (TUNE_GLOBAL_CHECKPOINT_S)
+    interrupt(extension, "ctrl-c")
+    (train_runs / "released").touch()
+
+    resumed = subprocess.run([sys.executable, "-m", "hfsweep.resume", str(run_dir)], capture_output=True, text=True,
+                             timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    table = pd.read_csv(run_dir / "results.csv")
+    assert len(table) == 4 and set(table["ended"]) == {"completed"}
+    rates = list(table["training.learning_rate"])
+    assert sorted(rates[:2]) == drawn and len(set(rates)) == 4, f"the extension drew the sweep's points again: {rates}"
+    assert all(1e-4 <= lr <= 1e-2 for lr in rates)
+    added = glob.glob(str(run_dir / "sweep-extend-1" / "run_trial_*" / "result.json"))
+    histories = [[json.loads(line) for line in open(path) if line.strip()] for path in added]
+    assert len(histories) == 2
+    held = [h for h in histories if any("resumed_from" in row for row in h)]
+    assert len(held) == 1 and [row["step"] for row in held[0]] == [10, 20], "the held trial did not continue"
+    best = json.loads((run_dir / "best.json").read_text())
+    assert best["trial_id"] == table.loc[table["best_eval_loss"].idxmin(), "trial_id"]

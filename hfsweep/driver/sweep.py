@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
+import numpy as np
 import pandas as pd
 from ray import tune
 
@@ -154,19 +155,24 @@ def run(checked: CheckedConfig) -> tune.ResultGrid:
 def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune.ResultGrid:
     """Continue an interrupted sweep from its run directory: finished trials are kept, unfinished
     and errored ones resume from their latest checkpoint. The saved config is the config; an
-    override that changes it is refused unless `force`."""
+    override that changes it is refused unless `force`. After `resume --extend`, the extension is
+    what continues."""
     checked = preflight(saved_config(run_dir, overrides, force))
     cfg, task = checked.cfg, checked.task
-    experiment = os.path.join(run_dir, cfg["name"])
+    *earlier_names, latest = experiment_names(run_dir, cfg["name"])  # an extension is the latest experiment
+    experiment = os.path.join(run_dir, latest)
     if not tune.Tuner.can_restore(experiment):
         raise ConfigError(f"resume: '{experiment}' holds no Tune experiment state; nothing to resume.")
     param_space, _, _, _, data, _ = _prepare_sweep(cfg, task)
     init_ray(cfg["cluster"])
     check_trial_fits(cfg["cluster"])
-    # The loggers, the checkpoint budget and the sweep's budget come back with the Tuner, their state included.
-    tuner = tune.Tuner.restore(experiment, trainable_for(cfg, task, data), resume_errored=True, param_space=param_space)
+    # The loggers, the checkpoint budget and the sweep's budget come back with the Tuner, their state
+    # included; an extension's searcher with the points it was left to run.
+    trainable = trainable_for({**cfg, "name": latest}, task, data)
+    tuner = tune.Tuner.restore(experiment, trainable, resume_errored=True, param_space=param_space)
     budget = next((c for c in restored_callbacks(tuner) if isinstance(c, SweepBudget)), None)
-    return fit(tuner, cfg, task, data, budget)
+    earlier = [tune.ResultGrid(tune.ExperimentAnalysis(os.path.join(run_dir, name))) for name in earlier_names]
+    return finish(tune_fit(tuner), cfg, task, data, budget, earlier)
 
 
 def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
@@ -174,7 +180,8 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
     own sample count and searcher (`Tuner.restore` takes only the same param_space), so the new
     trials are a new experiment in the run directory, NAME-extend-N, whose searcher is warm-started
     with every trial run so far: a grid runs only the points not run, Optuna's sampler models the
-    old trials first. results.csv and best/ then cover every experiment."""
+    old trials first, random search draws the samples still missing. results.csv and best/ then
+    cover every experiment; `resume` continues an interrupted extension."""
     cfg = extended_config(run_dir, extends)
     check_extendable(cfg, run_dir)
     names = experiment_names(run_dir, cfg["name"])
@@ -185,7 +192,7 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
                           f"already; give a larger num_samples.")
     added = {**cfg, "name": f"{cfg['name']}-extend-{len(names)}",
              "num_samples": cfg["num_samples"] if grid else cfg["num_samples"] - done,  # a grid's: per new point
-             "search_alg": {**cfg["search_alg"], "warm_start": [run_dir]}}
+             "search_alg": extension_searcher(cfg, run_dir, grid, len(names))}
     checked = preflight(added)
     # the warm start reads the saved config, so it is replaced only after
     param_space, scheduler, stopper, callbacks, data, setup = _prepare_sweep(added, checked.task)
@@ -200,16 +207,28 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
 
 
 def check_extendable(cfg: dict, run_dir: str) -> None:
-    """Only searchers that can be told the old trials extend a sweep: a grid, and Optuna."""
+    """Only searchers that can be told the old trials extend a sweep (a grid, and Optuna), and
+    random search, which needs told nothing."""
     from ray.tune.search.optuna import OptunaSearch
 
     searcher = import_object(cfg["search_alg"]["_target_"])
-    grid = searches_grid(cfg) and issubclass(searcher, tune.search.BasicVariantGenerator)
-    if not grid and not issubclass(searcher, OptunaSearch):
-        raise ConfigError(f"resume --extend: {run_dir} searched with {searcher.__name__} without a grid, "
-                          f"which cannot be told the trials run so far; only a grid or search_alg=optuna can be extended.")
+    if not issubclass(searcher, (tune.search.BasicVariantGenerator, OptunaSearch)):
+        raise ConfigError(f"resume --extend: {run_dir} searched with {searcher.__name__}, which cannot be told the "
+                          f"trials run so far; only a grid, random search or search_alg=optuna can be extended.")
     if is_multi_objective(cfg):
         raise ConfigError("resume --extend: a sweep of several objectives cannot be extended yet.")
+
+
+def extension_searcher(cfg: dict, run_dir: str, grid: bool, number: int) -> dict:
+    """The search_alg of extension `number`: a grid or Optuna warm-started with every trial run so
+    far; random search drawing new points from its own seed, derived from the sweep's
+    `random_state` and the extension's number (the sweep's seed would draw its first points again)."""
+    node = dict(cfg["search_alg"])
+    if grid or not issubclass(import_object(node["_target_"]), tune.search.BasicVariantGenerator):
+        return {**node, "warm_start": [run_dir]}
+    if node.get("random_state") is not None:
+        node["random_state"] = int(np.random.SeedSequence([node["random_state"], number]).generate_state(1)[0])
+    return node
 
 
 def searches_grid(cfg: dict) -> bool:
