@@ -66,7 +66,8 @@ def test_a_random_search_extension_draws_new_points_and_an_interrupted_one_is_fi
     (run_dir / "sweep" / "train_runs").mkdir(parents=True)
     (run_dir / "sweep" / "train_runs" / "released").touch()  # the first sweep's trials do not hold
     sweep = [sys.executable, "-m", "hfsweep", "debug=tiny", "search_alg=random",
-             "search_space=learning_rate_loguniform", "scheduler=fifo", "num_samples=2", "cluster.max_concurrent_trials=1",
+             "search_space=learning_rate_loguniform", "scheduler=fifo", "num_samples=2",
+             "cluster.max_concurrent_trials=1",
              *HOLD_AFTER_STEP_10,
              f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
     first = subprocess.run(sweep, capture_output=True, text=True, timeout=900)
