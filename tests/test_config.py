@@ -246,6 +246,10 @@ REFUSED = [
     (["+training.train_sampling_strategy=batch_rebalance"], "training.train_sampling_strategy: 'batch_rebalance' is not one of random, sequential, group_by_length (the workers stream their shards, so batch_rebalance's whole-set planning cannot run); e.g. group_by_length."),
     (["+training.train_sampling_strategy=group_by_length"], "training.train_sampling_strategy: group_by_length batches examples of similar length to pad less, and every example of model.task=causal_lm has the same length here; remove it."),
     (["search_space.training.learning_rate.sampler=nope"], "search_space.training.learning_rate: unknown sampler 'nope'; use one of choice, grid, uniform, quniform, loguniform, qloguniform, randint, qrandint, lograndint."),
+    (["+search_space.training.learning_rate.low=1.0e-5", "+search_space.training.learning_rate.high=1.0e-3"],
+     "search_space.training.learning_rate: sampler 'grid' reads values, not low, high; set "
+     "search_space.training.learning_rate.sampler=loguniform (or uniform) to sample the range, or remove "
+     "~search_space.training.learning_rate.low ~search_space.training.learning_rate.high to keep the values."),
     (["strategy=fsdp"], "strategy=fsdp: needs GPUs; set cluster.use_gpu=true on a GPU machine, or use strategy=ddp on CPUs."),
     # PEFT
     (["peft=lora", "peft.load_in_4bit=true"], "peft.load_in_4bit: a quantized base (QLoRA) needs a CUDA GPU; set cluster.use_gpu=true on a GPU machine, or peft.load_in_4bit=false."),

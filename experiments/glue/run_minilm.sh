@@ -5,7 +5,7 @@
 # (learning rate 5e-5, batch 8, 3 epochs, no warmup).
 #   GLUE_DIR=/data/glue OUT=/data/runs experiments/glue/run_minilm.sh rte wnli mrpc stsb cola
 set -u
-: "${GLUE_DIR:?set GLUE_DIR to the folder of GLUE's task folders}" "${OUT:?set OUT to a folder for the runs}"
+: "${GLUE_DIR:?set GLUE_DIR to the folder that holds the GLUE task folders (CoLA, SST-2, ...)}" "${OUT:?set OUT to a folder for the runs}"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline
 declare -A STEPS_PER_EPOCH_AT_8=([rte]=312 [wnli]=80 [mrpc]=459 [stsb]=719 [cola]=1069 [sst2]=8419)
 mkdir -p "$OUT/glue_all" "$OUT/logs"

@@ -62,6 +62,7 @@ SAMPLERS: Dict[str, Callable[[str, dict], Any]] = {
     "qrandint": lambda p, s: tune.qrandint(*_bounds(p, s), s.get("q", 1)),
     "lograndint": lambda p, s: tune.lograndint(*_bounds(p, s, positive=True)),
 }
+RANGE_KEYS = ("low", "high", "q")  # what the range samplers read; grid and choice read `values`
 
 
 
@@ -93,8 +94,22 @@ def compile_search_space(space: dict, cfg: dict) -> dict:
             raise ConfigError(
                 f"search_space.{path}: unknown sampler '{spec['sampler']}'; use one of {', '.join(SAMPLERS)}."
             )
+        _check_range_not_ignored(path, spec)
         samplers[path] = SAMPLERS[spec["sampler"]](path, spec)
     return nested(samplers)
+
+
+def _check_range_not_ignored(path: str, spec: dict) -> None:
+    """A grid or choice beside `low`/`high` is a range the user asked for (search_space=... on the
+    command line) merged under a preset's grid, which would sweep the grid silently. (A range
+    sampler beside `values`, such as `debug=tiny`'s one-value grid, samples its range.)"""
+    ignored = [key for key in RANGE_KEYS if key in spec]
+    if spec["sampler"] in ("grid", "choice") and ignored:
+        raise ConfigError(
+            f"search_space.{path}: sampler '{spec['sampler']}' reads values, not {', '.join(ignored)}; set "
+            f"search_space.{path}.sampler=loguniform (or uniform) to sample the range, or remove "
+            f"{' '.join(f'~search_space.{path}.{key}' for key in ignored)} to keep the values."
+        )
 
 
 def unperturbed(space: dict) -> set[str]:
