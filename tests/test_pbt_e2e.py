@@ -3,8 +3,6 @@ donor's weights and its own perturbed learning rate and weight decay in effect, 
 
 from __future__ import annotations
 
-import glob
-
 import pytest
 from transformers import AutoModelForCausalLM
 
@@ -102,54 +100,3 @@ def test_a_trial_restored_from_its_own_checkpoint_keeps_its_hyperparameters(pbt_
         own = checkpoint_row(rows, row["resumed_from"])
         assert row["config/training/learning_rate"] == own["config/training/learning_rate"]
         assert row["lr_in_effect"] == pytest.approx(own["config/training/learning_rate"])
-
-
-def lineage(rows, checkpoint: str) -> list:
-    """The reports that led to `checkpoint`, first to last: back through the trial's own earlier
-    reports and, at a restore, into the trial whose checkpoint it restored (PBT's exploits)."""
-    chain, row = [], checkpoint_row(rows, checkpoint)
-    while row is not None:
-        chain.append(row)
-        if isinstance(row.get("resumed_from"), str):
-            row = checkpoint_row(rows, row["resumed_from"])
-            continue
-        earlier = [r for r in rows if r["trial_id"] == row["trial_id"] and r["step"] < row["step"]]
-        row = max(earlier, key=lambda r: r["step"]) if earlier else None
-    return chain[::-1]
-
-
-def test_replay_retrains_the_schedule_that_led_to_the_best_checkpoint(pbt_sweep):
-    """`hfsweep.replay` of a PBT sweep trains each seed through Tune's PopulationBasedTrainingReplay
-    on the best trial's policy (when PBT changed that trial): report by report up to the best
-    checkpoint, its values are those of the checkpoints PBT chained into the best one."""
-    import json
-    import os
-
-    from hfsweep.cli import replay
-    from hfsweep.config.errors import ConfigError
-    from hfsweep.run_dir import read_config
-
-    results, rows = pbt_sweep
-    run_dir = os.path.dirname(results.experiment_path)
-    best = json.load(open(os.path.join(run_dir, "best.json")))
-    chain = lineage(rows, best["checkpoint_path"])
-    changed = replay.pbt_policy(run_dir) is not None
-    if changed and read_config(run_dir)["loop"]["name"] == "accelerate":  # refused: see hfsweep/cli/replay.py
-        with pytest.raises(ConfigError, match=r"replay: the best trial of .* is a PBT schedule, which replays under "
-                                              r"loop=hf_trainer only"):
-            replay.replay(run_dir, [1])
-        return
-
-    out = replay.replay(run_dir, [1])
-    assert os.path.isdir(os.path.join(out, "seed_1")) == changed, "a schedule replays one seed per sweep"
-    (result_file,) = glob.glob(os.path.join(out, "**", "run_trial_*", "result.json"), recursive=True)
-    replayed = [json.loads(line) for line in open(result_file) if line.strip()]
-    assert [r["step"] for r in replayed] == [10, 20, 30], "the replay trains to training.max_steps"
-    for ran, planned in zip(replayed, chain):
-        assert ran["step"] == planned["step"]
-        for key, in_effect in (("learning_rate", "lr_in_effect"), ("weight_decay", "weight_decay_in_effect")):
-            # a schedule's values are the trial's config; else the best trial's own, fixed in the replay's config
-            value = ran["config"]["training"][key] if changed else best["hyperparameters"][f"training.{key}"]
-            assert value == pytest.approx(planned[f"config/training/{key}"]), f"{key} at step {ran['step']}"
-            if in_effect in ran:  # the first report after the replay changed the values
-                assert ran[in_effect] == pytest.approx(value)

@@ -6,21 +6,14 @@ The seeds run as one sweep, a grid over `seed`, in RUN_DIR/replay/, which also h
 `replay.csv` and `replay.md`: per seed the final scores (`last_eval_*`, every eval metric of its
 last evaluation), the best value of the sweep metric, and each `extra_validation` set's scores of
 its final model (`NAME_eval_*`); then their mean ± std.
-
-A PBT or PB2 sweep's best trial is not one configuration but a schedule of them (each exploit
-changed its values). Tune logs it (`pbt_policy_TRIAL.txt`), and each seed replays that schedule
-through Tune's `PopulationBasedTrainingReplay`, which takes one trial per sweep: the seeds run one
-after the other, in RUN_DIR/replay/seed_N/.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import sys
 from pathlib import Path
-from typing import Optional
 
 import pandas as pd
 
@@ -28,11 +21,10 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.objectives import first_objective
 from hfsweep.driver.rerun import FULL_BUDGET
 from hfsweep.driver.tables import markdown
-from hfsweep.run_dir import BEST_FILE, RESOLVED_CONFIG, RESULTS_FILE, best_config, last_column, read_best, read_config
+from hfsweep.run_dir import BEST_FILE, RESOLVED_CONFIG, RESULTS_FILE, best_config, last_column
 from hfsweep.contract import read_pointer
 
 REPLAY_DIR = "replay"
-PBT_REPLAY = "ray.tune.schedulers.PopulationBasedTrainingReplay"
 
 
 def replay_config(run_dir: str, seeds: list[int]) -> dict:
@@ -49,45 +41,16 @@ def replay_config(run_dir: str, seeds: list[int]) -> dict:
     return cfg
 
 
-def pbt_policy(run_dir: str) -> Optional[str]:
-    """The schedule of configurations a PBT or PB2 sweep gave its best trial (Tune's policy log of
-    the exploits that changed it), or None: no population training, or the best trial never changed."""
-    cfg = read_config(run_dir)
-    path = os.path.join(run_dir, cfg["name"], f"pbt_policy_{read_best(run_dir)['trial_id']}.txt")
-    return path if os.path.isfile(path) else None
-
-
-def replay_configs(run_dir: str, seeds: list[int]) -> list[tuple[list[int], dict]]:
-    """The sweeps of a replay, each with the seeds it runs: one grid over the seeds, or for a PBT
-    schedule one sweep per seed, each replaying the schedule (its values then come from the policy)."""
-    cfg = replay_config(run_dir, seeds)
-    policy = pbt_policy(run_dir)
-    if policy is None:
-        return [(list(seeds), cfg)]
-    if cfg["loop"]["name"] != "hf_trainer":
-        raise ConfigError(f"replay: the best trial of {run_dir} is a PBT schedule, which replays under loop=hf_trainer "
-                          f"only (under loop={cfg['loop']['name']} Tune ended one replay at a change of values, "
-                          f"before training.max_steps); replay the sweep's hf_trainer twin.")
-    sweeps = []
-    for seed in seeds:
-        one = copy.deepcopy(cfg)
-        one["seed"], one["search_space"] = seed, {}
-        one["scheduler"] = {"_target_": PBT_REPLAY, "policy_file": policy}
-        one["cluster"]["storage_path"] = os.path.join(cfg["cluster"]["storage_path"], f"seed_{seed}")
-        sweeps.append(([seed], one))
-    return sweeps
-
-
-def final_scores(runs: list[tuple[int, object]], cfg: dict) -> pd.DataFrame:
-    """Per seed (and its Tune result): every eval score of its last evaluation, and its final
-    model's scores on each `extra_validation` set."""
+def final_scores(results, cfg: dict) -> pd.DataFrame:
+    """Per seed: every eval score of its last evaluation, and its final model's scores on each
+    `extra_validation` set."""
     from hfsweep.driver.evaluation import evaluate_checkpoint, extra_validation_sets, scores
 
     extra_sets = extra_validation_sets(cfg)
     rows = []
-    for seed, result in runs:
+    for result in results:
         history = result.metrics_dataframe
-        row = {"seed": str(seed)}
+        row = {"seed": str(result.config["seed"])}
         row.update({last_column(name): history[name].dropna().iloc[-1] for name in scores(dict.fromkeys(history.columns))})
         checkpoint = read_pointer(result.checkpoint)
         for name, (data_cfg, raw) in extra_sets.items():
@@ -97,11 +60,10 @@ def final_scores(runs: list[tuple[int, object]], cfg: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def replay_table(out: str, metric: str, results: pd.DataFrame, final: pd.DataFrame) -> pd.DataFrame:
+def replay_table(out: str, metric: str, final: pd.DataFrame) -> pd.DataFrame:
     """replay.csv and replay.md: per seed its status, last step, final scores (`final_scores`) and
-    best metric (`results`: the replay sweeps' results.csv rows, with their seed); then their mean
-    and sample std (rows `mean`, `std`; `mean ± std` in Markdown)."""
-    results = results.astype({"seed": str})
+    best metric; then their mean and sample std (rows `mean`, `std`; `mean ± std` in Markdown)."""
+    results = pd.read_csv(os.path.join(out, RESULTS_FILE)).astype({"seed": str})
     per_seed = results[["seed", "status", "step", f"best_{metric}"]].merge(final, on="seed").sort_values("seed", key=lambda s: s.astype(int))
     columns = [c for c in per_seed.columns if c not in ("seed", "status", "step")]
     mean, std = per_seed[columns].mean(), per_seed[columns].std()
@@ -119,15 +81,10 @@ def replay(run_dir: str, seeds: list[int]) -> str:
     from hfsweep.driver import sweep
     from hfsweep.driver.preflight import preflight
 
-    out = os.path.join(os.path.abspath(run_dir), REPLAY_DIR)
-    runs, tables = [], []
-    for sweep_seeds, cfg in replay_configs(run_dir, seeds):
-        results = sweep.run(preflight(cfg))
-        by_seed = {result.config.get("seed", cfg["seed"]): result for result in results}
-        runs += [(seed, by_seed[seed]) for seed in sweep_seeds]
-        table = pd.read_csv(os.path.join(cfg["cluster"]["storage_path"], RESULTS_FILE))
-        tables.append(table if "seed" in table else table.assign(seed=sweep_seeds[0]))
-    replay_table(out, first_objective(cfg)[0], pd.concat(tables, ignore_index=True), final_scores(runs, cfg))
+    cfg = replay_config(run_dir, seeds)
+    results = sweep.run(preflight(cfg))
+    out = cfg["cluster"]["storage_path"]
+    replay_table(out, first_objective(cfg)[0], final_scores(results, cfg))
     return out
 
 
