@@ -175,13 +175,16 @@ def reports(storage) -> dict:
 
 
 def assert_throughput_matches_tokens_over_time(rows: list[dict], workers: int = 1) -> None:
-    """Each report's throughput against the tokens trained so far, counted independently (steps x
-    batch x block x workers: causal LM's blocks are all real tokens), over the trial's training
-    time (Tune's `time_total_s` less the start-up the loop reported), within 10%."""
-    startup = rows[0]["startup_s"]
+    """The trial's final throughput (results.csv's) against the tokens it trained, counted
+    independently (steps x batch x block x workers: causal LM's blocks are all real tokens), over
+    its training time (Tune's `time_total_s` less the start-up the loop reported), within 10%.
+    Only the last report: each worker's clock starts where its own start-up ends, and on a loaded
+    machine rank 0's reported start-up differs from the other's by seconds, which the first
+    report's short window cannot absorb (18% off once, at step 20 of 40, on two workers)."""
+    last = rows[-1]
+    counted = last["step"] * BATCH * BLOCK * workers / (last["time_total_s"] - rows[0]["startup_s"])
+    assert last["train_tokens_per_second"] == pytest.approx(counted, rel=0.1), last
     for row in rows:
-        counted = row["step"] * BATCH * BLOCK * workers / (row["time_total_s"] - startup)
-        assert row["train_tokens_per_second"] == pytest.approx(counted, rel=0.1), row
         assert row["train_tokens_per_second"] == pytest.approx(BLOCK * row["train_samples_per_second"])
 
 

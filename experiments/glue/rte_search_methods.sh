@@ -6,8 +6,8 @@
 #   bo    Optuna's TPE with ASHA over learning rate and weight decay, stopped by budget.trial_hours
 #         set to what the grid spent (read from its summary);
 #   pbt   8 trials of PBT over the same space, perturbed every epoch (80 steps), to the end;
-#   seeds each winner re-trained over seeds 1, 2, 3 (python -m hfsweep.replay; PBT's winner replays
-#         its schedule).
+#   seeds each winner re-trained over seeds 1, 2, 3 (python -m hfsweep.replay; PBT's winner is
+#         replayed at its final values, not as its schedule: replaying schedules is not built yet).
 # Each stage skips what is already finished, so the script resumes across sessions (an interrupted
 # stage: python -m hfsweep.resume OUT/rte_methods/STAGE, then run the script again).
 #   GLUE_DIR=/data/glue OUT=/data/runs experiments/glue/rte_search_methods.sh grid bo pbt seeds
