@@ -287,3 +287,19 @@ def test_usd_budget_stops_the_sweep(ray_cluster, tmp_path, cache_dir, capfd):
     out = capfd.readouterr().out
     assert "  budget:          the sweep ended on its USD budget (budget.usd=0.0003: $" in out
     assert table["cost_usd"].sum() >= 0.0003
+
+
+@pytest.mark.slow
+def test_in_process_trials_on_a_reused_actor_each_report_their_own_peak_memory(ray_cluster, tmp_path, cache_dir):
+    """Tune reuses an in-process trial's actor: a trial of small batches after one of large batches
+    reports its own peak resident set, not the process's lifetime peak."""
+    from hfsweep.driver import sweep
+
+    overrides = ["debug=tiny", "cluster.max_concurrent_trials=1", "search_space.training.learning_rate.values=[1e-3]",
+                 "+search_space.training.per_device_train_batch_size={sampler:grid,values:[256,2]}"]
+    results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
+    assert results.errors == []
+    assert len({result.metrics["pid"] for result in results}) == 1, "both trials ran in one reused actor"
+    table = pd.read_csv(tmp_path / "results.csv").set_index("training.per_device_train_batch_size")
+    large, small = table.loc[256, "peak_memory_mb"], table.loc[2, "peak_memory_mb"]
+    assert small < large - 100, f"the second trial (batch 2) reported {small:.0f} MB, the first (batch 256) {large:.0f} MB"

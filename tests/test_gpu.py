@@ -75,7 +75,7 @@ def test_four_bf16_trials_packed_on_one_gpu_train_on_it_at_the_same_time(ray_clu
     cfg, results = gpu_sweep(
         tmp_path, cache_dir,
         "training.bf16=true",
-        "cluster.resources_per_worker={CPU:1,GPU:0.25}",
+        "+cluster.resources_per_worker.GPU=0.25",
         "search_space.training.learning_rate.values=[3e-3,1e-3,3e-4,1e-4]",
     )
     assert len(results) == 4 and set(pd.read_csv(tmp_path / "results.csv")["ended"]) == {"completed"}
@@ -122,3 +122,19 @@ def test_a_qlora_sweep_trains_an_adapter_over_a_4bit_base(ray_cluster, tmp_path,
     assert (reports["peak_memory_mb"] > 0).all()
     assert all("lora_" in name for name in load_file(tmp_path / "run" / "best" / "adapter_model.safetensors")), "only the adapter is saved"
     PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), tmp_path / "run" / "best")
+
+
+@pytest.mark.parametrize("loop", ["hf_trainer", "accelerate"])
+def test_each_trial_reports_its_own_cuda_peak_memory_and_an_mfu(ray_cluster, tmp_path, cache_dir, loop):
+    """Cost on a GPU: the peak is CUDA's allocation since the trial began (two trials one after
+    another on one reused actor, large batches first), and MFU is estimated against the device's
+    bf16 peak."""
+    _, results = gpu_sweep(tmp_path, cache_dir, f"loop={loop}", "training.bf16=true", "cluster.max_concurrent_trials=1",
+                           "+search_space.training.per_device_train_batch_size={sampler:grid,values:[256,2]}")
+    assert len({result.metrics["pid"] for result in results}) == 1, "both trials ran in one reused actor"
+    table = pd.read_csv(tmp_path / "results.csv").set_index("training.per_device_train_batch_size")
+    device_mb = torch.cuda.get_device_properties(0).total_memory / 2**20
+    large, small = table.loc[256, "peak_memory_mb"], table.loc[2, "peak_memory_mb"]
+    assert 0 < small < large < device_mb, f"batch 2 reported {small:.0f} MB after batch 256's {large:.0f} MB"
+    assert ((table["mfu"] > 0) & (table["mfu"] < 1)).all(), table["mfu"]
+    print(table[["peak_memory_mb", "mfu", "train_tokens_per_second"]].to_string())

@@ -4,10 +4,15 @@ restored optimizer, the validation shard, quiet logs and the divergence check.""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import itertools
 import logging
 import math
+import re
 import resource
+import sys
 
 import ray.train
 from ray.train import Checkpoint, CheckpointUploadMode
@@ -38,7 +43,8 @@ class WhatRan:
     the config took effect: `device` type, the parameters' `param_dtype`, the dtype autocast
     computes in (`autocast_dtype`, "none" without), Accelerate's `distributed` type (FSDP,
     DEEPSPEED, MULTI_GPU, NO...), `linear4bit_modules` where the base is 4-bit (QLoRA), and
-    `peak_memory_mb` (CUDA's peak allocation, on CPU the process's peak resident set).
+    `peak_memory_mb` (CUDA's peak allocation, on CPU the process's peak resident set, both since
+    the trial started: `start_peak_memory`).
 
     Measured at the first forward pass of the model's first leaf module with parameters: inside
     the model's forward, where Accelerate's autocast is on (it wraps the model's forward)."""
@@ -46,6 +52,7 @@ class WhatRan:
     def __init__(self, model):
         leaf = next(m for m in model.modules() if next(m.children(), None) is None and next(m.parameters(recurse=False), None) is not None)
         self.ran: dict = {}
+        start_peak_memory()
         linear4bit = sum(type(m).__name__ == "Linear4bit" and type(m).__module__.startswith("bitsandbytes") for m in model.modules())
         if linear4bit:
             self.ran["linear4bit_modules"] = linear4bit
@@ -65,11 +72,34 @@ class WhatRan:
     def metrics(self) -> dict:
         import torch
 
-        if self.ran.get("device") == "cuda":
-            peak = torch.cuda.max_memory_allocated() / 2**20
-        else:
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10  # Linux: KiB
+        peak = torch.cuda.max_memory_allocated() / 2**20 if self.ran.get("device") == "cuda" else peak_resident_mb()
         return {**self.ran, "peak_memory_mb": peak}
+
+
+def start_peak_memory() -> None:
+    """Make the peak memory a trial reports its own, in a process that ran trials before it (Tune
+    reuses an in-process trial's actor): reset CUDA's peak allocation and the host's peak resident
+    set (Linux's VmHWM, through /proc/self/clear_refs), after handing back to the system the heap
+    the earlier trials freed. glibc keeps freed memory in per-thread arenas and Tune runs each trial
+    on a new thread, so without `malloc_trim` a reused actor grew by about 1 GB per MiniLM trial."""
+    import torch
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    if hasattr(libc, "malloc_trim"):  # glibc; musl and macOS have none
+        libc.malloc_trim(0)
+    with contextlib.suppress(OSError):  # not Linux, or a kernel that refuses: the process's lifetime peak
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+    if torch.cuda.is_initialized():
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_resident_mb() -> float:
+    """The process's peak resident set in MiB since `start_peak_memory` (where Linux can reset it)."""
+    with contextlib.suppress(OSError):
+        with open("/proc/self/status") as status:
+            return int(re.search(r"^VmHWM:\s+(\d+) kB", status.read(), re.MULTILINE).group(1)) / 2**10
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
 
 
 def worker_seed(seed: int, in_process: bool) -> int:
