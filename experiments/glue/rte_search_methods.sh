@@ -27,7 +27,8 @@ stage() {  # name, then the sweep's overrides
   if [ -f "$RUNS/$name/best.json" ]; then echo "=== $name: finished already"; return; fi
   echo "=== $(date +%T) $name: start"
   python -m hfsweep "${COMMON[@]}" hydra.run.dir="$RUNS/$name" name="rte_$name" "$@" > "$OUT/logs/rte_$name.log" 2>&1
-  echo "=== $(date +%T) $name: exit $?"
+  local rc=$?
+  echo "=== $(date +%T) $name: exit $rc"
 }
 
 for step in "$@"; do
@@ -41,14 +42,15 @@ for step in "$@"; do
       : "${used:?run the grid first: its summary gives the trial-hours the other methods get}"
       stage bo search_alg=optuna scheduler=asha num_samples=64 budget.trial_hours="$used" "${SPACE[@]}" ;;
     pbt)  # PBT copies a donor's latest checkpoint: every trial keeps its checkpoints
-      stage pbt scheduler=pbt scheduler.perturbation_interval=80 +scheduler.synch=true num_samples=8 \
+      stage pbt scheduler=pbt scheduler.grace_period=null scheduler.perturbation_interval=80 +scheduler.synch=true num_samples=8 \
         checkpoints.keep_per_trial=null "${SPACE[@]}" ;;
     seeds)
       for name in grid bo pbt; do
         if [ -f "$RUNS/$name/replay/replay.md" ]; then echo "=== $name seeds: finished already"; continue; fi
         echo "=== $(date +%T) $name: seeds"
         python -m hfsweep.replay "$RUNS/$name" --seeds 1 2 3 > "$OUT/logs/rte_${name}_seeds.log" 2>&1
-        echo "=== $(date +%T) $name seeds: exit $?"
+        rc=$?
+        echo "=== $(date +%T) $name seeds: exit $rc"
       done ;;
     *) echo "unknown step '$step': use grid, bo, pbt or seeds" >&2; exit 2 ;;
   esac
