@@ -246,7 +246,7 @@ def test_tensorboard_hparams_hold_each_trials_searched_values_and_final_metrics(
     table = pd.read_csv(storage / "results.csv").set_index("trial_id")
     by_trial = reports(storage)
     trial_dirs = glob.glob(os.path.join(storage, "sweep", "run_trial_*"))
-    assert len(trial_dirs) == 2
+    assert sorted(os.path.basename(d) for d in trial_dirs) == sorted(f"run_trial_{t}" for t in table.index), "named by id, not rounded values"
     for trial_dir in trial_dirs:
         trial_id = next(t for t in by_trial if t in trial_dir)
         hparams, metrics = hparams_session(trial_dir)

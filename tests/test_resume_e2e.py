@@ -28,7 +28,7 @@ SWEEP = [
     "+callbacks.hold.learning_rate=1e-3",
     "budget.trial_hours=1",  # never spent here: the summary says what was, across the interruption
 ]
-HELD_TRIAL = "run_trial_*_00001_*"  # the grid's second point, 1e-3
+HELD_TRIAL = "run_trial_*_00001"  # the grid's second point, 1e-3
 
 
 def finished_trials(experiment: str) -> list[str]:

@@ -101,6 +101,7 @@ def build_tuner(cfg: dict, param_space: dict, task, data: PreparedData, schedule
             search_alg=build_search_alg(cfg, concurrency, setup.searcher_arguments),
             num_samples=setup.num_samples or cfg["num_samples"],  # the concurrency cap is on the search algorithm (above)
             reuse_actors=in_process,
+            trial_dirname_creator=trial_dirname,
         ),
         run_config=tune.RunConfig(
             name=cfg["name"],
@@ -116,6 +117,12 @@ def build_tuner(cfg: dict, param_space: dict, task, data: PreparedData, schedule
             verbose=1,  # Tune's status table; per-trial detail is in the experiment directory
         ),
     )
+
+
+def trial_dirname(trial) -> str:
+    """A trial's folder: its trainable and id. Tune's default adds the sampled values rounded to
+    four digits (a learning rate of 5e-5 named 0.0001); params.json and results.csv hold them."""
+    return f"{trial.trainable_name}_{trial.trial_id}"
 
 
 def _prepare_sweep(cfg: dict, task) -> tuple:
