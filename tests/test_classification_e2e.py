@@ -54,6 +54,7 @@ def test_bert_mrpc_offline_sweep_reports_accuracy_and_f1_and_asha_acts_on_them(r
     for result in results:
         history = result.metrics_dataframe
         assert history["eval_accuracy"].between(0, 1).all() and history["eval_f1"].between(0, 1).all()
+        assert "eval_perplexity" not in history, "a classifier's loss is no token loss: no perplexity"
     final_step = {result.config["training"]["learning_rate"]: result.metrics["step"] for result in results}
     assert final_step[3e-3] == MAX_STEPS and final_step[1e-5] == 20, f"ASHA on eval_f1, final steps: {final_step}"
 

@@ -8,6 +8,7 @@ import contextlib
 import glob
 import io
 import json
+import math
 import os
 
 import pandas as pd
@@ -231,6 +232,7 @@ def test_sweep_on_a_cost_objective_reports_cost_in_results_and_summary(cost_swee
         rows = by_trial[row["trial_id"]]
         assert row["train_tokens_per_second"] == rows[-1]["train_tokens_per_second"] == row["last_train_tokens_per_second"]
         assert row["trainable_params"] == parameters
+        assert rows[-1]["eval_perplexity"] == pytest.approx(math.exp(rows[-1]["eval_loss"])), "a language model's perplexity"
         assert 100 < row["peak_memory_mb"] < 20_000
         assert row["cost_usd"] == pytest.approx(rows[-1]["time_total_s"] / 3600 * 1 * 0.5)  # 1 CPU a trial
         assert_throughput_matches_tokens_over_time(rows)

@@ -130,7 +130,7 @@ def test_a_local_evaluate_module_loads_offline(tmp_path):
         "    def _compute(self, predictions, references):\n"
         "        return {'pairs': sum(p == r for p, r in zip(predictions, references)), 'detail': {'n': len(references)}}\n"
     )
-    assert reported_names(check_entry(str(module), LABELS)) is None  # known only from its results
+    assert reported_names(check_entry(str(module), LABELS, False)) is None  # known only from its results
     assert score(str(module), PREDS, REFS) == {"pairs": 3.0, "detail_n": 4.0}
 
 
@@ -140,7 +140,7 @@ def mean_gap(predictions, references, scale=1.0):
 
 def test_a_target_function_is_a_metric_with_its_arguments():
     entry = {"_target_": "tests.test_metrics.mean_gap", "scale": 2.0}
-    assert reported_names(check_entry(entry, LABELS)) is None
+    assert reported_names(check_entry(entry, LABELS, False)) is None
     assert score(entry, [1, 2], [3, 2]) == {"gap": 2.0}
 
 
@@ -151,23 +151,25 @@ def test_metrics_function_runs_every_metric_on_the_tasks_predictions():
 
 
 @pytest.mark.parametrize(
-    ("entry", "inputs", "message"),
+    ("entry", "inputs", "perplexity", "message"),
     [
-        ("seqeval", LABELS, "eval_metrics: 'seqeval' scores tags, and this task predicts labels; use accuracy, f1, glue, "
-                            "matthews_correlation, pearsonr, precision, recall, spearmanr, perplexity."),
-        ("rouge", ANSWERS, "eval_metrics: 'rouge' scores texts, and this task predicts answers; use squad, squad_v2, perplexity."),
-        ("squad", TEXTS, "eval_metrics: 'squad' scores answers, and this task predicts texts; use rouge, sacrebleu, perplexity."),
-        ("accuracy", TAGS, "eval_metrics: 'accuracy' scores labels, and this task predicts tags; use seqeval, perplexity."),
-        (["accuracy"], LABELS, "eval_metrics: ['accuracy'] is not a metric; give a name (accuracy), {name: glue, config_name: mrpc}, "
-                               "a path to an evaluate module, or {_target_: pkg.function}."),
+        ("seqeval", LABELS, False, "eval_metrics: 'seqeval' scores tags, and this task predicts labels; use accuracy, f1, glue, "
+                                   "matthews_correlation, pearsonr, precision, recall, spearmanr."),
+        ("rouge", ANSWERS, False, "eval_metrics: 'rouge' scores texts, and this task predicts answers; use squad, squad_v2."),
+        ("squad", TEXTS, True, "eval_metrics: 'squad' scores answers, and this task predicts texts; use rouge, sacrebleu, perplexity."),
+        ("accuracy", TAGS, False, "eval_metrics: 'accuracy' scores labels, and this task predicts tags; use seqeval."),
+        ("perplexity", TAGS, False, "eval_metrics: 'perplexity' is exp(eval_loss) of a language model's token loss, which this "
+                                    "task's loss is not; use seqeval."),
+        (["accuracy"], LABELS, False, "eval_metrics: ['accuracy'] is not a metric; give a name (accuracy), {name: glue, config_name: mrpc}, "
+                                      "a path to an evaluate module, or {_target_: pkg.function}."),
     ],
 )
-def test_a_metric_the_task_cannot_feed_is_refused_in_one_line(entry, inputs, message):
+def test_a_metric_the_task_cannot_feed_is_refused_in_one_line(entry, inputs, perplexity, message):
     with pytest.raises(ConfigError) as refused:
-        check_entry(entry, inputs)
+        check_entry(entry, inputs, perplexity)
     assert str(refused.value) == message
 
 
 def test_a_folder_without_an_evaluate_module_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"^eval_metrics: '.*/nothing' is not an evaluate module \(.*\); give the folder holding NAME\.py, or the \.py file\.$"):
-        check_entry(str(tmp_path / "nothing"), LABELS)
+        check_entry(str(tmp_path / "nothing"), LABELS, False)

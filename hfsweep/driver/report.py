@@ -176,12 +176,14 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     return table
 
 
-def summary(best: BestTrial, run_dir: str, untrained_loss: Optional[float] = None) -> str:
+def summary(best: BestTrial, run_dir: str, untrained_loss: Optional[float] = None, perplexity: bool = False) -> str:
+    """The console's account of the best trial (`perplexity`: the task's loss is a token loss)."""
     lines = [f"Best trial {best.trial_id} at step {best.step}:"]
     lines += [f"  {path} = {value}" for path, value in best.hyperparameters.items()]
     lines.append(f"  {best.metric} = {best.value:.4f}")
     if best.metric == "eval_loss":
-        lines.append(f"  perplexity = {math.exp(best.value):.2f}")
+        if perplexity:
+            lines.append(f"  perplexity = {math.exp(best.value):.2f}")
         if untrained_loss:
             drop = 1 - best.value / untrained_loss
             lines.append(f"  untrained eval_loss = {untrained_loss:.4f} ({drop:.0%} lower after training)")

@@ -272,7 +272,7 @@ def finish(results: tune.ResultGrid, cfg: dict, task, data: PreparedData, budget
     write_best(best, storage)
     export_best(best, cfg, task, os.path.join(storage, "best"), data.label_names)
     table = write_report(storage)
-    print(summary(best, storage, untrained_eval_loss(cfg, task, data)))
+    print(summary(best, storage, untrained_eval_loss(cfg, task, data), task.reports_perplexity))
     if is_multi_objective(cfg):
         print(f"  objectives:      {', '.join(f'{name} = {value:.4g}' for name, value in best.objectives.items())} (its last report)")
         print(f"  Pareto front:    {table['pareto'].sum()} of {len(table)} trials, marked in results.md and drawn in {PARETO_PLOT}; "

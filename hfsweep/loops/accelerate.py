@@ -191,7 +191,7 @@ def train_loop_per_worker(config: dict) -> None:
                 check_finite("eval_loss", logged["eval_loss"], step)
             if step % training["save_steps"] == 0 or step == training["max_steps"]:
                 metrics = with_perplexity({**extra, **logged, **ran.metrics(), **cost.metrics(), "step": step,
-                                           "trainer_finished": step >= training["max_steps"]})
+                                           "trainer_finished": step >= training["max_steps"]}, task)
                 extra = {}
                 path = os.path.join(config["output_dir"], checkpoint_dir_name(step))
                 _save(accelerator, model, tokenizer, path)

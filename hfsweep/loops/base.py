@@ -49,7 +49,7 @@ class HFTrainerLoop(Loop):
         super().check(cfg, task)
         self._check_sft_trainer(cfg, task)
         if task.generates:
-            self._check_generation(cfg)
+            self._check_generation(cfg, task)
 
     @staticmethod
     def _check_sft_trainer(cfg: dict, task) -> None:
@@ -73,14 +73,14 @@ class HFTrainerLoop(Loop):
                               f"shard; use trainer=sft (or a subclass of its class).")
 
     @staticmethod
-    def _check_generation(cfg: dict) -> None:
+    def _check_generation(cfg: dict, task) -> None:
         """A task scored on generated text needs a generating Trainer, and a sweep metric that
         every report carries."""
         from transformers import Seq2SeqTrainer
 
         from hfsweep.config.objectives import objectives
         from hfsweep.loops.trainers import GenerationEvalTrainer
-        from hfsweep.tasks.metrics import REPORTED_METRICS
+        from hfsweep.tasks.metrics import reported_metrics
 
         trainer = import_object(cfg["trainer"]["_target_"])
         if cfg["eval_metrics"] and not issubclass(trainer, Seq2SeqTrainer):
@@ -89,7 +89,7 @@ class HFTrainerLoop(Loop):
                 f"use trainer._target_=hfsweep.loops.trainers.GenerationEvalTrainer (or a Seq2SeqTrainer)."
             )
         every = cfg["trainer"].get("every_k_evals", 1) if issubclass(trainer, GenerationEvalTrainer) else 1
-        missing = [metric for metric, _ in objectives(cfg) if metric not in REPORTED_METRICS]
+        missing = [metric for metric, _ in objectives(cfg) if metric not in reported_metrics(task)]
         if every > 1 and missing:
             raise ConfigError(
                 f"trainer.every_k_evals: {every} generates at one evaluation in {every}, so {missing[0]} is missing "

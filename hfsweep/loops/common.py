@@ -108,9 +108,10 @@ def worker_seed(seed: int, in_process: bool) -> int:
     return seed + (0 if in_process else ray.train.get_context().get_world_rank())
 
 
-def with_perplexity(metrics: dict) -> dict:
-    """`eval_perplexity` beside `eval_loss` (capped: exp(50) is already meaningless)."""
-    if "eval_loss" in metrics:
+def with_perplexity(metrics: dict, task) -> dict:
+    """`eval_perplexity` beside `eval_loss` where the task's loss is a token loss (capped: exp(50)
+    is already meaningless)."""
+    if task.reports_perplexity and "eval_loss" in metrics:
         metrics["eval_perplexity"] = math.exp(min(metrics["eval_loss"], 50.0))
     return metrics
 

@@ -70,7 +70,7 @@ class ReportCheckpointCallback(TrainerCallback):
         checkpoint_dir = None
         if state.is_world_process_zero:
             checkpoint_dir = os.path.join(args.output_dir, checkpoint_dir_name(state.global_step))
-        report(with_perplexity(metrics), checkpoint_dir, self.in_process)
+        report(with_perplexity(metrics, self.cost.task), checkpoint_dir, self.in_process)
 
 
 class StopOnDivergence(TrainerCallback):

@@ -57,6 +57,9 @@ class Task:
     # pads each batch to the batch's longest example (classification, NER, QA), on the workers.
     pads_batches = False
     counts_tokens = True  # False: its inputs are not tokens (images), so its throughput is in samples only
+    # Its eval_loss is a mean cross-entropy over tokens (a language model's), so exp(eval_loss) is a
+    # perplexity: reported as eval_perplexity, and `perplexity` may be one of its eval_metrics.
+    reports_perplexity = False
 
     def identity(self) -> list:
         """What names this task in the prepared data's cache key: its name, and the options the

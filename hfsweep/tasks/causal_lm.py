@@ -29,6 +29,7 @@ def token_features(names, length: int | None) -> dict:
 
 class CausalLM(Task):
     name = "causal_lm"
+    reports_perplexity = True
     columns = ("text_column",)
     length_key = "block_size"
     loss_type = "ForCausalLM"

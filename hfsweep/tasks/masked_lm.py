@@ -55,6 +55,7 @@ class MaskedLM(Task):
     whole_word_mask: bool = False  # mask every sub-token of a chosen word together
 
     name = "masked_lm"
+    reports_perplexity = True
     columns = ("text_column",)
     length_key = "block_size"
     worker_options = ("mlm_probability",)  # each training batch is masked on the worker

@@ -286,22 +286,27 @@ def parse_entry(entry: Any) -> MetricSpec:
     )
 
 
-def fitting_names(task_inputs: Optional[str]) -> str:
-    """The locally computed metrics a task's predictions fit, for error messages."""
-    return ", ".join([*sorted(n for n, m in LOCAL_METRICS.items() if m.inputs == task_inputs), PERPLEXITY])
+def fitting_names(task_inputs: Optional[str], perplexity: bool) -> str:
+    """The locally computed metrics a task's predictions fit (and perplexity where its loss is a
+    token loss), for error messages."""
+    names = sorted(n for n, m in LOCAL_METRICS.items() if m.inputs == task_inputs)
+    return ", ".join([*names, PERPLEXITY] if perplexity else names)
 
 
-def check_entry(entry: Any, task_inputs: Optional[str]) -> MetricSpec:
+def check_entry(entry: Any, task_inputs: Optional[str], perplexity: bool) -> MetricSpec:
     """Refuse, in one line and before Ray starts, a metric that cannot be loaded or that scores
-    predictions of another kind than the task's."""
+    predictions of another kind than the task's (`perplexity`: whether the task reports one)."""
     spec = parse_entry(entry)
     if spec.name == PERPLEXITY:
+        if not perplexity:
+            raise ConfigError(f"eval_metrics: 'perplexity' is exp(eval_loss) of a language model's token loss, "
+                              f"which this task's loss is not; use {fitting_names(task_inputs, False)}.")
         return spec
     if spec.local:
         if spec.local.inputs != task_inputs:
             raise ConfigError(
                 f"eval_metrics: '{spec.name}' scores {spec.local.inputs}, and this task predicts {task_inputs or 'none of them'}; "
-                f"use {fitting_names(task_inputs)}."
+                f"use {fitting_names(task_inputs, perplexity)}."
             )
         if spec.name == "glue" and spec.config_name not in GLUE_CONFIGS:
             raise ConfigError(f"eval_metrics: glue needs config_name, one of {', '.join(GLUE_CONFIGS)}; e.g. {{name: glue, config_name: mrpc}}.")
@@ -314,11 +319,11 @@ def check_entry(entry: Any, task_inputs: Optional[str]) -> MetricSpec:
         except ImportError as err:
             raise ConfigError(f"eval_metrics: cannot import '{spec.target}' ({err}); fix the _target_ or make its module importable.") from err
         return spec
-    _load_evaluate_module(spec, task_inputs)
+    _load_evaluate_module(spec, task_inputs, perplexity)
     return spec
 
 
-def _load_evaluate_module(spec: MetricSpec, task_inputs: Optional[str] = None):
+def _load_evaluate_module(spec: MetricSpec, task_inputs: Optional[str] = None, perplexity: bool = True):
     import evaluate
 
     try:
@@ -332,7 +337,7 @@ def _load_evaluate_module(spec: MetricSpec, task_inputs: Optional[str] = None):
         offline = "; HF_HUB_OFFLINE is set" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
         raise ConfigError(
             f"eval_metrics: '{spec.label}' is not computed locally and evaluate.load cannot load it ({type(err).__name__}{offline}); "
-            f"use {fitting_names(task_inputs)}, or a path to an evaluate module."
+            f"use {fitting_names(task_inputs, perplexity)}, or a path to an evaluate module."
         ) from err
 
 
@@ -415,9 +420,11 @@ def metrics_function(entries: list, predictions_and_references: Callable) -> Opt
     return compute_metrics
 
 
-# every trial's reports (time_total_s: Tune's, the trial's running time; what training costs, as
-# `hfsweep.contract` names it), plus eval_<eval_metrics>
-REPORTED_METRICS = ("eval_loss", "eval_perplexity", "loss", "time_total_s", *COST_METRICS)
+def reported_metrics(task) -> tuple:
+    """What every trial of `task` reports besides eval_<eval_metrics>: time_total_s is Tune's, the
+    trial's running time; the cost metrics are `hfsweep.contract`'s; eval_perplexity where the
+    task's loss is a token loss."""
+    return ("eval_loss", *(["eval_perplexity"] if task.reports_perplexity else []), "loss", "time_total_s", *COST_METRICS)
 
 
 def check_objective_metric(cfg: dict, task, metric: str) -> None:
@@ -430,7 +437,7 @@ def check_objective_metric(cfg: dict, task, metric: str) -> None:
         raise ConfigError(f"metric: {MFU} is estimated on GPUs only; set cluster.use_gpu=true, "
                           f"or use {TOKENS_PER_SECOND}.")
     if cfg["compute_metrics"]:
-        _check_reported(metric, None)
+        _check_reported(metric, None, task)
         return
     if task.metrics:  # a task computing metrics of its own names
         for name in cfg["eval_metrics"]:
@@ -441,13 +448,13 @@ def check_objective_metric(cfg: dict, task, metric: str) -> None:
             raise ConfigError(
                 f"metric: {metric} is never computed; add it, e.g. eval_metrics=[{','.join([*cfg['eval_metrics'], bare])}]."
             )
-        _check_reported(metric, list(cfg["eval_metrics"]))
+        _check_reported(metric, list(cfg["eval_metrics"]), task)
         return
     names = []
     for entry in cfg["eval_metrics"]:
-        reported = reported_names(check_entry(entry, task.inputs))
+        reported = reported_names(check_entry(entry, task.inputs, task.reports_perplexity))
         if reported is None:
-            _check_reported(metric, None)
+            _check_reported(metric, None, task)
             return
         names.extend(reported)
     bare = metric.removeprefix("eval_")
@@ -455,15 +462,16 @@ def check_objective_metric(cfg: dict, task, metric: str) -> None:
         raise ConfigError(
             f"metric: {metric} is never computed; add it, e.g. eval_metrics=[{','.join([*map(str, cfg['eval_metrics']), bare])}]."
         )
-    _check_reported(metric, names)
+    _check_reported(metric, names, task)
 
 
-def _check_reported(metric: str, names: Optional[list]) -> None:
+def _check_reported(metric: str, names: Optional[list], task) -> None:
     """`names`: what the eval metrics report (before the Trainer's `eval_`), or None if unknown."""
+    always = reported_metrics(task)
     if names is None:
-        if not metric.startswith("eval_") and metric not in REPORTED_METRICS:
+        if not metric.startswith("eval_") and metric not in always:
             raise ConfigError(f"metric: '{metric}' is not reported; eval metrics are reported as eval_NAME.")
         return
-    reported = [*REPORTED_METRICS, *(f"eval_{name}" for name in names if f"eval_{name}" not in REPORTED_METRICS)]
+    reported = [*always, *(f"eval_{name}" for name in names if f"eval_{name}" not in always)]
     if metric not in reported:
         raise ConfigError(f"metric: no trial reports '{metric}'; choose one of {', '.join(reported)}.")

@@ -34,6 +34,7 @@ class Seq2Seq(Task):
     max_target_length: int = 64  # target tokens, padded and truncated
 
     name = "seq2seq"
+    reports_perplexity = True
     columns = ("text_column", "target_column")
     text_keys = ("text_column", "target_column", "source_lang", "target_lang")
     inputs = TEXTS

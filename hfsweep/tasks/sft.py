@@ -113,6 +113,7 @@ class SFT(Task):
     packing: bool = False  # pack examples into blocks of max_length (TRL's wrapped packing) instead of padding each
 
     name = "sft"
+    reports_perplexity = True
     length_key = "max_length"
     loss_type = "ForCausalLM"
 
