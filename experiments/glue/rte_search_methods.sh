@@ -5,7 +5,8 @@
 #   grid  8 trials to the end (4 learning rates x 2 weight decays, FIFO);
 #   bo    Optuna's TPE with ASHA over learning rate and weight decay, stopped by budget.trial_hours
 #         set to what the grid spent (read from its summary);
-#   pbt   8 trials of PBT over the same space, perturbed every epoch (80 steps), to the end;
+#   pbt   a population of 8 trials of PBT over the same space (2 running at a time, the others
+#         paused), perturbed every epoch (80 steps), to the end;
 #   seeds each winner re-trained over seeds 1, 2, 3 (python -m hfsweep.replay; PBT's winner is
 #         replayed at its final values, not as its schedule: replaying schedules is not built yet).
 # Each stage skips what is already finished, so the script resumes across sessions (an interrupted
@@ -41,9 +42,12 @@ for step in "$@"; do
       used=$(sed -n 's/^  budget: *\([0-9.e+-]*\) of 1000 trial-hours.*/\1/p' "$OUT/logs/rte_grid.log" | tail -1)
       : "${used:?run the grid first: its summary gives the trial-hours the other methods get}"
       stage bo search_alg=optuna scheduler=asha num_samples=64 budget.trial_hours="$used" "${SPACE[@]}" ;;
-    pbt)  # PBT copies a donor's latest checkpoint: every trial keeps its checkpoints
+    pbt)  # PBT copies a donor's latest checkpoint: every trial keeps its checkpoints. The population is
+          # all 8 trials at once (max_concurrent_trials caps how many exist), of which 2 run at a
+          # time: 3 of the 8 logical CPUs each, one thread each (OMP_NUM_THREADS) as in grid and bo.
       stage pbt scheduler=pbt scheduler.grace_period=null scheduler.perturbation_interval=80 +scheduler.synch=true num_samples=8 \
-        checkpoints.keep_per_trial=null "${SPACE[@]}" ;;
+        checkpoints.keep_per_trial=null cluster.max_concurrent_trials=8 cluster.resources_per_worker.CPU=3 \
+        '+cluster.runtime_env.env_vars.OMP_NUM_THREADS="1"' "${SPACE[@]}" ;;
     seeds)
       for name in grid bo pbt; do
         if [ -f "$RUNS/$name/replay/replay.md" ]; then echo "=== $name seeds: finished already"; continue; fi
