@@ -424,7 +424,8 @@ def reported_metrics(task) -> tuple:
     """What every trial of `task` reports besides eval_<eval_metrics>: time_total_s is Tune's, the
     trial's running time; the cost metrics are `hfsweep.contract`'s; eval_perplexity where the
     task's loss is a token loss."""
-    return ("eval_loss", *(["eval_perplexity"] if task.reports_perplexity else []), "loss", "time_total_s", *COST_METRICS)
+    perplexity = ("eval_perplexity",) if task.reports_perplexity else ()
+    return ("eval_loss", *perplexity, "loss", "time_total_s", *COST_METRICS)
 
 
 def check_objective_metric(cfg: dict, task, metric: str) -> None:
