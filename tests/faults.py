@@ -36,11 +36,11 @@ class HoldAfterStep(TrainerCallback):
     """After `step` is saved and reported, hold training until the test has injected its fault, so
     the fault always lands mid-trial however slow the machine. The hold is signalled by a `holding`
     file in the sweep's train_runs folder; the test releases it with a `released` file (restarted
-    workers then go straight on). With `learning_rate`, only the trial training with it holds.
-    A hold not released within `timeout_s` errors the trial, which fails the test."""
+    workers then go straight on). With `learning_rate` or `seed`, only the trial training with it
+    holds. A hold not released within `timeout_s` errors the trial, which fails the test."""
 
-    def __init__(self, step: int, timeout_s: float = 120, learning_rate: float | None = None):
-        self.step, self.timeout_s, self.learning_rate = step, timeout_s, learning_rate
+    def __init__(self, step: int, timeout_s: float = 120, learning_rate: float | None = None, seed: int | None = None):
+        self.step, self.timeout_s, self.learning_rate, self.seed = step, timeout_s, learning_rate, seed
 
     def on_step_begin(self, args, state, control, **kwargs):
         train_runs = os.path.dirname(os.path.dirname(args.output_dir))
@@ -48,6 +48,8 @@ class HoldAfterStep(TrainerCallback):
         if state.global_step != self.step or os.path.exists(released):
             return
         if self.learning_rate is not None and args.learning_rate != self.learning_rate:
+            return
+        if self.seed is not None and args.seed != self.seed:
             return
         open(os.path.join(train_runs, "holding"), "w").close()
         deadline = time.time() + self.timeout_s

@@ -118,3 +118,55 @@ def test_resume_of_a_directory_without_a_sweep_is_refused(tmp_path):
     assert proc.stderr.strip().splitlines()[-1] == (
         f"hfsweep: error: resume: '{tmp_path}' holds no sweep (resolved_config.yaml is missing); pass a sweep's run directory."
     )
+
+
+# Replay drops the sweep's callbacks (nothing ends a seed early); its first run here keeps the hold.
+REPLAY_KEEPING_CALLBACKS = (
+    "import sys; from hfsweep.cli import replay; "
+    "replay.FULL_BUDGET = {k: v for k, v in replay.FULL_BUDGET.items() if k != 'callbacks'}; sys.exit(replay.main(sys.argv[1:]))"
+)
+
+
+def test_an_interrupted_replay_is_finished_by_the_same_command(tmp_path, cache_dir):
+    """Replay's seeds are a sweep too: killed mid-way, the same `python -m hfsweep.replay` command
+    keeps the finished seed and continues the other from its checkpoint, then writes the table."""
+    run_dir = tmp_path / "run"
+    swept = subprocess.run([sys.executable, "-m", "hfsweep", "debug=tiny", "cluster.max_concurrent_trials=1",
+                            f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"], capture_output=True, text=True, timeout=600)
+    assert swept.returncode == 0, swept.stderr[-3000:]
+    saved = yaml.safe_load((run_dir / "resolved_config.yaml").read_text())
+    saved["callbacks"] = {"hold": {"_target_": "tests.faults.HoldAfterStep", "step": 10, "seed": 2}}  # the second seed holds
+    (run_dir / "resolved_config.yaml").write_text(yaml.safe_dump(saved))
+    experiment = run_dir / "replay" / "sweep"
+    command = [sys.executable, "-m", "hfsweep.replay", str(run_dir), "--seeds", "1", "2"]
+    driver = subprocess.Popen([sys.executable, "-c", REPLAY_KEEPING_CALLBACKS, *command[3:]], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env={**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"})
+    held_pointer = os.path.join(experiment, "run_trial_*_00001", "checkpoint_000000", "hfsweep_checkpoint.json")
+    holding = experiment / "train_runs" / "holding"
+    deadline = time.time() + 300
+    while not (holding.exists() and glob.glob(held_pointer)) and time.time() < deadline and driver.poll() is None:
+        time.sleep(0.2)
+    assert driver.poll() is None and glob.glob(held_pointer), "the second seed never held at its checkpoint-10"
+    time.sleep(3)  # Tune saves its experiment state every second (TUNE_GLOBAL_CHECKPOINT_S)
+    interrupt(driver, "sigkill")
+    (first,) = finished_trials(str(experiment))
+    before = open(os.path.join(first, "result.json")).read()
+    assert not (run_dir / "replay" / "replay.md").exists()
+    (holding.parent / "released").touch()
+
+    other_seeds = subprocess.run([*command[:-2], "1", "3"], capture_output=True, text=True, timeout=120)
+    assert other_seeds.returncode == 2
+    assert other_seeds.stderr.strip().splitlines()[-1] == (
+        f"hfsweep: error: replay: '{run_dir / 'replay'}' holds an unfinished replay of seeds 1 2; "
+        "pass --seeds 1 2 to finish it, or move it aside to replay other seeds."
+    )
+
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert open(os.path.join(first, "result.json")).read() == before, "the finished seed was trained again"
+    (held,) = glob.glob(os.path.join(experiment, "run_trial_*_00001", "result.json"))
+    assert [json.loads(line)["step"] for line in open(held) if line.strip()] == [10, 20], "seed 2 did not continue from its checkpoint"
+    table = pd.read_csv(run_dir / "replay" / "replay.csv", dtype={"seed": str}).set_index("seed")
+    assert list(table.index) == ["1", "2", "mean", "std"] and list(table.loc[["1", "2"], "step"]) == [20, 20]
+    again = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and "already exists; move or delete it to replay again." in again.stderr

@@ -5,7 +5,9 @@ its full budget (`training.max_steps`): no scheduler, stopper or early stopping 
 The seeds run as one sweep, a grid over `seed`, in RUN_DIR/replay/, which also holds
 `replay.csv` and `replay.md`: per seed the final scores (`last_eval_*`, every eval metric of its
 last evaluation), the best value of the sweep metric, and each `extra_validation` set's scores of
-its final model (`NAME_eval_*`); then their mean ± std.
+its final model (`NAME_eval_*`); then their mean ± std. An interrupted replay (no `replay.md` yet)
+is finished by the same command: its finished seeds are kept, the others resume from their latest
+checkpoint (`python -m hfsweep.resume` on RUN_DIR/replay/).
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.loading import saved_config
 from hfsweep.config.objectives import first_objective
 from hfsweep.driver.rerun import FULL_BUDGET
 from hfsweep.driver.tables import markdown
@@ -76,14 +80,32 @@ def replay_table(out: str, metric: str, final: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def interrupted_replay(run_dir: str, seeds: list[int]) -> Optional[str]:
+    """RUN_DIR/replay/ when it holds a replay of `seeds` that did not finish (its config saved, no
+    replay.md); None when there is none. Other seeds than the interrupted replay's are refused."""
+    out = os.path.join(os.path.abspath(run_dir), REPLAY_DIR)
+    if os.path.exists(os.path.join(out, "replay.md")) or not os.path.isfile(os.path.join(out, RESOLVED_CONFIG)):
+        return None
+    started = saved_config(out)["search_space"]["seed"]["values"]
+    if list(seeds) != started:
+        raise ConfigError(f"replay: '{out}' holds an unfinished replay of seeds {' '.join(map(str, started))}; "
+                          f"pass --seeds {' '.join(map(str, started))} to finish it, or move it aside to replay other seeds.")
+    return out
+
+
 def replay(run_dir: str, seeds: list[int]) -> str:
-    """Run the replay and write its table; returns the replay directory."""
+    """Run the replay, or finish an interrupted one, and write its table; returns the replay directory."""
     from hfsweep.driver import sweep
     from hfsweep.driver.preflight import preflight
 
-    cfg = replay_config(run_dir, seeds)
-    results = sweep.run(preflight(cfg))
-    out = cfg["cluster"]["storage_path"]
+    out = interrupted_replay(run_dir, seeds)
+    if out:
+        print(f"replay: finishing the interrupted replay in {out}; its finished seeds are kept")
+        cfg, results = saved_config(out), sweep.resume(out)
+    else:
+        cfg = replay_config(run_dir, seeds)
+        results = sweep.run(preflight(cfg))
+        out = cfg["cluster"]["storage_path"]
     replay_table(out, first_objective(cfg)[0], final_scores(results, cfg))
     return out
 
