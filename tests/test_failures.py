@@ -15,6 +15,7 @@ import pytest
 from hfsweep.driver import sweep
 from hfsweep.driver.ray_cluster import check_reachable, max_concurrent_trials
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.resources import DATA_CPUS, usable_cores
 from tests.conftest import resolved_config
 from tests.faults import HOLD_AFTER_STEP_10, SweepInBackground, assert_one_restart_from_a_checkpoint
 from hfsweep.driver.preflight import preflight
@@ -113,7 +114,7 @@ def test_a_local_ray_runs_single_process_trials_at_most_one_per_core(ray_cluster
     """8 logical CPUs, 1 left for Ray Data: two 2-worker trials fit (3 CPUs each), one 3-worker
     trial (4 CPUs; two would take all 8), single-process ones one per core."""
     in_process = resolved_config(["cluster.num_workers=1"], tmp_path, cache_dir)["cluster"]
-    assert max_concurrent_trials(in_process) == min(8, os.cpu_count())
+    assert max_concurrent_trials(in_process) == min(8 - DATA_CPUS, usable_cores())
     assert max_concurrent_trials({**in_process, "max_concurrent_trials": 5}) == 5
     assert max_concurrent_trials(resolved_config([], tmp_path, cache_dir)["cluster"]) == 2
     assert max_concurrent_trials(resolved_config(["cluster.num_workers=3"], tmp_path, cache_dir)["cluster"]) == 1

@@ -43,11 +43,11 @@ for step in "$@"; do
       : "${used:?run the grid first: its summary gives the trial-hours the other methods get}"
       stage bo search_alg=optuna scheduler=asha num_samples=64 budget.trial_hours="$used" "${SPACE[@]}" ;;
     pbt)  # PBT copies a donor's latest checkpoint: every trial keeps its checkpoints. The population is
-          # all 8 trials at once (max_concurrent_trials caps how many exist), of which 2 run at a
-          # time: 3 of the 8 logical CPUs each, one thread each (OMP_NUM_THREADS) as in grid and bo.
+          # all 8 trials at once, of which 2 run at a time (one per core), the others paused. The run
+          # reported was made before hfsweep bounded running trials by core, with the same effect from
+          # cluster.max_concurrent_trials=8 cluster.resources_per_worker.CPU=3 and OMP_NUM_THREADS=1.
       stage pbt scheduler=pbt scheduler.grace_period=null scheduler.perturbation_interval=80 +scheduler.synch=true num_samples=8 \
-        checkpoints.keep_per_trial=null cluster.max_concurrent_trials=8 cluster.resources_per_worker.CPU=3 \
-        '+cluster.runtime_env.env_vars.OMP_NUM_THREADS="1"' "${SPACE[@]}" ;;
+        checkpoints.keep_per_trial=null "${SPACE[@]}" ;;
     seeds)
       for name in grid bo pbt; do
         if [ -f "$RUNS/$name/replay/replay.md" ]; then echo "=== $name seeds: finished already"; continue; fi

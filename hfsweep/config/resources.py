@@ -3,6 +3,8 @@ trial; and the checks that the hardware can run what the config asks (`check_har
 
 from __future__ import annotations
 
+import os
+
 from hfsweep.config.errors import ConfigError
 
 GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fsdp (plain DDP) and DeepSpeed needs CUDA
@@ -10,6 +12,11 @@ GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fs
 # CPUs the trials leave free for Ray Data's read tasks, which stream the train split's shards to
 # the workers: with every CPU held by trials they could never be scheduled (Ray Data's guidance).
 DATA_CPUS = 1
+
+
+def usable_cores() -> int:
+    """Every core this process may run on (its CPU affinity: a container's or taskset's limit)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def trains_in_process(cluster: dict) -> bool:

@@ -22,6 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hfsweep.config.resources import usable_cores
+
 SHARD_PATTERN = "part-{:05d}.parquet"
 
 
@@ -30,11 +32,6 @@ class ShardsWritten:
     num_shards: int
     num_rows: int
     num_tokens: int
-
-
-def default_num_proc() -> int:
-    """Every core this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 # One chunk's work, in a pool process or in this one: what `_start` loads once per process.
@@ -103,7 +100,7 @@ def write_shards(split, task, tokenizer_path: str, data_cfg: dict, out_dir: str)
     from tqdm.auto import tqdm
 
     chunk_rows, budget = data_cfg["chunk_rows"], data_cfg["max_train_tokens"]
-    num_proc = data_cfg["num_proc"] or default_num_proc()
+    num_proc = data_cfg["num_proc"] or usable_cores()
     total = -(-len(split) // chunk_rows) if hasattr(split, "__len__") else None
     on_cluster = data_cfg["prepare_on"] == "cluster"
     if total is not None and total < 2 * num_proc and not on_cluster:

@@ -15,7 +15,7 @@ import ray
 
 from hfsweep.compat import gcs_port, quiet_ray_auth_notice
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.resources import DATA_CPUS, resource_names, trial_resources, trial_shape, trains_in_process
+from hfsweep.config.resources import DATA_CPUS, resource_names, trial_resources, trial_shape, trains_in_process, usable_cores
 
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE", "HF_HOME", "HFSWEEP_CACHE")
 # A Ray started for one sweep on one machine: notice a finished worker group sooner, and skip the
@@ -32,6 +32,11 @@ QUIET_ENV = {
 
 
 MIN_FREE_MB = 200
+# A Ray started here declares one per core it may use, and an in-process trial holds one: more
+# single-process trainings than cores only share them, so every trial would run slower and a
+# scheduler's early stops free nothing until late. A resource rather than a cap on the searcher,
+# because Tune's caps count paused trials as running and would shrink a PBT population.
+TRIAL_SLOT = "hfsweep_trial_slot"
 
 
 def init_ray(cluster: dict) -> None:
@@ -85,7 +90,8 @@ def start_local_ray(cluster: dict, env: dict, runtime_env: dict) -> None:
     env = {**LOCAL_RAY_ENV, **env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
     with gcs_port(port), raylet_startup_concurrency(cluster["num_cpus"]):
         # "local": a new Ray even when `ray start` left one that a bare ray.init() would join
-        ray.init(address="local", num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"], runtime_env=with_env_vars(runtime_env, env))
+        ray.init(address="local", num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"],
+                 resources={TRIAL_SLOT: usable_cores()}, runtime_env=with_env_vars(runtime_env, env))
 
 
 @contextlib.contextmanager
@@ -144,22 +150,24 @@ def check_trial_fits(cluster: dict) -> None:
         )
 
 
-def max_concurrent_trials(cluster: dict) -> int:
-    """As many trials as the cluster's resources hold at once, unless configured.
+def held_per_trial(cluster: dict) -> dict:
+    """What one trial holds of the connected Ray: every worker's resources (`trial_resources`),
+    and for an in-process trial one trial slot where the Ray declares them (`TRIAL_SLOT`)."""
+    held = trial_resources(cluster)
+    if trains_in_process(cluster) and ray.cluster_resources().get(TRIAL_SLOT):
+        held[TRIAL_SLOT] = 1
+    return held
 
-    On a Ray started here, single-process trials are also capped at this machine's cores: its
-    logical CPUs are declared so that a worker group's processes fit, and more single-process
-    trainings than cores only share them, so every trial runs slower and a scheduler's early
-    stops free nothing until late. `DATA_CPUS` stay free for reading the data.
-    """
+
+def max_concurrent_trials(cluster: dict) -> int:
+    """As many trials as the cluster's resources hold at once (`held_per_trial`: on a Ray started
+    here, at most one in-process trial per core), unless configured. `DATA_CPUS` stay free for
+    reading the data."""
     if cluster["max_concurrent_trials"]:
         return cluster["max_concurrent_trials"]
     available = ray.cluster_resources()
     available["CPU"] = available.get("CPU", 0) - DATA_CPUS
-    fits = max(1, min(math.floor(available.get(k, 0) / v) for k, v in trial_resources(cluster).items() if v))
-    if not cluster["address"] and trains_in_process(cluster):
-        return min(fits, os.cpu_count() or 1)
-    return fits
+    return max(1, min(math.floor(available.get(k, 0) / v) for k, v in held_per_trial(cluster).items() if v))
 
 
 def check_storage_writable(storage: str) -> None:

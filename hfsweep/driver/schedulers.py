@@ -57,9 +57,9 @@ def build_scheduler(cfg: dict, param_space: dict):
     return instantiate_at("scheduler", node)
 
 
-def build_search_alg(cfg: dict, max_concurrent: int, extra: Optional[dict] = None):
-    """Instantiate the configured Tune search algorithm, capped at max_concurrent running trials,
-    with the constructor arguments of a warm start (`hfsweep.driver.warm_start`).
+def build_search_alg(cfg: dict, max_concurrent: Optional[int], extra: Optional[dict] = None):
+    """Instantiate the configured Tune search algorithm, capped at max_concurrent running trials
+    (None: no cap), with the constructor arguments of a warm start (`hfsweep.driver.warm_start`).
 
     Tune ignores TuneConfig.max_concurrent_trials for a variant generator, so the cap is set here.
     Several objectives go to the searcher itself: Tune's TuneConfig takes one metric.
@@ -71,7 +71,7 @@ def build_search_alg(cfg: dict, max_concurrent: int, extra: Optional[dict] = Non
     except ImportError as err:
         raise ConfigError(f"search_alg: {node['_target_']} cannot be imported ({err}); pip install 'hfsweep[search]'.") from err
     if cls is BasicVariantGenerator:
-        return instantiate_at("search_alg", node, max_concurrent=max_concurrent, **extra)
+        return instantiate_at("search_alg", node, max_concurrent=max_concurrent or 0, **extra)  # 0: no cap
     grids = [path for path, spec in iter_leaves(cfg["search_space"]) if spec["sampler"] == "grid"]
     if grids:
         raise ConfigError(
@@ -79,7 +79,8 @@ def build_search_alg(cfg: dict, max_concurrent: int, extra: Optional[dict] = Non
         )
     if is_multi_objective(cfg):
         extra.update(metric=cfg["metric"], mode=cfg["mode"])
-    return ConcurrencyLimiter(instantiate_at("search_alg", node, **extra), max_concurrent=max_concurrent)
+    searcher = instantiate_at("search_alg", node, **extra)
+    return ConcurrencyLimiter(searcher, max_concurrent=max_concurrent) if max_concurrent else searcher
 
 
 class ThresholdStopper(tune.Stopper):

@@ -6,8 +6,10 @@ the preflight before Ray starts. (A warm start's rules need its earlier run dire
 
 from __future__ import annotations
 
+import math
+
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import import_object
+from hfsweep.config.loading import import_object, iter_leaves
 from hfsweep.config.objectives import is_multi_objective
 from hfsweep.config.validation import PLATEAU, as_override, lr_scheduler_types
 
@@ -37,6 +39,15 @@ def _validate_population_training(cfg: dict) -> None:
     if not is_population_training(cfg):
         return
     name = cfg["scheduler"]["_target_"].rsplit(".", 1)[-1]
+    population = cfg["num_samples"] * math.prod(len(spec["values"]) for _, spec in iter_leaves(cfg["search_space"])
+                                                 if spec["sampler"] == "grid")
+    cap = cfg["cluster"]["max_concurrent_trials"]
+    if cap and cap < population:
+        raise ConfigError(
+            f"cluster.max_concurrent_trials: under {name} Tune counts paused trials as running, so {cap} would keep "
+            f"only {cap} of the population's {population} trials alive; drop it (what runs at once is bounded by "
+            f"the cluster's resources, one in-process trial per core on a Ray started here)."
+        )
     if PLATEAU in lr_scheduler_types(cfg):
         raise ConfigError(
             f"training.lr_scheduler_type: under {name}, {PLATEAU} cannot carry an exploited trial's own "

@@ -19,7 +19,7 @@ from hfsweep.compat import hide_from_result_tables, restored_callbacks
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import extended_config, import_object, iter_leaves, saved_config
 from hfsweep.config.objectives import first_objective, is_multi_objective
-from hfsweep.config.resources import trial_resources, trains_in_process
+from hfsweep.config.resources import trains_in_process
 from hfsweep.contract import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare
 from hfsweep.driver.budget import SweepBudget, build_budget
@@ -28,12 +28,13 @@ from hfsweep.driver.loggers import build_loggers
 from hfsweep.driver.pareto import PARETO_PLOT
 from hfsweep.driver.preflight import CheckedConfig, preflight
 from hfsweep.driver.provenance import write_provenance
-from hfsweep.driver.ray_cluster import check_storage_writable, check_trial_fits, init_ray, max_concurrent_trials
+from hfsweep.driver.ray_cluster import check_storage_writable, check_trial_fits, held_per_trial, init_ray, max_concurrent_trials
 from hfsweep.driver.best import BestTrial, best_trial, write_best
 from hfsweep.driver.evaluation import evaluate_model
 from hfsweep.driver.export import export_best
 from hfsweep.driver.report import summary, write_report
 from hfsweep.driver.schedulers import build_scheduler, build_search_alg, build_stopper
+from hfsweep.driver.search_rules import is_population_training
 from hfsweep.driver.search_space import compile_search_space
 from hfsweep.driver.select import (candidates_from, rank, selection_config, selection_points, selection_summary,
                                    top_configurations, winner_checkpoint, write_selection)
@@ -50,14 +51,14 @@ NOT_PRINTED = ("checkpoint_dir_name", SAMPLES_PER_SECOND, TRAINABLE_PARAMS)
 
 def trainable_for(cfg: dict, task, data: PreparedData):
     """The Tune trainable: `run_trial` bound to the config, its Task (resolved here, once, and
-    handed to every trial's workers) and the shared Ray Datasets. An
-    in-process trial holds its worker's resources; one that drives a worker group holds 1 CPU,
-    and Train reserves the workers'."""
+    handed to every trial's workers) and the shared Ray Datasets. An in-process trial holds its
+    worker's resources (and a trial slot, `held_per_trial`); one that drives a worker group holds
+    1 CPU, and Train reserves the workers'."""
     ray_datasets = load_ray_datasets(data, cfg["data"]["datasets_to_split"], cfg["seed"])  # once, shared by every trial
     cluster = cfg["cluster"]
     return tune.with_resources(
         tune.with_parameters(run_trial, cfg=cfg, task=task, data=data, ray_datasets=ray_datasets),
-        trial_resources(cluster) if trains_in_process(cluster) else {"CPU": 1},
+        held_per_trial(cluster) if trains_in_process(cluster) else {"CPU": 1},
     )
 
 
@@ -89,7 +90,9 @@ def build_tuner(cfg: dict, param_space: dict, task, data: PreparedData, schedule
     the first."""
     cluster = cfg["cluster"]
     in_process = trains_in_process(cluster)
-    concurrency = max_concurrent_trials(cluster)
+    # PBT's population is every trial it starts, alive at once; Tune's caps count its paused trials
+    # as running, so only the cluster's resources bound what runs (`held_per_trial`).
+    concurrency = None if is_population_training(cfg) else max_concurrent_trials(cluster)
     single = not is_multi_objective(cfg)
     return tune.Tuner(
         trainable_for(cfg, task, data),
@@ -99,7 +102,7 @@ def build_tuner(cfg: dict, param_space: dict, task, data: PreparedData, schedule
             mode=cfg["mode"] if single else None,
             scheduler=scheduler,
             search_alg=build_search_alg(cfg, concurrency, setup.searcher_arguments),
-            num_samples=setup.num_samples or cfg["num_samples"],  # the concurrency cap is on the search algorithm (above)
+            num_samples=setup.num_samples or cfg["num_samples"],  # the concurrency cap is on the search algorithm
             reuse_actors=in_process,
             trial_dirname_creator=trial_dirname,
         ),
