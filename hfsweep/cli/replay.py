@@ -88,8 +88,9 @@ def interrupted_replay(run_dir: str, seeds: list[int]) -> Optional[str]:
         return None
     started = saved_config(out)["search_space"]["seed"]["values"]
     if list(seeds) != started:
-        raise ConfigError(f"replay: '{out}' holds an unfinished replay of seeds {' '.join(map(str, started))}; "
-                          f"pass --seeds {' '.join(map(str, started))} to finish it, or move it aside to replay other seeds.")
+        listed = " ".join(map(str, started))
+        raise ConfigError(f"replay: '{out}' holds an unfinished replay of seeds {listed}; "
+                          f"pass --seeds {listed} to finish it, or move it aside to replay other seeds.")
     return out
 
 

@@ -15,7 +15,8 @@ import ray
 
 from hfsweep.compat import gcs_port, quiet_ray_auth_notice
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.resources import DATA_CPUS, resource_names, trial_resources, trial_shape, trains_in_process, usable_cores
+from hfsweep.config.resources import (DATA_CPUS, resource_names, trial_resources, trial_shape, trains_in_process,
+                                      usable_cores)
 
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE", "HF_HOME", "HFSWEEP_CACHE")
 # A Ray started for one sweep on one machine: notice a finished worker group sooner, and skip the

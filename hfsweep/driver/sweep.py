@@ -28,7 +28,8 @@ from hfsweep.driver.loggers import build_loggers
 from hfsweep.driver.pareto import PARETO_PLOT
 from hfsweep.driver.preflight import CheckedConfig, preflight
 from hfsweep.driver.provenance import write_provenance
-from hfsweep.driver.ray_cluster import check_storage_writable, check_trial_fits, held_per_trial, init_ray, max_concurrent_trials
+from hfsweep.driver.ray_cluster import (check_storage_writable, check_trial_fits, held_per_trial, init_ray,
+                                       max_concurrent_trials)
 from hfsweep.driver.best import BestTrial, best_trial, write_best
 from hfsweep.driver.evaluation import evaluate_model
 from hfsweep.driver.export import export_best
