@@ -59,6 +59,19 @@ class HoldAfterStep(TrainerCallback):
             time.sleep(0.1)
 
 
+class RecordSteps(TrainerCallback):
+    """Not a fault: appends each training step's wall-clock interval to the sweep's
+    train_runs/steps.log (`TRIAL BEGIN END`), so a test can count the trials training at one moment."""
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.began = time.time()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        trial_dir = os.path.dirname(args.output_dir)  # train_runs/TRIAL_ID[-from-DONOR]/hf_checkpoints
+        with open(os.path.join(os.path.dirname(trial_dir), "steps.log"), "a") as f:
+            f.write(f"{os.path.basename(trial_dir).split('-from-')[0]} {self.began} {time.time()}\n")
+
+
 HOLD_AFTER_STEP_10 = ["+callbacks.hold._target_=tests.faults.HoldAfterStep", "+callbacks.hold.step=10"]
 
 

@@ -3,12 +3,10 @@ donor's weights and its own perturbed learning rate and weight decay in effect, 
 
 from __future__ import annotations
 
-import glob
-import json
 import os
-import re
 import subprocess
 import sys
+from collections import defaultdict
 
 import pandas as pd
 import pytest
@@ -112,21 +110,25 @@ def test_a_trial_restored_from_its_own_checkpoint_keeps_its_hyperparameters(pbt_
 
 def test_a_population_larger_than_the_cores_is_alive_at_once_and_runs_one_trial_per_core(tmp_path, cache_dir):
     """`python -m hfsweep` pinned to (at most) 2 cores, a population of twice that: every trial
-    reports its first perturbation point before any trial ends (all alive at once, the others
-    paused), and Tune's table never shows more trials running than cores."""
+    trains its first step before any trial trains its last (all alive at once, the others paused),
+    and no more trials than cores train at any moment (each step's interval, `RecordSteps`)."""
     cores = sorted(os.sched_getaffinity(0))[:2]
     population = 2 * len(cores)
     run_dir = tmp_path / "run"
     command = [sys.executable, "-m", "hfsweep", "debug=tiny", "scheduler=pbt", "search_space=learning_rate_loguniform",
-               f"num_samples={population}", "training.max_steps=30", f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+               f"num_samples={population}", "training.max_steps=30", "+callbacks.steps._target_=tests.faults.RecordSteps",
+               f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=900, preexec_fn=lambda: os.sched_setaffinity(0, cores))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert set(pd.read_csv(run_dir / "results.csv")["ended"]) == {"completed"}
-    histories = [[json.loads(line) for line in open(path) if line.strip()]
-                 for path in glob.glob(str(run_dir / "sweep" / "run_trial_*" / "result.json"))]
-    assert len(histories) == population
-    first_reports = [history[0]["timestamp"] for history in histories]
-    last_reports = [history[-1]["timestamp"] for history in histories]
-    assert max(first_reports) < min(last_reports), "a trial of the population started only after another had ended"
-    running = [int(n) for n in re.findall(r"Trial status: .*?(\d+) RUNNING", proc.stdout)]
-    assert running and max(running) <= len(cores), f"Tune ran {max(running)} trials at once on {len(cores)} cores"
+    steps = defaultdict(list)
+    for line in open(run_dir / "sweep" / "train_runs" / "steps.log"):
+        trial, began, ended = line.split()
+        steps[trial].append((float(began), float(ended)))
+    assert len(steps) == population
+    first_begins = [min(b for b, _ in intervals) for intervals in steps.values()]
+    last_ends = [max(e for _, e in intervals) for intervals in steps.values()]
+    assert max(first_begins) < min(last_ends), "a trial of the population started only after another had ended"
+    training_at = [sum(any(b <= moment <= e for b, e in intervals) for intervals in steps.values())
+                   for moment in sorted(b for intervals in steps.values() for b, _ in intervals)]
+    assert max(training_at) <= len(cores), f"{max(training_at)} trials trained at once on {len(cores)} cores"
