@@ -255,8 +255,6 @@ REFUSED = [
     (["strategy=fsdp"], "strategy=fsdp: needs GPUs; set cluster.use_gpu=true on a GPU machine, or use strategy=ddp on CPUs."),
     # PEFT
     (["peft=lora", "peft.load_in_4bit=true"], "peft.load_in_4bit: a quantized base (QLoRA) needs a CUDA GPU; set cluster.use_gpu=true on a GPU machine, or peft.load_in_4bit=false."),
-    (["scheduler=pbt", "num_samples=2", "search_space.training.learning_rate.values=[1e-3,1e-4,1e-5,1e-6]", "cluster.max_concurrent_trials=4"],
-     "cluster.max_concurrent_trials: under PopulationBasedTraining Tune counts paused trials as running, so 4 would keep only 4 of the population's 8 trials alive; drop it (what runs at once is bounded by the cluster's resources, one in-process trial per core on a Ray started here)."),
     (["peft=lora", "scheduler=pbt", "+search_space.peft.r={sampler:choice,values:[4,8]}"], "search_space.peft.r: PopulationBasedTraining would perturb it, and an exploited trial cannot load a donor's adapter of another shape; add search_space.peft.r.perturb=false (sampled per trial, taken from the donor at an exploit), or use scheduler=asha."),
     (["peft=lora", "peft.target_modules=[q_proj]"], "peft.target_modules: ['q_proj'] does not fit this gpt2 model (Target modules {'q_proj'} not found in the base model. Please check the target modules and try again.); use some of c_attn, c_fc, c_proj, lm_head, or all-linear."),
     (["+search_space.peft.r={sampler:choice,values:[4,8]}"], "search_space.peft.r: peft=none trains no adapter; add peft=lora, or drop the key."),

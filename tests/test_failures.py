@@ -110,6 +110,22 @@ def test_a_trial_shape_the_cluster_cannot_hold_fails_at_once_and_writes_nothing(
     assert not (tmp_path / "resolved_config.yaml").exists() and not (tmp_path / "provenance.json").exists()
 
 
+def test_a_pbt_population_of_worker_group_trials_larger_than_what_fits_is_refused_before_anything_is_written(
+        ray_cluster, tmp_path, cache_dir):
+    """2-worker trials: Tune reserves only each trial's own CPU, so the searcher's cap (2 fit in the
+    test's 8 CPUs) is what bounds them, and Tune counts PBT's paused trials against it."""
+    cfg = resolved_config(["scheduler=pbt", "num_samples=1"], tmp_path, cache_dir)  # the default grid: 4 learning rates
+    with pytest.raises(ConfigError) as refused:
+        sweep.run(preflight(cfg))
+    assert str(refused.value) == (
+        "num_samples: under PopulationBasedTraining the population of 4 trials must be alive at once, but this sweep "
+        "runs at most 2 trials at a time (its trial shape, or cluster.max_concurrent_trials) and Tune counts paused "
+        "trials against that; lower num_samples to 2, or train each trial in its own process (cluster.num_workers=1) "
+        "on a Ray hfsweep starts, where the rest of the population waits paused."
+    )
+    assert not (tmp_path / "resolved_config.yaml").exists() and not (tmp_path / "provenance.json").exists()
+
+
 def test_a_local_ray_runs_single_process_trials_at_most_one_per_core(ray_cluster, tmp_path, cache_dir):
     """8 logical CPUs, 1 left for Ray Data: two 2-worker trials fit (3 CPUs each), one 3-worker
     trial (4 CPUs; two would take all 8), single-process ones one per core."""

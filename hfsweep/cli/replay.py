@@ -13,6 +13,7 @@ checkpoint (`python -m hfsweep.resume` on RUN_DIR/replay/).
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import sys
 from pathlib import Path
@@ -86,11 +87,15 @@ def interrupted_replay(run_dir: str, seeds: list[int]) -> Optional[str]:
     out = os.path.join(os.path.abspath(run_dir), REPLAY_DIR)
     if os.path.exists(os.path.join(out, "replay.md")) or not os.path.isfile(os.path.join(out, RESOLVED_CONFIG)):
         return None
-    started = saved_config(out)["search_space"]["seed"]["values"]
-    if list(seeds) != started:
+    saved = saved_config(out)
+    started = saved["search_space"]["seed"]["values"]
+    if sorted(seeds) != sorted(started):
         listed = " ".join(map(str, started))
         raise ConfigError(f"replay: '{out}' holds an unfinished replay of seeds {listed}; "
                           f"pass --seeds {listed} to finish it, or move it aside to replay other seeds.")
+    if not glob.glob(os.path.join(out, saved["name"], "experiment_state-*.json")):
+        raise ConfigError(f"replay: '{out}' was stopped before its first trial started; "
+                          f"move or delete it to replay again.")
     return out
 
 

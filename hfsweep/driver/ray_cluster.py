@@ -10,6 +10,7 @@ import os
 import shutil
 import socket
 import tempfile
+from typing import Optional
 
 import ray
 
@@ -17,6 +18,7 @@ from hfsweep.compat import gcs_port, quiet_ray_auth_notice
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.resources import (DATA_CPUS, resource_names, trial_resources, trial_shape, trains_in_process,
                                       usable_cores)
+from hfsweep.driver.search_rules import is_population_training, population_size
 
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE", "HF_HOME", "HFSWEEP_CACHE")
 # A Ray started for one sweep on one machine: notice a finished worker group sooner, and skip the
@@ -33,10 +35,10 @@ QUIET_ENV = {
 
 
 MIN_FREE_MB = 200
-# A Ray started here declares one per core it may use, and an in-process trial holds one: more
-# single-process trainings than cores only share them, so every trial would run slower and a
-# scheduler's early stops free nothing until late. A resource rather than a cap on the searcher,
-# because Tune's caps count paused trials as running and would shrink a PBT population.
+# A Ray started here declares one per core it may use (less `DATA_CPUS`), and an in-process trial
+# holds one: more single-process trainings than cores only share them, so every trial would run
+# slower and a scheduler's early stops free nothing until late. A resource rather than a cap on
+# the searcher, because Tune's caps count paused trials as running and would shrink a PBT population.
 TRIAL_SLOT = "hfsweep_trial_slot"
 
 
@@ -92,7 +94,7 @@ def start_local_ray(cluster: dict, env: dict, runtime_env: dict) -> None:
     with gcs_port(port), raylet_startup_concurrency(cluster["num_cpus"]):
         # "local": a new Ray even when `ray start` left one that a bare ray.init() would join
         ray.init(address="local", num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"],
-                 resources={TRIAL_SLOT: usable_cores()}, runtime_env=with_env_vars(runtime_env, env))
+                 resources={TRIAL_SLOT: local_trial_slots(cluster)}, runtime_env=with_env_vars(runtime_env, env))
 
 
 @contextlib.contextmanager
@@ -151,24 +153,62 @@ def check_trial_fits(cluster: dict) -> None:
         )
 
 
+def local_trial_slots(cluster: dict) -> int:
+    """The trial slots a Ray started here declares: one per usable core, at most its logical CPUs
+    less `DATA_CPUS` (without cluster.num_cpus, Ray declares about one CPU per core)."""
+    return max(1, min(usable_cores(), (cluster["num_cpus"] or usable_cores()) - DATA_CPUS))
+
+
 def held_per_trial(cluster: dict) -> dict:
     """What one trial holds of the connected Ray: every worker's resources (`trial_resources`),
-    and for an in-process trial one trial slot where the Ray declares them (`TRIAL_SLOT`)."""
+    and an in-process trial one trial slot where the Ray declares them (`TRIAL_SLOT`)."""
     held = trial_resources(cluster)
     if trains_in_process(cluster) and ray.cluster_resources().get(TRIAL_SLOT):
         held[TRIAL_SLOT] = 1
     return held
 
 
+def reserved_by_tune(cluster: dict) -> dict:
+    """What Tune reserves for a trial: an in-process trial holds all it uses; one that drives a
+    worker group holds 1 CPU, and Train reserves the workers' when it starts them."""
+    return held_per_trial(cluster) if trains_in_process(cluster) else {"CPU": 1}
+
+
+def fits_at_once(cluster: dict, reserved: dict, keep_cpus: float = 0) -> int:
+    """How many trials reserving `reserved` the connected Ray holds at once, `keep_cpus` left free."""
+    total = ray.cluster_resources()
+    total["CPU"] = total.get("CPU", 0) - keep_cpus
+    return max(1, min(math.floor(total.get(k, 0) / v) for k, v in reserved.items() if v))
+
+
 def max_concurrent_trials(cluster: dict) -> int:
     """As many trials as the cluster's resources hold at once (`held_per_trial`: on a Ray started
     here, at most one in-process trial per core), unless configured. `DATA_CPUS` stay free for
     reading the data."""
-    if cluster["max_concurrent_trials"]:
-        return cluster["max_concurrent_trials"]
-    available = ray.cluster_resources()
-    available["CPU"] = available.get("CPU", 0) - DATA_CPUS
-    return max(1, min(math.floor(available.get(k, 0) / v) for k, v in held_per_trial(cluster).items() if v))
+    return cluster["max_concurrent_trials"] or fits_at_once(cluster, held_per_trial(cluster), keep_cpus=DATA_CPUS)
+
+
+def searcher_cap(cfg: dict) -> Optional[int]:
+    """How many trials the searcher keeps alive: `max_concurrent_trials`. Under PBT and PB2 none
+    where Tune's reservations alone keep what runs within it (in-process trials on a Ray started
+    here), since Tune counts paused trials against a cap and the population would shrink; a
+    population larger than the cap is refused otherwise."""
+    cluster = cfg["cluster"]
+    cap = max_concurrent_trials(cluster)
+    if not is_population_training(cfg):
+        return cap
+    if fits_at_once(cluster, reserved_by_tune(cluster)) <= cap:
+        return None
+    population = population_size(cfg)
+    if population > cap:
+        name = cfg["scheduler"]["_target_"].rsplit(".", 1)[-1]
+        raise ConfigError(
+            f"num_samples: under {name} the population of {population} trials must be alive at once, but this sweep "
+            f"runs at most {cap} trials at a time (its trial shape, or cluster.max_concurrent_trials) and Tune counts "
+            f"paused trials against that; lower num_samples to {cap}, or train each trial in its own process "
+            f"(cluster.num_workers=1) on a Ray hfsweep starts, where the rest of the population waits paused."
+        )
+    return cap
 
 
 def check_storage_writable(storage: str) -> None:

@@ -33,21 +33,18 @@ def is_population_training(cfg: dict) -> bool:
     return isinstance(scheduler, type) and issubclass(scheduler, PopulationBasedTraining)
 
 
+def population_size(cfg: dict) -> int:
+    """How many trials a sweep starts: `num_samples` times the grid's points (PBT's population)."""
+    grid = [len(spec["values"]) for _, spec in iter_leaves(cfg["search_space"]) if spec["sampler"] == "grid"]
+    return cfg["num_samples"] * math.prod(grid)
+
+
 def _validate_population_training(cfg: dict) -> None:
     """An exploited trial carries on from the donor's checkpoint with perturbed values: a plateau
     schedule's reductions and an adapter's shape cannot be carried over."""
     if not is_population_training(cfg):
         return
     name = cfg["scheduler"]["_target_"].rsplit(".", 1)[-1]
-    population = cfg["num_samples"] * math.prod(len(spec["values"]) for _, spec in iter_leaves(cfg["search_space"])
-                                                 if spec["sampler"] == "grid")
-    cap = cfg["cluster"]["max_concurrent_trials"]
-    if cap and cap < population:
-        raise ConfigError(
-            f"cluster.max_concurrent_trials: under {name} Tune counts paused trials as running, so {cap} would keep "
-            f"only {cap} of the population's {population} trials alive; drop it (what runs at once is bounded by "
-            f"the cluster's resources, one in-process trial per core on a Ray started here)."
-        )
     if PLATEAU in lr_scheduler_types(cfg):
         raise ConfigError(
             f"training.lr_scheduler_type: under {name}, {PLATEAU} cannot carry an exploited trial's own "

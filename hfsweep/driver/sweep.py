@@ -28,14 +28,13 @@ from hfsweep.driver.loggers import build_loggers
 from hfsweep.driver.pareto import PARETO_PLOT
 from hfsweep.driver.preflight import CheckedConfig, preflight
 from hfsweep.driver.provenance import write_provenance
-from hfsweep.driver.ray_cluster import (check_storage_writable, check_trial_fits, held_per_trial, init_ray,
-                                       max_concurrent_trials)
+from hfsweep.driver.ray_cluster import (check_storage_writable, check_trial_fits, init_ray, reserved_by_tune,
+                                       searcher_cap)
 from hfsweep.driver.best import BestTrial, best_trial, write_best
 from hfsweep.driver.evaluation import evaluate_model
 from hfsweep.driver.export import export_best
 from hfsweep.driver.report import summary, write_report
 from hfsweep.driver.schedulers import build_scheduler, build_search_alg, build_stopper
-from hfsweep.driver.search_rules import is_population_training
 from hfsweep.driver.search_space import compile_search_space
 from hfsweep.driver.select import (candidates_from, rank, selection_config, selection_points, selection_summary,
                                    top_configurations, winner_checkpoint, write_selection)
@@ -52,14 +51,13 @@ NOT_PRINTED = ("checkpoint_dir_name", SAMPLES_PER_SECOND, TRAINABLE_PARAMS)
 
 def trainable_for(cfg: dict, task, data: PreparedData):
     """The Tune trainable: `run_trial` bound to the config, its Task (resolved here, once, and
-    handed to every trial's workers) and the shared Ray Datasets. An in-process trial holds its
-    worker's resources (and a trial slot, `held_per_trial`); one that drives a worker group holds
-    1 CPU, and Train reserves the workers'."""
+    handed to every trial's workers) and the shared Ray Datasets, with what Tune reserves for each
+    trial (`reserved_by_tune`)."""
     ray_datasets = load_ray_datasets(data, cfg["data"]["datasets_to_split"], cfg["seed"])  # once, shared by every trial
     cluster = cfg["cluster"]
     return tune.with_resources(
         tune.with_parameters(run_trial, cfg=cfg, task=task, data=data, ray_datasets=ray_datasets),
-        held_per_trial(cluster) if trains_in_process(cluster) else {"CPU": 1},
+        reserved_by_tune(cluster),
     )
 
 
@@ -91,9 +89,6 @@ def build_tuner(cfg: dict, param_space: dict, task, data: PreparedData, schedule
     the first."""
     cluster = cfg["cluster"]
     in_process = trains_in_process(cluster)
-    # PBT's population is every trial it starts, alive at once; Tune's caps count its paused trials
-    # as running, so only the cluster's resources bound what runs (`held_per_trial`).
-    concurrency = None if is_population_training(cfg) else max_concurrent_trials(cluster)
     single = not is_multi_objective(cfg)
     return tune.Tuner(
         trainable_for(cfg, task, data),
@@ -102,7 +97,7 @@ def build_tuner(cfg: dict, param_space: dict, task, data: PreparedData, schedule
             metric=cfg["metric"] if single else None,
             mode=cfg["mode"] if single else None,
             scheduler=scheduler,
-            search_alg=build_search_alg(cfg, concurrency, setup.searcher_arguments),
+            search_alg=build_search_alg(cfg, searcher_cap(cfg), setup.searcher_arguments),
             num_samples=setup.num_samples or cfg["num_samples"],  # the concurrency cap is on the search algorithm
             reuse_actors=in_process,
             trial_dirname_creator=trial_dirname,
@@ -155,6 +150,7 @@ def run(checked: CheckedConfig) -> tune.ResultGrid:
     check_storage_writable(storage)
     init_ray(cfg["cluster"])
     check_trial_fits(cfg["cluster"])
+    searcher_cap(cfg)  # refuses a PBT population that could not be alive at once
     # Everything is checked: only now does the run directory get the sweep's files.
     write_config(storage, cfg)
     write_provenance(storage, cfg)
@@ -177,6 +173,7 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
     param_space, _, _, _, data, _ = _prepare_sweep(cfg, task)
     init_ray(cfg["cluster"])
     check_trial_fits(cfg["cluster"])
+    searcher_cap(cfg)  # refuses a PBT population that could not be alive at once
     # The loggers, the checkpoint budget and the sweep's budget come back with the Tuner, their state
     # included; an extension's searcher with the points it was left to run.
     trainable = trainable_for({**cfg, "name": latest}, task, data)
@@ -209,6 +206,7 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
     param_space, scheduler, stopper, callbacks, data, setup = _prepare_sweep(added, checked.task)
     init_ray(cfg["cluster"])
     check_trial_fits(cfg["cluster"])
+    searcher_cap(cfg)  # refuses a PBT population that could not be alive at once
     write_config(run_dir, cfg)  # the sweep's config is the extended one from now on
     for note in setup.notes:
         print(f"hfsweep: extend: {note}")
