@@ -174,7 +174,7 @@ def reserved_by_tune(cluster: dict) -> dict:
     return held_per_trial(cluster) if trains_in_process(cluster) else {"CPU": 1}
 
 
-def fits_at_once(cluster: dict, reserved: dict, keep_cpus: float = 0) -> int:
+def fits_at_once(reserved: dict, keep_cpus: float = 0) -> int:
     """How many trials reserving `reserved` the connected Ray holds at once, `keep_cpus` left free."""
     total = ray.cluster_resources()
     total["CPU"] = total.get("CPU", 0) - keep_cpus
@@ -185,7 +185,7 @@ def max_concurrent_trials(cluster: dict) -> int:
     """As many trials as the cluster's resources hold at once (`held_per_trial`: on a Ray started
     here, at most one in-process trial per core), unless configured. `DATA_CPUS` stay free for
     reading the data."""
-    return cluster["max_concurrent_trials"] or fits_at_once(cluster, held_per_trial(cluster), keep_cpus=DATA_CPUS)
+    return cluster["max_concurrent_trials"] or fits_at_once(held_per_trial(cluster), keep_cpus=DATA_CPUS)
 
 
 def searcher_cap(cfg: dict) -> Optional[int]:
@@ -197,7 +197,7 @@ def searcher_cap(cfg: dict) -> Optional[int]:
     cap = max_concurrent_trials(cluster)
     if not is_population_training(cfg):
         return cap
-    if fits_at_once(cluster, reserved_by_tune(cluster)) <= cap:
+    if fits_at_once(reserved_by_tune(cluster)) <= cap:
         return None
     population = population_size(cfg)
     if population > cap:
