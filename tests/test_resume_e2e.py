@@ -170,3 +170,25 @@ def test_an_interrupted_replay_is_finished_by_the_same_command(tmp_path, cache_d
     assert list(table.index) == ["1", "2", "mean", "std"] and list(table.loc[["1", "2"], "step"]) == [20, 20]
     again = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and "already exists; move or delete it to replay again." in again.stderr
+
+
+def test_a_replay_stopped_before_its_first_trial_or_asked_for_other_seeds_is_refused_in_one_line(tmp_path, cache_dir, capsys):
+    """What `python -m hfsweep.replay` says of a replay/ that holds a saved config but no Tune state."""
+    from hfsweep.cli import replay
+    from hfsweep.run_dir import write_config
+    from tests.conftest import resolved_config
+
+    out = tmp_path / "replay"
+    cfg = resolved_config(["debug=tiny"], out, cache_dir)
+    cfg["search_space"] = {"seed": {"sampler": "grid", "values": [1, 2]}}  # as replay saves it
+    out.mkdir()
+    write_config(str(out), cfg)
+    assert replay.main([str(tmp_path), "--seeds", "1", "3"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"hfsweep: error: replay: '{out}' holds an unfinished replay of seeds 1 2; "
+        "pass --seeds 1 2 to finish it, or move it aside to replay other seeds."
+    )
+    assert replay.main([str(tmp_path), "--seeds", "2", "1"]) == 2  # the same seeds, in another order
+    assert capsys.readouterr().err.strip() == (
+        f"hfsweep: error: replay: '{out}' was stopped before its first trial started; move or delete it to replay again."
+    )
