@@ -56,7 +56,8 @@ def final_scores(results, cfg: dict) -> pd.DataFrame:
     for result in results:
         history = result.metrics_dataframe
         row = {"seed": str(result.config["seed"])}
-        row.update({last_column(name): history[name].dropna().iloc[-1] for name in scores(dict.fromkeys(history.columns))})
+        evaluated = scores(dict.fromkeys(history.columns))
+        row.update({last_column(name): history[name].dropna().iloc[-1] for name in evaluated})
         checkpoint = read_pointer(result.checkpoint)
         for name, (data_cfg, raw) in extra_sets.items():
             print(f"replay: seed {row['seed']}: scoring {checkpoint} on extra_validation.{name}")
@@ -69,14 +70,16 @@ def replay_table(out: str, metric: str, final: pd.DataFrame) -> pd.DataFrame:
     """replay.csv and replay.md: per seed its status, last step, final scores (`final_scores`) and
     best metric; then their mean and sample std (rows `mean`, `std`; `mean ± std` in Markdown)."""
     results = pd.read_csv(os.path.join(out, RESULTS_FILE)).astype({"seed": str})
-    per_seed = results[["seed", "status", "step", f"best_{metric}"]].merge(final, on="seed").sort_values("seed", key=lambda s: s.astype(int))
+    per_seed = (results[["seed", "status", "step", f"best_{metric}"]].merge(final, on="seed")
+                .sort_values("seed", key=lambda s: s.astype(int)))
     columns = [c for c in per_seed.columns if c not in ("seed", "status", "step")]
     mean, std = per_seed[columns].mean(), per_seed[columns].std()
     table = pd.concat([per_seed, pd.DataFrame([{"seed": "mean", **mean}, {"seed": "std", **std}])], ignore_index=True)
     table["step"] = table["step"].astype("Int64")  # stays an integer beside the empty stats rows
     table.to_csv(os.path.join(out, "replay.csv"), index=False)
     shown = per_seed.assign(**{c: per_seed[c].map("{:.4f}".format) for c in columns})
-    shown.loc[len(shown)] = {"seed": "mean ± std", "status": "", "step": "", **{c: f"{mean[c]:.4f} ± {std[c]:.4f}" for c in columns}}
+    spread = {c: f"{mean[c]:.4f} ± {std[c]:.4f}" for c in columns}
+    shown.loc[len(shown)] = {"seed": "mean ± std", "status": "", "step": "", **spread}
     Path(out, "replay.md").write_text(markdown(shown))
     return table
 

@@ -20,7 +20,8 @@ from hfsweep.config.resources import (DATA_CPUS, resource_names, trial_resources
                                       usable_cores)
 from hfsweep.driver.search_rules import is_population_training, population_size
 
-FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE", "HF_HOME", "HFSWEEP_CACHE")
+FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE", "HF_HOME",
+                 "HFSWEEP_CACHE")
 # A Ray started for one sweep on one machine: notice a finished worker group sooner, and skip the
 # spot-preemption watcher (one more actor per trial) since nothing here is preemptible.
 LOCAL_RAY_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "1", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
@@ -57,7 +58,8 @@ def init_ray(cluster: dict) -> None:
         except (ConnectionError, TimeoutError) as err:
             raise ConfigError(
                 f"cluster.address: cannot reach a Ray cluster at '{cluster['address']}' ({type(err).__name__}); "
-                f"check the address (ray status on the head){auth_hint()}, or drop cluster.address to start a local Ray."
+                f"check the address (ray status on the head){auth_hint()}, or drop cluster.address to start a "
+                f"local Ray."
             ) from err
     else:
         start_local_ray(cluster, env, runtime_env)
@@ -70,7 +72,8 @@ def auth_hint() -> str:
     ~/.ray/auth_token exists, but a client given an address sends the token only when told to."""
     if os.environ.get("RAY_AUTH_MODE"):
         return ""
-    return "; if the cluster uses token authentication, set RAY_AUTH_MODE=token (token in RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+    return ("; if the cluster uses token authentication, set RAY_AUTH_MODE=token "
+            "(token in RAY_AUTH_TOKEN or ~/.ray/auth_token)")
 
 
 def with_env_vars(runtime_env: dict, env: dict) -> dict:
@@ -225,5 +228,6 @@ def check_storage_writable(storage: str) -> None:
     free_mb = shutil.disk_usage(storage).free / 2**20
     if free_mb < MIN_FREE_MB:
         raise ConfigError(
-            f"cluster.storage_path: only {free_mb:.0f} MB free in '{storage}' (checkpoints need more); free space or choose another path."
+            f"cluster.storage_path: only {free_mb:.0f} MB free in '{storage}' (checkpoints need more); "
+            f"free space or choose another path."
         )

@@ -32,7 +32,9 @@ def instantiate_at(key: str, node: dict, **objects):
         unexpected = re.search(r"unexpected keyword argument '(\w+)'", str(err))
         if unexpected:  # e.g. a preset's ASHA grace_period left over after scheduler=fifo
             arg = unexpected.group(1)
-            raise ConfigError(f"{key}.{arg}: {name} takes no '{arg}'; drop it with ~{key}.{arg} (or {key}.{arg}=null)") from err
+            raise ConfigError(
+                f"{key}.{arg}: {name} takes no '{arg}'; drop it with ~{key}.{arg} (or {key}.{arg}=null)"
+            ) from err
         raise ConfigError(f"{key}: {name} rejects these settings: {err}") from err
 
 
@@ -53,7 +55,8 @@ def build_scheduler(cfg: dict, param_space: dict):
     if pb2 is not None and issubclass(cls, pb2.PB2):
         return instantiate_at("scheduler", node, hyperparam_bounds=pb2_bounds(cfg["search_space"]))
     if is_population_training(cfg):
-        return instantiate_at("scheduler", node, hyperparam_mutations=pbt_mutations(param_space, unperturbed(cfg["search_space"])))
+        mutations = pbt_mutations(param_space, unperturbed(cfg["search_space"]))
+        return instantiate_at("scheduler", node, hyperparam_mutations=mutations)
     return instantiate_at("scheduler", node)
 
 
@@ -64,12 +67,15 @@ def build_search_alg(cfg: dict, max_concurrent: Optional[int], extra: Optional[d
     Tune ignores TuneConfig.max_concurrent_trials for a variant generator, so the cap is set here.
     Several objectives go to the searcher itself: Tune's TuneConfig takes one metric.
     """
-    node = {key: value for key, value in cfg["search_alg"].items() if key != "warm_start"}  # hfsweep's, not the searcher's
+    # warm_start is hfsweep's key, not the searcher's
+    node = {key: value for key, value in cfg["search_alg"].items() if key != "warm_start"}
     extra = dict(extra or {})
     try:
         cls = target_class(node)
     except ImportError as err:
-        raise ConfigError(f"search_alg: {node['_target_']} cannot be imported ({err}); pip install 'hfsweep[search]'.") from err
+        raise ConfigError(
+            f"search_alg: {node['_target_']} cannot be imported ({err}); pip install 'hfsweep[search]'."
+        ) from err
     if cls is BasicVariantGenerator:
         return instantiate_at("search_alg", node, max_concurrent=max_concurrent or 0, **extra)  # 0: no cap
     grids = [path for path, spec in iter_leaves(cfg["search_space"]) if spec["sampler"] == "grid"]
