@@ -7,3 +7,8 @@ class ConfigError(ValueError):
 
 class HubUnreachableError(ConfigError):
     """The config needs the Hugging Face hub, which cannot be reached; names the offline override."""
+
+
+class RayStartError(ConfigError):
+    """A local Ray that did not start, refused like a bad config: before anything is written, in
+    one line that says where Ray's own output is."""

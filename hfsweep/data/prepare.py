@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Optional
 
@@ -125,6 +127,16 @@ def prepare(cfg: dict, task) -> PreparedData:
         label_names=train["label_names"],
         num_train_tokens=train["tokens"],
     )
+
+
+def prepare_apart(cfg: dict, task) -> PreparedData:
+    """`prepare` in a spawned process, so the driver holds none of the threads tokenizing starts
+    (the `tokenizers` pool, torch's, tqdm's monitor) when it starts Ray: Ray launches its daemons by
+    fork with a Python `preexec_fn`, which Python documents as unsafe beside other threads (on a
+    16-core machine `ray.init` timed out at start-up after tokenizing). A refusal comes back as the
+    same ConfigError."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(prepare, cfg, task).result()
 
 
 def _from_stream(raw, data_cfg: dict) -> DatasetDict:

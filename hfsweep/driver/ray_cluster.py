@@ -15,7 +15,7 @@ from typing import Optional
 import ray
 
 from hfsweep.compat import gcs_port, quiet_ray_auth_notice
-from hfsweep.config.errors import ConfigError
+from hfsweep.config.errors import ConfigError, RayStartError
 from hfsweep.config.resources import (DATA_CPUS, resource_names, trial_resources, trial_shape, trains_in_process,
                                       usable_cores)
 from hfsweep.driver.search_rules import is_population_training, population_size
@@ -95,9 +95,21 @@ def start_local_ray(cluster: dict, env: dict, runtime_env: dict) -> None:
         port = s.getsockname()[1]
     env = {**LOCAL_RAY_ENV, **env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
     with gcs_port(port), raylet_startup_concurrency(cluster["num_cpus"]):
-        # "local": a new Ray even when `ray start` left one that a bare ray.init() would join
-        ray.init(address="local", num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"],
-                 resources={TRIAL_SLOT: local_trial_slots(cluster)}, runtime_env=with_env_vars(runtime_env, env))
+        try:
+            # "local": a new Ray even when `ray start` left one that a bare ray.init() would join
+            ray.init(address="local", num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"],
+                     resources={TRIAL_SLOT: local_trial_slots(cluster)}, runtime_env=with_env_vars(runtime_env, env))
+        except Exception as err:
+            if STARTUP_TIMEOUT not in str(err):
+                raise
+            raise RayStartError(
+                f"Ray did not start: its raylet never registered ('{STARTUP_TIMEOUT}'); rerun with "
+                f"RAY_LOG_TO_STDERR=1 to see the raylet's own output on the console (else it is in "
+                f"session_latest/logs/raylet.err under Ray's temp dir, /tmp/ray by default)."
+            ) from err
+
+
+STARTUP_TIMEOUT = "The current node timed out during startup"  # what ray.init raises when its raylet never registers
 
 
 @contextlib.contextmanager

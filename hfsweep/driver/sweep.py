@@ -21,7 +21,7 @@ from hfsweep.config.loading import extended_config, import_object, iter_leaves, 
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trains_in_process
 from hfsweep.contract import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
-from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare
+from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, prepare_apart
 from hfsweep.driver.budget import SweepBudget, build_budget
 from hfsweep.driver.checkpoint_budget import build_checkpoint_budget, checkpoint_disk_use
 from hfsweep.driver.loggers import build_loggers
@@ -136,7 +136,10 @@ def _prepare_sweep(cfg: dict, task) -> tuple:
     check_peft_targets(cfg, task)
     if cfg["data"]["prepare_on"] == "cluster":  # the one preparation that needs Ray: tasks on the cluster's nodes
         init_ray(cfg["cluster"])
-    return param_space, scheduler, stopper, callbacks, prepare(cfg, task), setup
+        data = prepare(cfg, task)
+    else:
+        data = prepare_apart(cfg, task)  # the driver starts Ray after it, holding no tokenizer threads
+    return param_space, scheduler, stopper, callbacks, data, setup
 
 
 def run(checked: CheckedConfig) -> tune.ResultGrid:

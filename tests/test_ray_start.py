@@ -1,0 +1,58 @@
+"""Ray starts in a driver that runs no threads of its own work, and a Ray that does not start says
+where to look (the trust issue's item 6: on a 16-core machine `ray.init` timed out after the CLI
+had tokenized the data)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hfsweep.config.errors import RayStartError
+from hfsweep.driver import ray_cluster
+
+PROBE = """
+import os, runpy, sys
+import hfsweep.driver.ray_cluster as rc
+def probe(*args, **kwargs):
+    print("THREADS", len(os.listdir("/proc/self/task")), flush=True)
+    os._exit(0)
+rc.start_local_ray = probe
+sys.argv = ["hfsweep", *sys.argv[1:]]
+runpy.run_module("hfsweep", run_name="__main__")
+"""
+# The threads the libraries a driver imports start by themselves (Arrow's jemalloc and its pool),
+# measured in a fresh process that imports the driver and does nothing.
+IMPORTS_ONLY = "import os, hfsweep.driver.sweep; print(len(os.listdir('/proc/self/task')))"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_the_cli_starts_ray_holding_no_more_threads_than_its_imports_start(tmp_path):
+    """A fresh cache makes the CLI train a tokenizer and tokenize (a `tokenizers` pool, torch's
+    threads, tqdm's monitor) before Ray starts: all of it must happen outside the driver."""
+    env = {**os.environ, "HFSWEEP_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline"}
+    baseline = int(subprocess.run([sys.executable, "-c", IMPORTS_ONLY], env=env, capture_output=True, text=True,
+                                  check=True).stdout.split()[-1])
+    run = subprocess.run([sys.executable, "-c", PROBE, "debug=tiny", f"hydra.run.dir={tmp_path / 'run'}"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("THREADS")]
+    assert lines, run.stdout + run.stderr
+    assert int(lines[-1].split()[1]) <= baseline
+
+
+def test_a_ray_that_never_registers_its_raylet_is_refused_in_one_line_naming_its_output(monkeypatch):
+    def timed_out(**kwargs):
+        raise Exception("The current node timed out during startup. This could happen because some of the "
+                        "raylet failed to startup or the GCS has become overloaded.")
+
+    monkeypatch.setattr(ray_cluster.ray, "init", timed_out)
+    cluster = {"num_cpus": 8, "num_gpus": None}
+    with pytest.raises(RayStartError) as refused:
+        ray_cluster.start_local_ray(cluster, {}, {})
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith("Ray did not start") and "RAY_LOG_TO_STDERR=1" in message and "raylet.err" in message
