@@ -308,3 +308,19 @@ def test_in_process_trials_on_a_reused_actor_each_report_their_own_peak_memory(r
     table = pd.read_csv(tmp_path / "results.csv").set_index("training.per_device_train_batch_size")
     large, small = table.loc[256, "peak_memory_mb"], table.loc[2, "peak_memory_mb"]
     assert small < large - 100, f"the second trial (batch 2) reported {small:.0f} MB, the first (batch 256) {large:.0f} MB"
+
+
+def test_a_budget_pickled_before_the_shared_ledger_resumes_with_what_it_spent():
+    """tests/fixtures/budget_pre_ledger.pkl is a SweepBudget of the layout at 775d442 (its spend in
+    its own fields, no ledger key: trial_hours=0.5 over 2 CPUs, 100 s of wall clock, two trials of
+    300 s and 150 s), as a run directory of that time holds it in Tune's state."""
+    import pickle
+    from pathlib import Path
+
+    data = (Path(__file__).parent / "fixtures" / "budget_pre_ledger.pkl").read_bytes()
+    stopper, callback = pickle.loads(data), pickle.loads(data)  # Tune restores two copies
+    assert stopper.summary() == "0.25 of 0.5 trial-hours (450.0 trial-seconds x 2) used"
+    callback("c3", {"time_total_s": 100.0})  # one ledger: the stopper sees what the callback counted
+    assert not stopper.stop_all() and stopper.summary().startswith("0.3056 of 0.5")
+    stopper("c3", {"time_total_s": 450.0})
+    assert stopper.stop_all() and callback.reason.startswith("its trial-hours budget")

@@ -56,6 +56,21 @@ class SweepBudget(tune.Stopper, tune.Callback):
         self.usd, self.price = usd, price_per_resource_hour
         self.key = uuid.uuid4().hex
 
+    def __setstate__(self, state: dict) -> None:
+        """Unpickle, migrating a budget pickled before the shared ledger (a run directory to resume):
+        it held its spend in its own fields and had no key. Its copies (the stopper and the callback
+        Tune restores) get one key from their settings, so they share one ledger again."""
+        state = dict(state)
+        own = {name: state.pop(name) for name in ("spent_s", "trial_s", "reason", "last_check", "saving")
+               if name in state}
+        self.__dict__.update(state)
+        if "key" not in state:
+            self.key = "pre-ledger:" + repr((self.wall_clock_s, self.trial_hours, self.resources))
+            earlier = _SPENDS.get(self.key)
+            if earlier is None or own.get("spent_s", 0.0) > earlier.spent_s:
+                _SPENDS[self.key] = Spend(spent_s=own.get("spent_s", 0.0), trial_s=dict(own.get("trial_s", {})),
+                                          reason=own.get("reason"))
+
     @property
     def spend(self) -> Spend:
         return _SPENDS.setdefault(self.key, Spend())
