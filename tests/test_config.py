@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -242,6 +243,7 @@ REFUSED = [
     (["scheduler=bohb"], "scheduler: HyperBandForBOHB works only with BOHB's search_alg; set scheduler=bohb search_alg=bohb, or use search_alg=optuna scheduler=hyperband."),
     (["budget.trial_hours=0"], "budget.trial_hours: must be positive, not 0.0; e.g. budget.trial_hours=8, or null for none."),
     (["budget.usd=5"], "budget.usd: needs the price of what the trials hold; set cluster.price_per_cpu_hour, e.g. cluster.price_per_cpu_hour=2.5."),
+    (["budget.trial_hours=2", "cluster.address=ray://head:10001"], "budget.trial_hours: a budget is counted by Tune's loop, which runs on the cluster under Ray Client (cluster.address=ray://...) where the driver cannot read it; run the sweep on the head node (cluster.address=auto), or drop budget.trial_hours."),
     (["metric=mfu", "mode=max"], "metric: mfu is estimated on GPUs only; set cluster.use_gpu=true, or use train_tokens_per_second."),
     # search space and warm start (checked by the sweep, still before Ray starts)
     (["search_alg.warm_start=/no/such/run"], "search_alg.warm_start: '/no/such/run' holds no sweep (resolved_config.yaml is missing); pass an earlier sweep's run directory."),
@@ -381,3 +383,18 @@ def test_a_sweep_saved_before_task_options_resumes_with_its_family_options_moved
     assert resumed["task_options"] == {"doc_stride": 48}
     assert not {"doc_stride", "mlm_probability", "packing"} & set(resumed["data"])
     assert preflight(resumed).task.doc_stride == 48
+
+
+@pytest.mark.parametrize("override", ["budget.trial_hours=10", "scheduler.grace_period=5",
+                                      "num_samples=3", "search_alg.random_state=7"])
+def test_resume_refuses_what_tune_restores_as_saved_even_with_force(tmp_path, override):
+    """Tune's restore brings back the pickled scheduler, searcher, stoppers and budget: an override
+    of them would be thrown away, so it is refused in one line, --force or not."""
+    from hfsweep.config.loading import saved_config
+    from hfsweep.run_dir import write_config
+
+    write_config(str(tmp_path), resolved_config([], tmp_path / "run", tmp_path))
+    key = override.lstrip("+").split("=")[0]
+    with pytest.raises(ConfigError, match=rf"^resume: {re.escape(key)} cannot change on resume, --force or not"):
+        saved_config(str(tmp_path), [override.lstrip("+")], force=True)
+    assert saved_config(str(tmp_path), ["training.max_steps=50"], force=True)["training"]["max_steps"] == 50

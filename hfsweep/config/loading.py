@@ -312,6 +312,14 @@ def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -
     saved = _saved(run_dir)
     cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
     changed = sorted(changed_keys(saved, cfg))
+    restored = [key for key in changed if key in RESTORED_BY_TUNE or key.startswith(tuple(
+        f"{group}." for group in RESTORED_BY_TUNE))]
+    if restored:
+        raise ConfigError(
+            f"resume: {', '.join(restored)} cannot change on resume, --force or not: Tune restores the sweep's "
+            f"scheduler, searcher, stoppers, budget, loggers and search space as saved in {run_dir}; drop those "
+            f"overrides, or start a new sweep (resume --extend adds trials)."
+        )
     if changed and not force:
         raise ConfigError(
             f"resume: {', '.join(changed)} differ from the config saved in {run_dir}; "
@@ -320,6 +328,10 @@ def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -
     return cfg
 
 
+# What `Tuner.restore` brings back from the experiment as it was saved (its TuneConfig and RunConfig,
+# pickled): an override of these on resume would be thrown away.
+RESTORED_BY_TUNE = ("scheduler", "search_alg", "stopper", "budget", "callbacks", "logger", "checkpoints",
+                    "search_space", "num_samples", "metric", "mode", "name")
 EXTENDABLE = ("num_samples", "search_space.")  # what an extension of a finished sweep may change
 
 

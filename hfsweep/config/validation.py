@@ -181,6 +181,11 @@ def _validate_budget(budget: dict, cluster: dict) -> None:
     for key in ("price_per_gpu_hour", "price_per_cpu_hour"):  # .get: absent from a config saved before prices (replay)
         if cluster.get(key) is not None and cluster[key] < 0:
             raise ConfigError(f"cluster.{key}: must be at least 0, not {cluster[key]}; e.g. cluster.{key}=2.5.")
+    budgets = [key for key in ("wall_clock_s", "trial_hours", "usd") if budget[key] is not None]
+    if budgets and str(cluster.get("address") or "").startswith("ray://"):
+        raise ConfigError(f"budget.{budgets[0]}: a budget is counted by Tune's loop, which runs on the cluster under "
+                          f"Ray Client (cluster.address=ray://...) where the driver cannot read it; run the sweep on "
+                          f"the head node (cluster.address=auto), or drop budget.{budgets[0]}.")
     price = price_key(cluster)
     if budget["usd"] is not None and cluster.get(price) is None:
         raise ConfigError(f"budget.usd: needs the price of what the trials hold; set cluster.{price}, "
