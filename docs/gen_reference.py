@@ -165,6 +165,10 @@ def default_options() -> dict[str, str]:
     return {k: v for item in defaults if isinstance(item, dict) for k, v in item.items()}
 
 
+def anchor(group: str, option: str) -> str:
+    return f"{group}-{option}".replace("_", "-")
+
+
 def groups_page() -> list[str]:
     chosen = default_options()
     out = ["## Config groups", "",
@@ -174,7 +178,7 @@ def groups_page() -> list[str]:
     out += ["| group | options (default in bold) |", "| --- | --- |"]
     for group in groups:
         options = sorted(f[:-5] for f in os.listdir(os.path.join(CONF, group)) if f.endswith(".yaml"))
-        names = [f"**[{o}](#{group}-{o.replace('_', '-')})**" if chosen.get(group) == o else f"[{o}](#{group}-{o.replace('_', '-')})"
+        names = [f"**[{o}](#{anchor(group, o)})**" if chosen.get(group) == o else f"[{o}](#{anchor(group, o)})"
                  for o in options]
         out.append(f"| [`{group}/`](#group-{group.replace('_', '-')}) | {', '.join(names)} |")
     out.append("")
@@ -185,7 +189,7 @@ def groups_page() -> list[str]:
         for option in sorted(f[:-5] for f in os.listdir(os.path.join(CONF, group)) if f.endswith(".yaml")):
             path = os.path.join(CONF, group, option + ".yaml")
             text = open(path, encoding="utf-8").read()
-            out += [f"#### `{group}={option}` {{ #{group.replace('_', '-')}-{option.replace('_', '-')} }}", ""]
+            out += [f"#### `{group}={option}` {{ #{anchor(group, option)} }}", ""]
             description = yaml_description(text)
             if description:
                 out += [description, ""]

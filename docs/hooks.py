@@ -54,8 +54,19 @@ def on_files(files: Files, config) -> Files:
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    """Links from an included file to a section of the old one-page README: to the page holding it."""
+    """In an included file: a link to a folder goes to its README (or its generated listing), as
+    GitHub shows a folder; a link to a section of the old one-page README, to the page holding it."""
     depth = page.file.src_uri.count("/")
+    here = os.path.dirname(page.file.src_uri)
+
+    def folder(match: re.Match) -> str:
+        target = os.path.normpath(os.path.join(ROOT, here, match.group(1)))
+        if not os.path.isdir(target) or not page.file.abs_src_path.startswith(ROOT + os.sep + TREES[0]):
+            return match.group(0)
+        name = "README.md" if os.path.exists(os.path.join(target, "README.md")) else "index.md"
+        return f"]({match.group(1)}{name}{match.group(2) or ''})"
+
+    markdown = re.sub(r"\]\(((?!https?:)[\w./-]*/)(#[\w-]+)?\)", folder, markdown)
 
     def moved(match: re.Match) -> str:
         target = MOVED.get(match.group(2))

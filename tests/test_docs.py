@@ -6,11 +6,12 @@ docs/*.md. Each command in it (backslash continuations joined, comments dropped,
 prefixes taken as its environment) runs as follows, in one temporary folder per block:
 - `python -m hfsweep ARGS`: composed through hfsweep's own command line with `--cfg job` (every
   override, group option and sweep value composed, as the real command does before Ray starts);
-- `python -m hfsweep.datasets_offline DIR`: run for real (offline, seconds); the `data.path` of the
-  block's later commands must then exist;
+- `python -m hfsweep.datasets_offline DIR`: run for real (offline, seconds); a later command's
+  `data.path` under DIR must then exist;
 - `python -m hfsweep.{report,resume,replay,simulate,glue} ...`: its own argument parser must take
   the command line (the run directory does not exist here, so it refuses that, not its flags);
-- anything else (`pip`, `optuna-dashboard`) fails the test: keep such lines out of runnable blocks.
+- `pip install ...`: skipped (it needs the package index);
+- anything else (`optuna-dashboard`, `mlflow ui`) fails the test: keep such lines out of runnable blocks.
 """
 
 from __future__ import annotations
@@ -87,6 +88,30 @@ def companion_refusal(module: str, argv: list[str]) -> str:
     return text if "usage:" in text else ""
 
 
+def single_runs(args: list[str]) -> list[list[str]]:
+    """A multirun's command lines as single runs (Hydra prints no `--cfg` of a multirun): every
+    value of each swept key once, the others at their first value."""
+    if "-m" not in args and "--multirun" not in args:
+        return [args]
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    args = [a for a in args if a not in ("-m", "--multirun")]
+    parser = OverridesParser.create()
+    values = []
+    for arg in args:
+        override = parser.parse_override(arg) if "=" in arg and not arg.startswith("-") else None
+        if override is not None and override.is_sweep_override():
+            key = arg.split("=", 1)[0]
+            values.append([f"{key}={v}" for v in override.sweep_string_iterator()])
+        else:
+            values.append([arg])
+    first = [v[0] for v in values]
+    runs = [first]
+    for i, options in enumerate(values):
+        runs += [[*first[:i], option, *first[i + 1:]] for option in options[1:]]
+    return runs
+
+
 def compose_all(cases: list[list[str]], env: dict, cwd: Path) -> list:
     """Every case through `hfsweep.__main__.cli()`, in one Python process (tests/cli_in_process.py)."""
     cases_path, results_path = cwd / "cases.json", cwd / "results.json"
@@ -100,30 +125,38 @@ def compose_all(cases: list[list[str]], env: dict, cwd: Path) -> list:
 
 def test_every_runnable_command_runs(tmp_path):
     """All blocks' compositions run in one process; the offline data writers for real."""
-    cases, where, env = [], [], {}
+    cases, where, env, offline_data = [], [], {}, {}
     for case in ALL_BLOCKS:
         page, line, body = case
         folder = tmp_path / block_id(case).replace("/", "_").replace(":", "_")
         folder.mkdir()
-        wrote_data = False
+        written = []  # the folders a datasets_offline command of this block wrote
         for cmd_env, argv in commands(body):
             env.update(cmd_env)
+            if argv[:2] == ["pip", "install"]:
+                continue
             assert argv[:2] == ["python", "-m"], f"{block_id(case)}: not a python -m command: {argv}"
             module = argv[2]
             args = argv[3:]
             if module == "hfsweep":
                 paths = [a.split("=", 1)[1] for a in args if a.startswith("data.path=")]
-                if wrote_data:
-                    for path in paths:
+                for path in paths:
+                    if Path(path).parts[0] in written:
                         assert (folder / path).exists(), f"{block_id(case)}: data.path={path} was not written"
                 cfg_flags = [] if "--cfg" in args else ["--cfg", "job"]
-                cases.append([*args, *cfg_flags])
-                where.append(f"{block_id(case)}: python -m hfsweep {shlex.join(args)}")
+                for one in single_runs(args):
+                    cases.append([*one, *cfg_flags])
+                    where.append(f"{block_id(case)}: python -m hfsweep {shlex.join(one)}")
             elif module == "hfsweep.datasets_offline":
-                ran = subprocess.run([sys.executable, "-m", module, *args], cwd=folder, capture_output=True, text=True,
-                                     env={**os.environ, **OFFLINE_ENV}, timeout=120)
-                assert ran.returncode == 0, f"{block_id(case)}: {ran.stderr[-2000:]}"
-                wrote_data = True
+                out = folder / args[0]
+                if args[0] in offline_data:  # the same command in an earlier block: its files, copied
+                    shutil.copytree(offline_data[args[0]], out)
+                else:
+                    ran = subprocess.run([sys.executable, "-m", module, *args], cwd=folder, capture_output=True,
+                                         text=True, env={**os.environ, **OFFLINE_ENV}, timeout=120)
+                    assert ran.returncode == 0, f"{block_id(case)}: {ran.stderr[-2000:]}"
+                    offline_data[args[0]] = out
+                written.append(Path(args[0]).parts[0])
             elif module.split(".", 1)[-1] in COMPANIONS and module.startswith("hfsweep."):
                 refused = companion_refusal(module.split(".", 1)[1], args)
                 assert not refused, f"{block_id(case)}: {shlex.join(argv)}\n{refused}"
