@@ -175,7 +175,7 @@ def test_a_broken_command_fails_the_check(tmp_path):
                           {}, tmp_path)
     assert [code for _, code, _ in results] == [2, 2]
     assert "did you mean 'learning_rate'" in results[0][0]
-    assert companion_refusal("replay", ["outputs/DATE/TIME", "--seed", "1"])  # --seeds, misspelt
+    assert companion_refusal("replay", ["outputs/DATE/TIME", "--sedes", "1"])  # --seeds, misspelt
 
 
 def test_the_reference_pages_are_up_to_date():
@@ -256,7 +256,7 @@ def test_help_is_hfsweeps_own_and_hydras_stays_reachable(tmp_path):
 @pytest.mark.skipif(shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None,
                     reason="mkdocs is not installed (pip install -e '.[docs]')")
 def test_the_site_builds_strictly(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (tmp_path / "site" / "experiments" / "glue" / "index.html").exists()
