@@ -15,6 +15,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from hfsweep.compat import quiet_transformers_integrations
 from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema in the ConfigStore)
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import check_composition, normalise_overrides, resolvable_here, resolve, searched_overrides
@@ -49,17 +50,6 @@ def remove_hydra_output(run_dir: str) -> None:
         os.remove(log)
     if os.path.isdir(run_dir) and not os.listdir(run_dir):
         os.rmdir(run_dir)
-
-
-def quiet_transformers_integrations() -> None:
-    """transformers' integrations module prints "[INFO] Running in WANDB offline mode" when first
-    imported with WANDB_MODE=offline, before any refusal hfsweep prints: imported here, silently."""
-    if os.environ.get("WANDB_MODE") == "offline":
-        import contextlib
-        import io
-
-        with contextlib.redirect_stdout(io.StringIO()):
-            import transformers.integrations.integration_utils  # noqa: F401
 
 
 PRINT_ONLY_FLAGS = {"--cfg", "-c"}  # Hydra prints the config and exits: nothing to validate

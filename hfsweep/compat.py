@@ -1,5 +1,5 @@
-"""Every private API of Ray, torch, datasets and W&B that hfsweep touches, each guarded, in one
-place to mend on an upgrade. Where one has gone, hfsweep degrades (a log line stays loud, a
+"""Every private API of Ray, torch, datasets and W&B that hfsweep touches (and the one library
+print silenced where it is first imported), each guarded, in one place to mend on an upgrade. Where one has gone, hfsweep degrades (a log line stays loud, a
 cache key is computed the slow way) and nothing fails; `tests/test_compat.py` fails instead, so
 the upgrade is noticed."""
 
@@ -129,7 +129,19 @@ def hide_from_result_tables(keys) -> bool:
 def restored_callbacks(tuner) -> list:
     """The callbacks of a Tuner built by `Tuner.restore`: its RunConfig, callbacks included, is
     unpickled from the experiment (Tune then restores their saved state into them), and only
-    Tune's private `TunerInternal` holds it. Empty when that has moved."""
+    Tune's private `TunerInternal` holds it. Empty when that has moved: `sweep.resume` then
+    refuses a budgeted sweep rather than resume it with a budget nothing counts."""
     local = getattr(tuner, "_local_tuner", None)
     get_run_config = getattr(local, "get_run_config", None)
     return list(get_run_config().callbacks or []) if get_run_config else []
+
+
+def quiet_transformers_integrations() -> None:
+    """transformers' integrations module prints "[INFO] Running in WANDB offline mode" when first
+    imported with WANDB_MODE=offline: in the CLI before any refusal, and on every Ray Train worker
+    (11 lines in the default run) where no user can act on it. Imported here, silently."""
+    import io
+
+    if os.environ.get("WANDB_MODE") == "offline":
+        with contextlib.redirect_stdout(io.StringIO()):
+            import transformers.integrations.integration_utils  # noqa: F401

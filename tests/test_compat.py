@@ -105,3 +105,30 @@ def test_prepare_trainer_hands_a_ray_data_iterables_batches_to_the_trainer_uncha
     trainer = prepare_trainer(Trainer(model=torch.nn.Linear(1, 1), args=args, train_dataset=compat.ray_data_iterable(lambda: iter(batches))))
     assert [batch["input_ids"].tolist() for batch in trainer.get_train_dataloader()] == [[[1, 2, 3]], [[4, 5]]], \
         "prepare_trainer no longer recognises ray.data.iterator._IterableFromIterator"
+
+
+def test_restored_callbacks_finds_a_restored_tuners_callbacks_with_their_state(ray_cluster, tmp_path):
+    from ray import tune
+
+    class Counting(tune.Callback):
+        def __init__(self):
+            self.results = 0
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            self.results += 1
+
+        def get_state(self):
+            return {"results": self.results}
+
+        def set_state(self, state):
+            self.results = state["results"]
+
+    def trainable(config):
+        for step in range(3):
+            tune.report({"step": step})
+
+    tune.Tuner(trainable, run_config=tune.RunConfig(name="restore", storage_path=str(tmp_path),
+                                                     callbacks=[Counting()], verbose=0)).fit()
+    restored = compat.restored_callbacks(tune.Tuner.restore(str(tmp_path / "restore"), trainable))
+    counting = [c for c in restored if type(c).__name__ == "Counting"]
+    assert counting, "Tune's TunerInternal.get_run_config is gone: a resumed sweep would lose its budget"

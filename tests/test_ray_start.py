@@ -56,3 +56,19 @@ def test_a_ray_that_never_registers_its_raylet_is_refused_in_one_line_naming_its
     message = str(refused.value)
     assert "\n" not in message
     assert message.startswith("Ray did not start") and "RAY_LOG_TO_STDERR=1" in message and "raylet.err" in message
+
+
+@pytest.mark.slow
+def test_a_two_worker_sweeps_console_carries_no_library_notice_a_user_cannot_act_on(tmp_path):
+    """Every Ray Train worker printed transformers' "[INFO] Running in WANDB offline mode" (11
+    lines in the default run); DeepSpeed, when installed, warns on each CPU worker that it found no
+    GPU (hfsweep tells the workers DS_ACCELERATOR=cpu on a CPU sweep)."""
+    env = {**os.environ, "HFSWEEP_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline"}
+    run = subprocess.run([sys.executable, "-m", "hfsweep", "debug=tiny", "cluster.num_workers=2",
+                          f"hydra.run.dir={tmp_path / 'run'}"], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    console = run.stdout + run.stderr
+    assert "Best trial " in run.stdout
+    assert "Running in WANDB offline mode" not in console
+    assert "[WARNING]" not in console and "Setting accelerator to CPU" not in console

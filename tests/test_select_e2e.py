@@ -4,6 +4,7 @@ re-trained over two seeds in RUN_DIR/select/, the winner chosen by its mean."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -20,9 +21,15 @@ def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_
     run_dir = tmp_path / "run"
     command = [sys.executable, "-m", "hfsweep", "debug=tiny",
                f"search_space.training.learning_rate.values={LEARNING_RATES}", "select.top_k=2", "select.seeds=[1,2]",
+               "cluster.price_per_cpu_hour=0.04", "budget.usd=100",  # a budget the selection draws on, never spent
                f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    searched = pd.read_csv(run_dir / "results.csv")["cost_usd"].sum()
+    selected = pd.read_csv(run_dir / "select" / "results.csv")["cost_usd"].sum()
+    assert f"${searched:.4g} for the search + ${selected:.4g} for the selection's 4 runs" in proc.stdout
+    spent = re.search(r"budget: +\$([0-9.e-]+) of \$100 used, the selection included", proc.stdout)
+    assert spent and float(spent.group(1)) > searched * 1.5  # the four re-trainings were counted too
 
     search = pd.read_csv(run_dir / "results.csv")
     assert len(search) == 3
@@ -52,3 +59,17 @@ def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_
     results_md = (run_dir / "results.md").read_text()
     assert "## Selection over seeds" in results_md and "95% CI" in results_md and "paired t-test" in results_md
     assert f"the winner's median seed {best['seed']}" in proc.stdout
+
+
+def test_a_search_that_spent_its_budget_skips_the_selection_in_one_line(tmp_path, cache_dir):
+    """The budget bounds everything one command launches: `select.top_k` after a spent budget
+    trains nothing more (it trained six unbudgeted runs before)."""
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "hfsweep", "debug=tiny", "search_space.training.learning_rate.values=[1e-3,1e-4]",
+               "select.top_k=2", "cluster.price_per_cpu_hour=0.04", "budget.usd=0.000001",
+               f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "the sweep ended on its USD budget" in proc.stdout
+    assert "hfsweep: select: skipped: the search spent the sweep's budget" in proc.stdout
+    assert not (run_dir / "select").exists()

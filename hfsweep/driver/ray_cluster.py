@@ -21,7 +21,7 @@ from hfsweep.config.resources import (DATA_CPUS, resource_names, trial_resources
 from hfsweep.driver.search_rules import is_population_training, population_size
 
 FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE", "HF_HOME",
-                 "HFSWEEP_CACHE")
+                 "HFSWEEP_CACHE", "DS_ACCELERATOR")
 # A Ray started for one sweep on one machine: notice a finished worker group sooner, and skip the
 # spot-preemption watcher (one more actor per trial) since nothing here is preemptible.
 LOCAL_RAY_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "1", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
@@ -49,6 +49,8 @@ def init_ray(cluster: dict) -> None:
         return
     env = {**QUIET_ENV, **{k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}}
     env["TOKENIZERS_PARALLELISM"] = "false"
+    if not cluster.get("use_gpu") and "DS_ACCELERATOR" not in env:
+        env["DS_ACCELERATOR"] = "cpu"  # else DeepSpeed, when installed, warns on every CPU worker that it found no GPU
     quiet_ray_auth_notice()
     runtime_env = cluster.get("runtime_env") or {}
     if cluster["address"]:

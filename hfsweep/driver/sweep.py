@@ -182,6 +182,10 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
     trainable = trainable_for({**cfg, "name": latest}, task, data)
     tuner = tune.Tuner.restore(experiment, trainable, resume_errored=True, param_space=param_space)
     budget = next((c for c in restored_callbacks(tuner) if isinstance(c, SweepBudget)), None)
+    if budget is None and build_budget(cfg) is not None:
+        raise RuntimeError("resume: Tune restored the sweep without its budget (hfsweep.compat.restored_callbacks "
+                           "found none: Ray's private TunerInternal has moved); pin ray to the version in "
+                           "provenance.json to resume this sweep.")
     earlier = [tune.ResultGrid(tune.ExperimentAnalysis(os.path.join(run_dir, name))) for name in earlier_names]
     return finish(tune_fit(tuner), cfg, task, data, budget, earlier)
 
@@ -291,20 +295,27 @@ def finish(results: tune.ResultGrid, cfg: dict, task, data: PreparedData, budget
         print(f"  budget:          the sweep ended on {budget.reason}; no trial started after, running ones were stopped ({ended})")
     count, size = checkpoint_disk_use(results)
     keep = cfg["checkpoints"]["keep_per_trial"]
-    budget = f"the best {keep} per trial" if keep else "all kept; set checkpoints.keep_per_trial=K to keep fewer"
-    print(f"  checkpoints:     {count} on disk, {size / 2**20:.1f} MiB ({budget})")
+    kept = f"the best {keep} per trial" if keep else "all kept; set checkpoints.keep_per_trial=K to keep fewer"
+    print(f"  checkpoints:     {count} on disk, {size / 2**20:.1f} MiB ({kept})")
     if cfg["select"]["top_k"]:
-        select_over_seeds(results, cfg, task, data)
+        select_over_seeds(results, cfg, task, data, budget, search_cost=table.get("cost_usd"))
     return results
 
 
-def select_over_seeds(results: tune.ResultGrid, cfg: dict, task, data: PreparedData) -> None:
+def select_over_seeds(results: tune.ResultGrid, cfg: dict, task, data: PreparedData,
+                      budget: Optional[SweepBudget] = None, search_cost: Optional[pd.Series] = None) -> None:
     """Re-train the search's `select.top_k` best configurations once per seed, as one sweep in
-    RUN_DIR/select/ on the same data; best/ and best.json become the winner's (best mean) median seed."""
+    RUN_DIR/select/ on the same data; best/ and best.json become the winner's (best mean) median seed.
+    A budget bounds the selection too: it draws on what the search left (the same ledger), and is
+    skipped when the search spent it all."""
     storage = cfg["cluster"]["storage_path"]
     out = os.path.join(storage, SELECT_DIR)
     if os.path.exists(out):  # a resumed sweep whose selection ran already
         print(f"hfsweep: {out} exists: the selection is not run again (move it away to select anew)")
+        return
+    if budget is not None and budget.reason:
+        print(f"hfsweep: select: skipped: the search spent the sweep's budget ({budget.reason}); raise it to "
+              f"re-train the top {cfg['select']['top_k']} over seeds")
         return
     configurations = top_configurations(results, cfg, cfg["select"]["top_k"])
     sub = selection_config(cfg, configurations, out)
@@ -315,10 +326,20 @@ def select_over_seeds(results: tune.ResultGrid, cfg: dict, task, data: PreparedD
     print(f"hfsweep: select: re-training the {len(configurations)} best configurations over seeds {seeds} in {out}")
     points = selection_points(cfg, configurations)
     setup = SearchSetup(searcher_arguments={"points_to_evaluate": points}, num_samples=len(points))
-    scheduler, stopper = build_scheduler(sub, param_space), build_stopper(sub)
-    tuner = build_tuner(sub, param_space, task, data, scheduler, stopper, build_loggers(sub), setup)
+    scheduler, stopper = build_scheduler(sub, param_space), build_stopper(sub, *filter(None, [budget]))
+    callbacks = [*build_loggers(sub), *filter(None, [budget])]
+    tuner = build_tuner(sub, param_space, task, data, scheduler, stopper, callbacks, setup)
     reruns = tune_fit(tuner)
-    write_report(out)
+    rerun_table = write_report(out)
+    if "cost_usd" in rerun_table and search_cost is not None:
+        searched, selected = search_cost.sum(), rerun_table["cost_usd"].sum()
+        print(f"  cost:            ${searched:.4g} for the search + ${selected:.4g} for the selection's "
+              f"{len(rerun_table)} runs = ${searched + selected:.4g}")
+    if budget is not None:
+        print(f"  budget:          {budget.summary()}, the selection included")
+        if budget.reason:
+            print(f"  budget:          the selection ended on {budget.reason}; runs stopped then count with their "
+                  f"last report")
     candidates = candidates_from(reruns, sub, configurations)
     selection = rank(candidates, cfg["metric"], cfg["mode"], cfg["select"]["confidence"])
     best = winner_checkpoint(selection)

@@ -21,9 +21,11 @@ def train_loop(config: dict) -> None:
     spawn) while this worker imports torch and transformers for the loop.
     """
     # imported here, on the worker: the controller unpickling this module imports nothing more
+    from hfsweep.compat import quiet_transformers_integrations
     from hfsweep.loops.base import get_loop
 
     ray.train.get_dataset_shard("train")
+    quiet_transformers_integrations()
     get_loop(config["cfg"]["loop"]["name"]).train(config)
 
 
