@@ -27,6 +27,7 @@ from hfsweep.config.objectives import first_objective, is_multi_objective, objec
 from hfsweep.config.resources import price_key  # noqa: E402
 from hfsweep.contract import COST_METRICS  # noqa: E402
 from hfsweep.driver.best import BestTrial, lookup, searched_paths  # noqa: E402
+from hfsweep.driver import defaults_trial  # noqa: E402
 from hfsweep.driver.budget import trial_cost_usd  # noqa: E402
 from hfsweep.driver.insight import (  # noqa: E402
     IMPORTANCE_PLOT, PARALLEL_PLOT, export_study, importance_section, plot_importance, plot_parallel, why_not,
@@ -87,6 +88,10 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
                 "error": error_line(trial),
             }
         )
+    if defaults_trial.wanted(cfg):
+        values = defaults_trial.defaults_values(cfg)
+        for row in rows:
+            row[defaults_trial.DEFAULTS_COLUMN] = defaults_trial.is_defaults(row, values)
     table = pd.DataFrame(rows)
     unreported = [c for c in (*COST_METRICS, "cost_usd") if c in table and table[c].isna().all()]  # mfu on CPU
     table = table.drop(columns=unreported)
@@ -191,3 +196,24 @@ def summary(best: BestTrial, run_dir: str, untrained_loss: Optional[float] = Non
     lines.append(f"  exported model:  {os.path.join(run_dir, 'best')}")
     lines.append(f"  results:         {os.path.join(run_dir, 'results.md')} (and .csv, curves.png, hyperparameters.png)")
     return "\n".join(lines)
+
+
+def search_lines(table: pd.DataFrame, cfg: dict, best, startup: Optional[int]) -> list[str]:
+    """The summary's lines on the search itself: the winner against the defaults trial, and how
+    many trials a model-based searcher chose by its model rather than its random start-up."""
+    lines = []
+    column, metric = defaults_trial.DEFAULTS_COLUMN, f"best_{best.metric}"
+    ran = table[table[column].astype(bool)] if column in table else table.iloc[:0]
+    if len(ran) and pd.notna(ran[metric].iloc[0]):
+        value = float(ran[metric].iloc[0])
+        gain = (best.value - value) * (1 if cfg["mode"] == "max" else -1)
+        relative = f" ({gain / abs(value):+.1%})" if value else ""
+        lines.append(f"  defaults trial:  {best.metric} = {value:.4f} (the config's own values, trial "
+                     f"{ran['trial_id'].iloc[0]}); the best is {gain:+.4g} better{relative}")
+    elif defaults_trial.wanted(cfg):
+        lines.append("  defaults trial:  did not report; no gain over the config's own values to state")
+    if startup is not None:
+        modelled = max(0, len(table) - startup)
+        lines.append(f"  searcher:        {min(startup, len(table))} trials drawn at random (start-up), "
+                     f"{modelled} chosen by its model (search_alg.startup_trials={startup})")
+    return lines

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from typing import Optional
@@ -67,9 +68,8 @@ def build_search_alg(cfg: dict, max_concurrent: Optional[int], extra: Optional[d
     Tune ignores TuneConfig.max_concurrent_trials for a variant generator, so the cap is set here.
     Several objectives go to the searcher itself: Tune's TuneConfig takes one metric.
     """
-    # warm_start is hfsweep's key, not the searcher's
-    node = {key: value for key, value in cfg["search_alg"].items() if key != "warm_start"}
-    extra = dict(extra or {})
+    node = {key: value for key, value in cfg["search_alg"].items() if key not in HFSWEEP_SEARCH_KEYS}
+    extra = {**startup_arguments(cfg), **(extra or {})}  # a warm start's sampler replaces the start-up rule's
     try:
         cls = target_class(node)
     except ImportError as err:
@@ -87,6 +87,41 @@ def build_search_alg(cfg: dict, max_concurrent: Optional[int], extra: Optional[d
         extra.update(metric=cfg["metric"], mode=cfg["mode"])
     searcher = instantiate_at("search_alg", node, **extra)
     return ConcurrencyLimiter(searcher, max_concurrent=max_concurrent) if max_concurrent else searcher
+
+
+# hfsweep's keys of `search_alg`, not the searcher's: earlier sweeps to start from, whether the
+# config's own values run first, and how many trials a model-based searcher draws at random first.
+HFSWEEP_SEARCH_KEYS = ("warm_start", "defaults_trial", "startup_trials")
+# Where each model-based searcher takes its random start-up, and its own default (a 12-trial sweep
+# under Optuna's 10 would leave two trials to the model).
+STARTUP_ARGUMENT = {"OptunaSearch": "n_startup_trials", "HyperOptSearch": "n_initial_points"}
+
+
+def startup_trials(cfg: dict) -> Optional[int]:
+    """How many trials a model-based searcher samples at random before its model chooses:
+    `search_alg.startup_trials`, else a third of the sweep's trials (the defaults trial counted),
+    at least 2. A budget may end the sweep sooner; the rule then still counts num_samples, and
+    the summary says how many the model chose. None for a searcher without a model."""
+    name = target_class(cfg["search_alg"]).__name__
+    if name not in STARTUP_ARGUMENT:
+        return None
+    if cfg["search_alg"].get("startup_trials") is not None:
+        return cfg["search_alg"]["startup_trials"]
+    trials = cfg["num_samples"] + (1 if cfg["search_alg"].get("defaults_trial") else 0)
+    return max(2, math.ceil(trials / 3))
+
+
+def startup_arguments(cfg: dict) -> dict:
+    """The searcher's constructor arguments that carry the start-up rule: Optuna's through its TPE
+    sampler (seeded as OptunaSearch would seed its own), HyperOpt's directly."""
+    count = startup_trials(cfg)
+    if count is None:
+        return {}
+    if target_class(cfg["search_alg"]).__name__ == "HyperOptSearch":
+        return {"n_initial_points": count}
+    from optuna.samplers import TPESampler
+
+    return {"sampler": TPESampler(seed=cfg["search_alg"].get("seed"), n_startup_trials=count), "seed": None}
 
 
 class ThresholdStopper(tune.Stopper):

@@ -13,6 +13,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -85,6 +86,8 @@ class Selection:
     confidence: float
     paired_seeds: list[int]  # seeds both winner and runner-up finished
     p_value: float  # the paired t-test of winner against runner-up; nan without one, or under 2 seeds in common
+    defaults: Optional[Candidate] = None  # the config's own values, re-trained beside the top K
+    defaults_p_value: float = math.nan  # the paired t-test of winner against the defaults
 
     @property
     def winner(self) -> Candidate:
@@ -96,21 +99,30 @@ class Selection:
         return ordered[(len(ordered) - 1) // 2]
 
 
-def rank(candidates: list[Candidate], metric: str, mode: str, confidence: float) -> Selection:
-    """Rank configurations by their mean over seeds; test the winner against the runner-up, paired by seed."""
+def paired_p_value(a: Candidate, b: Candidate) -> tuple[list[int], float]:
+    """The seeds both finished, and the paired t-test of their scores (nan under two seeds)."""
+    paired = sorted(set(a.scores) & set(b.scores))
+    if len(paired) < 2:
+        return paired, math.nan
+    return paired, float(stats.ttest_rel([a.scores[s] for s in paired], [b.scores[s] for s in paired]).pvalue)
+
+
+def rank(candidates: list[Candidate], metric: str, mode: str, confidence: float,
+         defaults: Optional[dict] = None) -> Selection:
+    """Rank configurations by their mean over seeds; test the winner against the runner-up, and
+    against the `defaults` configuration, paired by seed."""
     scored = [c for c in candidates if c.scores]
     if not scored:
         raise RuntimeError("select: no re-trained run finished; see the errors above.")
     for c in scored:
         c.mean, c.low, c.high = confidence_interval(list(c.scores.values()), confidence)
     ranked = sorted(scored, key=lambda c: c.mean, reverse=mode == "max")
-    paired, p_value = [], math.nan
-    if len(ranked) > 1:
-        paired = sorted(set(ranked[0].scores) & set(ranked[1].scores))
-        if len(paired) > 1:
-            winner, runner_up = ([c.scores[s] for s in paired] for c in ranked[:2])
-            p_value = float(stats.ttest_rel(winner, runner_up).pvalue)
-    return Selection(ranked, metric, mode, confidence, paired, p_value)
+    paired, p_value = paired_p_value(ranked[0], ranked[1]) if len(ranked) > 1 else ([], math.nan)
+    selection = Selection(ranked, metric, mode, confidence, paired, p_value)
+    selection.defaults = next((c for c in scored if defaults is not None and c.hyperparameters == defaults), None)
+    if selection.defaults is not None and selection.defaults is not ranked[0]:
+        selection.defaults_p_value = paired_p_value(ranked[0], selection.defaults)[1]
+    return selection
 
 
 def candidates_from(results, sub: dict, configurations: list[dict]) -> list[Candidate]:
@@ -145,7 +157,7 @@ def selection_table(selection: Selection) -> pd.DataFrame:
     seeds = sorted({s for c in selection.ranked for s in c.scores})
     ci = f"ci{selection.confidence:.0%}"
     return pd.DataFrame([
-        {"rank": i + 1, **c.hyperparameters, **{f"seed_{s}": c.scores.get(s) for s in seeds}, "n": len(c.scores),
+        {"rank": i + 1, **c.hyperparameters, "defaults": c is selection.defaults, **{f"seed_{s}": c.scores.get(s) for s in seeds}, "n": len(c.scores),
          f"mean_{selection.metric}": c.mean, f"{ci}_low": c.low, f"{ci}_high": c.high}
         for i, c in enumerate(selection.ranked)
     ])
@@ -161,6 +173,20 @@ def paired_test_line(selection: Selection) -> str:
     return f"paired t-test (by seed: {seeds}) of the winner against the runner-up: p = {selection.p_value:.3g}"
 
 
+def defaults_lines(selection: Selection) -> list[str]:
+    """The winner against the config's own values over the same seeds: the gain a user sees."""
+    d = selection.defaults
+    if d is None:
+        return []
+    if d is selection.winner:
+        return ["the defaults (the config's own values) won: the search found nothing better over these seeds"]
+    gain = (selection.winner.mean - d.mean) * (1 if selection.mode == "max" else -1)
+    p = "not defined (under 2 seeds in common)" if math.isnan(selection.defaults_p_value) \
+        else f"{selection.defaults_p_value:.3g}"
+    return [f"against the defaults ({describe(d.hyperparameters)}: {d.mean:.4f}): the winner is {gain:+.4g} better "
+            f"in mean {selection.metric}; paired t-test by seed p = {p}"]
+
+
 def interval_text(c: Candidate, confidence: float) -> str:
     half = (c.high - c.low) / 2
     return f"{c.mean:.4f} ± {half:.4f} ({confidence:.0%} CI [{c.low:.4f}, {c.high:.4f}], n={len(c.scores)})"
@@ -171,7 +197,8 @@ def write_selection(selection: Selection, out: str) -> str:
     table = selection_table(selection)
     table.to_csv(os.path.join(out, SELECTION_FILE), index=False)
     lines = [f"Winner by mean {selection.metric} over seeds ({selection.mode}), "
-             f"best/ from its median seed {selection.median_seed()}; {paired_test_line(selection)}.", "",
+             f"best/ from its median seed {selection.median_seed()}; {paired_test_line(selection)}.",
+             *defaults_lines(selection), "",
              *[f"{i + 1}. {describe(c.hyperparameters)}: {interval_text(c, selection.confidence)}"
                for i, c in enumerate(selection.ranked)],
              "", markdown(table)]
@@ -192,6 +219,7 @@ def selection_summary(selection: Selection, best_dir: str) -> str:
     lines += [f"  {'winner:' if i == 0 else f'{i + 1}.    '} {describe(c.hyperparameters)}: "
               f"{interval_text(c, selection.confidence)}" for i, c in enumerate(selection.ranked)]
     lines.append(f"  {paired_test_line(selection)}")
+    lines += [f"  {line}" for line in defaults_lines(selection)]
     lines.append(f"  exported model:  {best_dir} (the winner's median seed {seed}: trial {run.trial_id}, "
                  f"{run.metric} = {run.value:.4f} at step {run.step})")
     return "\n".join(lines)

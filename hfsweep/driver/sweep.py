@@ -14,6 +14,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 from ray import tune
+from ray.tune.utils import flatten_dict
 
 from hfsweep.compat import hide_from_result_tables, restored_callbacks
 from hfsweep.config.errors import ConfigError
@@ -33,8 +34,10 @@ from hfsweep.driver.ray_cluster import (check_storage_writable, check_trial_fits
 from hfsweep.driver.best import BestTrial, best_trial, write_best
 from hfsweep.driver.evaluation import evaluate_model
 from hfsweep.driver.export import export_best
-from hfsweep.driver.report import summary, write_report
-from hfsweep.driver.schedulers import build_scheduler, build_search_alg, build_stopper
+from hfsweep.driver.report import search_lines, summary, write_report
+from hfsweep.driver.defaults_trial import defaults_point, defaults_values, is_defaults
+from hfsweep.driver.defaults_trial import wanted as defaults_trial_wanted
+from hfsweep.driver.schedulers import build_scheduler, build_search_alg, build_stopper, startup_trials, target_class
 from hfsweep.driver.search_space import compile_search_space
 from hfsweep.driver.select import (candidates_from, rank, selection_config, selection_points, selection_summary,
                                    top_configurations, winner_checkpoint, write_selection)
@@ -78,6 +81,15 @@ def search_setup(cfg: dict, param_space: dict) -> SearchSetup:
     if warm:
         setup.searcher_arguments, setup.num_samples = searcher_arguments(cfg, param_space, warm)
         setup.notes = [f"warm start: {note}" for note in warm.notes]
+    searcher = target_class(cfg["search_alg"])
+    point = defaults_point(cfg, model_based=not issubclass(searcher, tune.search.BasicVariantGenerator))
+    if point is not None:
+        # OptunaSearch names its parameters by "/"-joined paths and enqueues a point under those names
+        flat = searcher.__name__ == "OptunaSearch"
+        setup.searcher_arguments["points_to_evaluate"] = [flatten_dict(point, delimiter="/") if flat else point]
+        setup.num_samples = cfg["num_samples"] + 1  # Tune counts the point as one of the samples
+        values = ", ".join(f"{path}={value}" for path, value in defaults_values(cfg).items())
+        setup.notes.append(f"defaults trial: the config's own {values} runs first (search_alg.defaults_trial)")
     return setup
 
 
@@ -286,6 +298,8 @@ def finish(results: tune.ResultGrid, cfg: dict, task, data: PreparedData, budget
         print(f"  objectives:      {', '.join(f'{name} = {value:.4g}' for name, value in best.objectives.items())} (its last report)")
         print(f"  Pareto front:    {table['pareto'].sum()} of {len(table)} trials, marked in results.md and drawn in {PARETO_PLOT}; "
               f"best/ is the one with the best {best.metric}")
+    for line in search_lines(table, cfg, best, startup_trials(cfg)):
+        print(line)
     if "cost_usd" in table:
         print(f"  cost:            ${table['cost_usd'].sum():.4g} for {len(table)} trials (cost_usd in results.csv)")
     if budget is not None:
@@ -318,6 +332,9 @@ def select_over_seeds(results: tune.ResultGrid, cfg: dict, task, data: PreparedD
               f"re-train the top {cfg['select']['top_k']} over seeds")
         return
     configurations = top_configurations(results, cfg, cfg["select"]["top_k"])
+    defaults = defaults_values(cfg) if defaults_trial_wanted(cfg) else None
+    if defaults is not None and not any(is_defaults(c, defaults) for c in configurations):
+        configurations.append(defaults)  # re-trained beside the top K, over the same seeds
     sub = selection_config(cfg, configurations, out)
     param_space = compile_search_space(sub["search_space"], sub)
     os.makedirs(out)
@@ -341,7 +358,8 @@ def select_over_seeds(results: tune.ResultGrid, cfg: dict, task, data: PreparedD
             print(f"  budget:          the selection ended on {budget.reason}; runs stopped then count with their "
                   f"last report")
     candidates = candidates_from(reruns, sub, configurations)
-    selection = rank(candidates, cfg["metric"], cfg["mode"], cfg["select"]["confidence"])
+    defaults = next((c for c in configurations if defaults is not None and is_defaults(c, defaults)), None)
+    selection = rank(candidates, cfg["metric"], cfg["mode"], cfg["select"]["confidence"], defaults)
     best = winner_checkpoint(selection)
     write_best(best, storage)
     export_best(best, cfg, task, os.path.join(storage, "best"), data.label_names)

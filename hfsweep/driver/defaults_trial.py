@@ -1,0 +1,79 @@
+"""The recipe's own values as the sweep's first trial (`search_alg.defaults_trial`, on by default).
+
+A sweep is worth running only if it beats the run its user would have made without it: the composed
+config's own value of every searched key (`training.learning_rate=5e-5` while the search space
+samples the learning rate) is handed to the searcher as Tune's `points_to_evaluate`, so it runs
+first under every searcher, is marked in results.csv, and the summary states the winner's gain
+over it. A grid that already holds that point runs it once, as its own trial.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from omegaconf import OmegaConf
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.config.loading import iter_leaves
+from hfsweep.driver.search_space import nested
+
+DEFAULTS_COLUMN = "defaults"  # results.csv: True on the trial that ran the config's own values
+
+
+def wanted(cfg: dict) -> bool:
+    """Whether this sweep runs the defaults trial: asked for, and no warm start (whose earlier
+    sweeps ran theirs; an extension is one)."""
+    search_alg = cfg["search_alg"]
+    return bool(search_alg.get("defaults_trial")) and not search_alg.get("warm_start")
+
+
+def defaults_values(cfg: dict) -> dict:
+    """Dotted path -> the composed config's own value, for every searched key."""
+    composed = OmegaConf.create({k: v for k, v in cfg.items() if k != "search_space"})
+    return {path: OmegaConf.select(composed, path) for path, _ in iter_leaves(cfg["search_space"])}
+
+
+def grid_runs_it(cfg: dict, values: dict) -> bool:
+    """A search space of grids alone, each holding the config's own value, runs the defaults point already."""
+    specs = dict(iter_leaves(cfg["search_space"]))
+    return all(spec["sampler"] == "grid" and values[path] in spec["values"] for path, spec in specs.items())
+
+
+def check_searchable(cfg: dict, values: dict, model_based: bool) -> None:
+    """A model-based searcher maps the point into its space (a choice's index, a range's bounds):
+    the config's own value must lie in it."""
+    if not model_based:
+        return
+    for path, spec in iter_leaves(cfg["search_space"]):
+        value = values[path]
+        inside = (value in spec["values"]) if "values" in spec else spec["low"] <= value <= spec["high"]
+        if not inside:
+            space = spec["values"] if "values" in spec else f"[{spec['low']}, {spec['high']}]"
+            raise ConfigError(
+                f"search_space.{path}: the defaults trial runs the config's own {path}={value}, outside {space}; "
+                f"widen the space to hold it, set {path} inside it, or search_alg.defaults_trial=false."
+            )
+
+
+def defaults_point(cfg: dict, model_based: bool) -> Optional[dict]:
+    """The nested point to run first, or None when there is none to add (off, warm-started, or a
+    grid that runs it anyway)."""
+    if not wanted(cfg):
+        return None
+    values = defaults_values(cfg)
+    if not model_based and grid_runs_it(cfg, values):
+        return None
+    check_searchable(cfg, values, model_based)
+    return nested(values)
+
+
+def is_defaults(row: dict, values: dict) -> bool:
+    """Whether a results row ran the config's own values (floats compared as written)."""
+    return all(_same(row.get(path), value) for path, value in values.items())
+
+
+def _same(a, b) -> bool:
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return a == b

@@ -1,0 +1,73 @@
+"""The recipe's own values run first under every searcher (through the searchers' own suggest),
+and a model-based searcher's random start-up follows the sweep's size."""
+
+from __future__ import annotations
+
+import pytest
+
+from hfsweep.config.errors import ConfigError
+from hfsweep.driver.search_space import compile_search_space
+from tests.conftest import resolved_config
+
+LOGUNIFORM = ["search_space=learning_rate_loguniform", "training.learning_rate=5e-4", "num_samples=5"]
+
+
+def searcher_and_setup(tmp_path, overrides):
+    from hfsweep.driver.schedulers import build_search_alg
+    from hfsweep.driver.sweep import search_setup
+
+    cfg = resolved_config(overrides, tmp_path, tmp_path)
+    space = compile_search_space(cfg["search_space"], cfg)
+    setup = search_setup(cfg, space)
+    searcher = build_search_alg(cfg, None, setup.searcher_arguments)
+    searcher.set_search_properties(cfg["metric"], cfg["mode"], space)
+    return cfg, space, setup, searcher
+
+
+@pytest.mark.parametrize("searcher", ["optuna", "hyperopt"])
+def test_a_model_based_searchers_first_suggestion_is_the_configs_own_values(tmp_path, searcher):
+    cfg, _, setup, search = searcher_and_setup(tmp_path, [f"search_alg={searcher}", *LOGUNIFORM])
+    assert setup.num_samples == 6, "the defaults trial comes on top of num_samples"
+    first = search.suggest("trial_1")
+    assert first["training"]["learning_rate"] == pytest.approx(5e-4)
+    assert search.suggest("trial_2")["training"]["learning_rate"] != pytest.approx(5e-4)
+
+
+def test_random_search_and_a_grid_without_the_point_run_it_first(tmp_path):
+    from ray.tune.search import BasicVariantGenerator
+
+    for overrides in (["search_alg=random", *LOGUNIFORM],
+                      ["search_space.training.learning_rate.values=[1e-3,1e-4]", "training.learning_rate=5e-4"]):
+        _, _, setup, search = searcher_and_setup(tmp_path, overrides)
+        assert isinstance(search, BasicVariantGenerator)
+        assert setup.searcher_arguments["points_to_evaluate"] == [{"training": {"learning_rate": 5e-4}}]
+
+
+def test_a_grid_that_holds_the_point_runs_it_once_and_off_means_off(tmp_path):
+    _, _, setup, _ = searcher_and_setup(tmp_path, ["search_space.training.learning_rate.values=[1e-3,1e-4]"])
+    assert "points_to_evaluate" not in setup.searcher_arguments and setup.num_samples is None
+    _, _, setup, _ = searcher_and_setup(tmp_path, ["search_alg=optuna", *LOGUNIFORM, "search_alg.defaults_trial=false"])
+    assert "points_to_evaluate" not in setup.searcher_arguments
+
+
+def test_a_model_based_searcher_refuses_defaults_outside_its_space_in_one_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"^search_space\.training\.learning_rate: the defaults trial runs the config's "
+                                          r"own training\.learning_rate=0\.5, outside \[0\.0001, 0\.01\]; widen"):
+        searcher_and_setup(tmp_path, ["search_alg=optuna", "search_space=learning_rate_loguniform",
+                                      "training.learning_rate=0.5"])
+
+
+@pytest.mark.parametrize("num_samples, startup", [(11, 4), (2, 2), (30, 11)])
+def test_tpes_random_start_up_is_a_third_of_the_trials_in_optunas_own_sampler(tmp_path, num_samples, startup):
+    """Optuna's default of 10 random trials left nothing to its model in an 11-trial sweep."""
+    from optuna.samplers import TPESampler
+
+    _, _, _, search = searcher_and_setup(tmp_path, ["search_alg=optuna", *LOGUNIFORM, f"num_samples={num_samples}"])
+    assert isinstance(search._sampler, TPESampler) and search._sampler._n_startup_trials == startup
+
+
+def test_hyperopts_start_up_follows_the_rule_and_an_explicit_count_wins(tmp_path):
+    _, _, _, search = searcher_and_setup(tmp_path, ["search_alg=hyperopt", *LOGUNIFORM, "num_samples=11"])
+    assert search.algo.keywords["n_startup_jobs"] == 4  # hyperopt's own tpe.suggest, as HyperOptSearch binds it
+    _, _, _, search = searcher_and_setup(tmp_path, ["search_alg=optuna", *LOGUNIFORM, "search_alg.startup_trials=7"])
+    assert search._sampler._n_startup_trials == 7
