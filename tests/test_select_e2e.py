@@ -21,6 +21,7 @@ def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_
     run_dir = tmp_path / "run"
     command = [sys.executable, "-m", "hfsweep", "debug=tiny",
                f"search_space.training.learning_rate.values={LEARNING_RATES}", "select.top_k=2", "select.seeds=[1,2]",
+               "training.learning_rate=1e-4",  # the recipe's own value: the defaults trial, re-trained beside the top 2
                "cluster.price_per_cpu_hour=0.04", "budget.usd=100",  # a budget the selection draws on, never spent
                f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
@@ -32,12 +33,17 @@ def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_
     assert spent and float(spent.group(1)) > searched * 1.5  # the four re-trainings were counted too
 
     search = pd.read_csv(run_dir / "results.csv")
-    assert len(search) == 3
+    assert len(search) == 3, "the grid holds the defaults point and runs it once"
+    assert search.loc[search["defaults"], "training.learning_rate"].tolist() == [1e-4]
     top = search.sort_values("best_eval_loss")["training.learning_rate"].head(2).tolist()
+    retrained = [*top, *([1e-4] if 1e-4 not in top else [])]
     reruns = pd.read_csv(run_dir / "select" / "results.csv")
-    assert len(reruns) == 4 and set(reruns["ended"]) == {"completed"}
+    assert len(reruns) == 2 * len(retrained) and set(reruns["ended"]) == {"completed"}
     ran = sorted(zip(reruns["training.learning_rate"], reruns["seed"]))
-    assert ran == sorted((lr, s) for lr in top for s in (1, 2))
+    assert ran == sorted((lr, s) for lr in retrained for s in (1, 2))
+    selection = pd.read_csv(run_dir / "select" / "selection.csv")
+    assert selection.loc[selection["defaults"], "training.learning_rate"].tolist() == [1e-4]
+    assert "defaults trial:  eval_loss = " in proc.stdout
 
     by_config = reruns.groupby("training.learning_rate")["best_eval_loss"]
     means = by_config.mean()
@@ -50,9 +56,13 @@ def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_
     assert best["selection"]["mean"] == pytest.approx(means[winner])
     low, high = stats.t.interval(0.95, 1, loc=scores.mean(), scale=stats.sem(scores))
     assert best["selection"]["interval"] == pytest.approx([low, high])
-    loser = reruns[reruns["training.learning_rate"] != winner].set_index("seed")["best_eval_loss"]
+    ranked = reruns.groupby("training.learning_rate")["best_eval_loss"].mean().sort_values()
+    assert ranked.index[0] == winner
+    loser = reruns[reruns["training.learning_rate"] == ranked.index[1]].set_index("seed")["best_eval_loss"]
     p_value = stats.ttest_rel(scores.loc[[1, 2]], loser.loc[[1, 2]]).pvalue
     assert best["selection"]["p_value"] == pytest.approx(p_value, nan_ok=True)
+    if winner != 1e-4:
+        assert "against the defaults (training.learning_rate=0.0001: " in proc.stdout
     assert (run_dir / "best" / "config.json").is_file()
     assert best["checkpoint_path"].startswith(str(run_dir / "select"))
 

@@ -3,6 +3,9 @@
 RUN_DIR is the directory a sweep wrote (the Hydra run directory, holding resolved_config.yaml);
 the sweep may be finished or still running. `--optuna-storage URL` also writes the sweep into that
 Optuna storage as the study 'NAME RUN_DIR' (replacing a study of that name), for `optuna-dashboard URL`.
+`python -m hfsweep.report DIR1 DIR2 ... --compare OUT` draws the sweeps' anytime curves (best so far
+against trial-hours and wall time) on one plot in OUT, with each curve's area and trial-hours to
+reach its defaults trial's score in OUT/anytime.md and .csv.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import sys
 
 from hfsweep.run_dir import RESOLVED_CONFIG, holds_sweep, read_config
 from hfsweep.driver.insight import IMPORTANCE_PLOT, PARALLEL_PLOT, study_name
-from hfsweep.driver.report import write_report
+from hfsweep.driver.anytime import ANYTIME_PLOT, plot_anytime, summary_row
+from hfsweep.driver.report import sweep_anytime, write_report
 
 
 def storage_problem(url: str) -> str | None:
@@ -34,26 +38,69 @@ def storage_problem(url: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hfsweep.report", description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", help="a sweep's run directory (holds resolved_config.yaml)")
+    parser.add_argument("run_dirs", nargs="+", metavar="run_dir",
+                        help="a sweep's run directory (holds resolved_config.yaml); several with --compare")
+    parser.add_argument("--compare", metavar="OUT", help="draw the sweeps' anytime curves on one plot in OUT")
     parser.add_argument("--optuna-storage", metavar="URL",
                         help="also write the sweep as an Optuna study into this storage (e.g. sqlite:///sweep.db)")
     args = parser.parse_args(argv)
-    run_dir = args.run_dir
-    if not holds_sweep(run_dir):
-        print(f"hfsweep.report: error: {run_dir} holds no sweep ({RESOLVED_CONFIG} is missing).", file=sys.stderr)
+    missing = [run_dir for run_dir in args.run_dirs if not holds_sweep(run_dir)]
+    if missing:
+        print(f"hfsweep.report: error: {missing[0]} holds no sweep ({RESOLVED_CONFIG} is missing).", file=sys.stderr)
         return 2
+    if args.compare:
+        return compare(args.run_dirs, args.compare)
+    if len(args.run_dirs) > 1:
+        print("hfsweep.report: error: several run directories are compared with --compare OUT.", file=sys.stderr)
+        return 2
+    (run_dir,) = args.run_dirs
     problem = args.optuna_storage and storage_problem(args.optuna_storage)
     if problem:
         print(f"hfsweep.report: error: {problem}", file=sys.stderr)
         return 2
     table = write_report(run_dir, args.optuna_storage)
     print(table.to_string(index=False))
-    plots = ["curves.png", "hyperparameters.png", IMPORTANCE_PLOT, PARALLEL_PLOT, "pareto.png"]
+    plots = ["curves.png", "hyperparameters.png", ANYTIME_PLOT, IMPORTANCE_PLOT, PARALLEL_PLOT, "pareto.png"]
     written = [name for name in plots if os.path.isfile(os.path.join(run_dir, name))]
     print(f"Wrote results.csv, results.md, {', '.join(written)} in {run_dir}")
     if args.optuna_storage:
         print(f"Wrote the Optuna study '{study_name(read_config(run_dir), run_dir)}' ({len(table)} trials) into "
               f"{args.optuna_storage}; see it with: optuna-dashboard {args.optuna_storage}")
+    return 0
+
+
+def compare(run_dirs: list[str], out: str) -> int:
+    """The sweeps' anytime curves on one plot; each labelled by its run directory's last two parts
+    (a method's name and its search seed, as experiments lay them out)."""
+    import pandas as pd
+
+    from hfsweep.config.objectives import first_objective
+    from hfsweep.driver.tables import markdown
+
+    curves, rows, metrics = {}, [], set()
+    for run_dir in run_dirs:
+        curve, target, cfg = sweep_anytime(run_dir)
+        metric, mode = first_objective(cfg)
+        metrics.add((metric, mode))
+        label = os.path.join(*os.path.normpath(run_dir).split(os.sep)[-2:])
+        curves[label] = curve
+        rows.append(summary_row(label, curve, target, mode))
+    if len(metrics) > 1:
+        print(f"hfsweep.report: error: --compare needs one metric and mode in every sweep, got {sorted(metrics)}.",
+              file=sys.stderr)
+        return 2
+    ((metric, mode),) = metrics
+    os.makedirs(out, exist_ok=True)
+    plot_anytime(curves, metric, os.path.join(out, ANYTIME_PLOT))
+    table = pd.DataFrame(rows)
+    table.to_csv(os.path.join(out, "anytime.csv"), index=False)
+    better = "lower" if mode == "min" else "higher"
+    with open(os.path.join(out, "anytime.md"), "w") as f:
+        f.write(f"Best {metric} so far against trial-hours ({ANYTIME_PLOT}); area: the mean best so far over the "
+                f"trial-hours spent ({better} is better); hours_to_defaults: trial-hours until the sweep's own "
+                f"defaults trial's score was reached.\n\n{markdown(table)}")
+    print(table.to_string(index=False))
+    print(f"Wrote {ANYTIME_PLOT}, anytime.csv and anytime.md in {out}")
     return 0
 
 

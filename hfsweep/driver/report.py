@@ -24,10 +24,11 @@ from ray import tune  # noqa: E402
 
 from hfsweep import run_dir as run_files  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
-from hfsweep.config.resources import price_key  # noqa: E402
+from hfsweep.config.resources import billed_resources, price_key  # noqa: E402
 from hfsweep.contract import COST_METRICS  # noqa: E402
 from hfsweep.driver.best import BestTrial, lookup, searched_paths  # noqa: E402
 from hfsweep.driver import defaults_trial  # noqa: E402
+from hfsweep.driver.anytime import ANYTIME_PLOT, anytime_curve, plot_anytime, summary_row  # noqa: E402
 from hfsweep.driver.budget import trial_cost_usd  # noqa: E402
 from hfsweep.driver.insight import (  # noqa: E402
     IMPORTANCE_PLOT, PARALLEL_PLOT, export_study, importance_section, plot_importance, plot_parallel, why_not,
@@ -154,18 +155,18 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     pareto.png with several objectives; with `optuna_storage`, the sweep as an Optuna study there.
     An extended sweep's trials are all in them."""
     cfg = run_files.read_config(run_dir)
-    metric, mode = first_objective(cfg)
     run_dir = os.path.abspath(run_dir)  # Tune reads a relative path as a URI
-    analyses = [tune.ExperimentAnalysis(os.path.join(run_dir, name), default_metric=metric, default_mode=mode)
-                for name in run_files.experiment_names(run_dir, cfg["name"])]
+    analyses = experiment_analyses(run_dir, cfg)
     table = pd.concat([trial_table(analysis, cfg) for analysis in analyses], ignore_index=True)
     table.to_csv(os.path.join(run_dir, run_files.RESULTS_FILE), index=False)
     section, importances = importance_section(table, cfg)
     selection = Path(run_dir, run_files.SELECT_DIR, run_files.SELECTION_TABLE)
     heading = f"\n## Selection over seeds ({run_files.SELECT_DIR}/)\n\n"
     tail = heading + selection.read_text() if selection.is_file() else ""
-    Path(run_dir, run_files.RESULTS_TABLE).write_text(markdown(table) + cost_line(table, cfg) + section + tail)
     curves = {trial_id: history for analysis in analyses for trial_id, history in analysis.trial_dataframes.items()}
+    progress = anytime_section(curves, table, cfg, os.path.join(run_dir, ANYTIME_PLOT))
+    Path(run_dir, run_files.RESULTS_TABLE).write_text(
+        markdown(table) + cost_line(table, cfg) + progress + section + tail)
     plot_curves(curves, cfg, os.path.join(run_dir, "curves.png"))
     plot_hyperparameters(table, cfg, os.path.join(run_dir, "hyperparameters.png"))
     for name in (IMPORTANCE_PLOT, PARALLEL_PLOT):  # an earlier report's, which this one may not replace
@@ -179,6 +180,46 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     if optuna_storage:
         export_study(table, curves, cfg, run_dir, optuna_storage)
     return table
+
+
+def experiment_analyses(run_dir: str, cfg: dict) -> list:
+    """Tune's analysis of each experiment of a run directory (the sweep, and its extensions)."""
+    metric, mode = first_objective(cfg)
+    return [tune.ExperimentAnalysis(os.path.join(run_dir, name), default_metric=metric, default_mode=mode)
+            for name in run_files.experiment_names(run_dir, cfg["name"])]
+
+
+def defaults_score(table: pd.DataFrame, metric: str) -> Optional[float]:
+    """The defaults trial's best value of `metric`, when the sweep ran one and it reported."""
+    column = defaults_trial.DEFAULTS_COLUMN
+    ran = table[table[column].astype(bool)] if column in table else table.iloc[:0]
+    return float(ran[f"best_{metric}"].iloc[0]) if len(ran) and pd.notna(ran[f"best_{metric}"].iloc[0]) else None
+
+
+def sweep_anytime(run_dir: str) -> tuple[pd.DataFrame, Optional[float], dict]:
+    """A finished or running sweep's anytime curve, its defaults trial's score, and its config."""
+    cfg = run_files.read_config(run_dir)
+    analyses = experiment_analyses(os.path.abspath(run_dir), cfg)
+    histories = {t: h for analysis in analyses for t, h in analysis.trial_dataframes.items()}
+    metric, mode = first_objective(cfg)
+    table = pd.concat([trial_table(analysis, cfg) for analysis in analyses], ignore_index=True)
+    curve = anytime_curve(histories, metric, mode, billed_resources(cfg["cluster"]))
+    return curve, defaults_score(table, metric), cfg
+
+
+def anytime_section(histories: dict, table: pd.DataFrame, cfg: dict, path: str) -> str:
+    """anytime.png, and results.md's lines on it."""
+    metric, mode = first_objective(cfg)
+    curve = anytime_curve(histories, metric, mode, billed_resources(cfg["cluster"]))
+    if curve.empty:
+        return ""
+    plot_anytime({cfg["name"]: curve}, metric, path)
+    row = summary_row(cfg["name"], curve, defaults_score(table, metric), mode)
+    reached = ("; the defaults trial's score was first reached after "
+               f"{row['hours_to_defaults']:.4g} trial-hours" if not math.isnan(row["hours_to_defaults"]) else "")
+    return (f"\n## Best so far against compute ({ANYTIME_PLOT})\n\nBest {metric} {row['final_best']:.4g} after "
+            f"{row['trial_hours']:.4g} trial-hours; area under the curve (the mean best so far over the trial-hours) "
+            f"{row['area']:.4g}{reached}.\n")
 
 
 def summary(best: BestTrial, run_dir: str, untrained_loss: Optional[float] = None, perplexity: bool = False) -> str:
@@ -202,14 +243,12 @@ def search_lines(table: pd.DataFrame, cfg: dict, best, startup: Optional[int]) -
     """The summary's lines on the search itself: the winner against the defaults trial, and how
     many trials a model-based searcher chose by its model rather than its random start-up."""
     lines = []
-    column, metric = defaults_trial.DEFAULTS_COLUMN, f"best_{best.metric}"
-    ran = table[table[column].astype(bool)] if column in table else table.iloc[:0]
-    if len(ran) and pd.notna(ran[metric].iloc[0]):
-        value = float(ran[metric].iloc[0])
-        gain = (best.value - value) * (1 if cfg["mode"] == "max" else -1)
+    value = defaults_score(table, best.metric)
+    if value is not None:
+        gain = (best.value - value) * (1 if first_objective(cfg)[1] == "max" else -1)
         relative = f" ({gain / abs(value):+.1%})" if value else ""
-        lines.append(f"  defaults trial:  {best.metric} = {value:.4f} (the config's own values, trial "
-                     f"{ran['trial_id'].iloc[0]}); the best is {gain:+.4g} better{relative}")
+        lines.append(f"  defaults trial:  {best.metric} = {value:.4f} (the config's own values); "
+                     f"the best is {gain:+.4g} better{relative}")
     elif defaults_trial.wanted(cfg):
         lines.append("  defaults trial:  did not report; no gain over the config's own values to state")
     if startup is not None:
