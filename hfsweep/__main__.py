@@ -27,9 +27,13 @@ def main(cfg: DictConfig) -> None:
     run_dir = HydraConfig.get().runtime.output_dir
     try:
         checked = preflight(resolve(cfg, run_dir))  # a typo costs a second or two, not the import of Ray, torch and the data stack
-        for key in searched_overrides(list(HydraConfig.get().overrides.task), checked.cfg["search_space"]):
-            print(f"hfsweep: warning: {key} is also set by search_space.{key}; the searched values win.", file=sys.stderr)
         from hfsweep.driver import sweep
+        from hfsweep.driver.defaults_trial import wanted
+
+        for key in searched_overrides(list(HydraConfig.get().overrides.task), checked.cfg["search_space"]):
+            print(f"hfsweep: warning: {key} is also set by search_space.{key}; "
+                  + ("it runs as the defaults trial, beside the searched values." if wanted(checked.cfg)
+                     else "the searched values win."), file=sys.stderr)
 
         sweep.run(checked)
     except ConfigError as err:

@@ -139,9 +139,14 @@ def restored_callbacks(tuner) -> list:
 def quiet_transformers_integrations() -> None:
     """transformers' integrations module prints "[INFO] Running in WANDB offline mode" when first
     imported with WANDB_MODE=offline: in the CLI before any refusal, and on every Ray Train worker
-    (11 lines in the default run) where no user can act on it. Imported here, silently."""
-    import io
+    (11 lines in the default run) where no user can act on it. Imported here with `print` silenced:
+    Ray Train's workers replace the builtin print by one that writes past a redirected stdout."""
+    import builtins
 
-    if os.environ.get("WANDB_MODE") == "offline":
-        with contextlib.redirect_stdout(io.StringIO()):
-            import transformers.integrations.integration_utils  # noqa: F401
+    if os.environ.get("WANDB_MODE") != "offline":
+        return
+    original, builtins.print = builtins.print, lambda *args, **kwargs: None
+    try:
+        import transformers.integrations.integration_utils  # noqa: F401
+    finally:
+        builtins.print = original

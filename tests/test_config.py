@@ -336,9 +336,13 @@ def test_one_refusal_of_every_section_prints_exactly_its_line_from_a_real_proces
 def test_a_training_value_the_search_space_also_sets_is_named_in_one_warning(tmp_path):
     proc = run_cli(["training.learning_rate=0.01", "search_space.training.learning_rate.sampler=nope"], tmp_path / "run", tmp_path)
     assert proc.stderr.strip().splitlines()[0] == (
-        "hfsweep: warning: training.learning_rate is also set by search_space.training.learning_rate; the searched values win."
+        "hfsweep: warning: training.learning_rate is also set by search_space.training.learning_rate; it runs as the "
+        "defaults trial, beside the searched values."
     )
     assert proc.returncode == 2
+    off = run_cli(["training.learning_rate=0.01", "search_space.training.learning_rate.sampler=nope",
+                   "search_alg.defaults_trial=false"], tmp_path / "run", tmp_path)
+    assert off.stderr.strip().splitlines()[0].endswith("search_space.training.learning_rate; the searched values win.")
 
 
 def test_bf16_on_a_gpu_without_it_is_refused(tmp_path, monkeypatch):
