@@ -1,7 +1,8 @@
 """Benchmark 4: hfsweep against Hugging Face's own `Trainer.hyperparameter_search(backend="ray")`.
 
-Same tiny GPT-2, prepared data, 4-point learning-rate grid, ASHA settings (one rung at step 20 of
-60) and trial concurrency (2 at a time), and the same resources per trial: 1 logical CPU and one
+Same tiny GPT-2, prepared data, 4-point learning-rate grid, ASHA settings (hfsweep's: rungs at
+steps 20 and 40 of 60, reduction factor 2; HF's search counts reports, one every 10 steps) and
+trial concurrency (2 at a time), and the same resources per trial: 1 logical CPU and one
 torch thread (OMP_NUM_THREADS=1 for every Ray process, `torch.set_num_threads(1)` where each
 trial trains, and each trial's thread count recorded and printed). hfsweep runs each trial in
 one process (`cluster.num_workers=1`), as HF's search does.
@@ -70,15 +71,17 @@ def threads_seen(folder: str) -> str:
     return "; ".join(f"torch threads {s.split()[0]} (OMP_NUM_THREADS={s.split()[1]})" for s in seen) or "none recorded"
 
 
-def best_and_final(histories: list) -> tuple[float, float]:
-    """The lowest eval loss of any report, and the lowest of each trial's last report."""
-    assert histories, "no trial reported"
-    losses = [h["eval_loss"].dropna() for h in histories]
-    assert all(len(l) for l in losses), "a trial without an eval_loss report"
-    return min(l.min() for l in losses), min(l.iloc[-1] for l in losses)
+def outcome(trials: dict) -> tuple[float, float, str]:
+    """From {learning rate: the trial's reports}: the lowest eval loss of any report, the lowest of
+    the trials' last reports, and each trial's steps trained and last eval loss."""
+    assert trials, "no trial reported"
+    losses = {lr: history["eval_loss"].dropna() for lr, history in sorted(trials.items(), reverse=True)}
+    assert all(len(l) for l in losses.values()), "a trial without an eval_loss report"
+    each = " / ".join(f"{lr:g}: {len(l) * EVAL_STEPS} steps, {l.iloc[-1]:.4f}" for lr, l in losses.items())
+    return min(l.min() for l in losses.values()), min(l.iloc[-1] for l in losses.values()), each
 
 
-def hf_search(cfg: dict, reuse_actors: bool, threads_dir: str) -> tuple[float, float, float]:
+def hf_search(cfg: dict, reuse_actors: bool, threads_dir: str) -> tuple[float, float, float, str]:
     data = prepare_data(cfg)
     tokenizer = load_tokenizer(data.tokenizer_path)
 
@@ -100,16 +103,18 @@ def hf_search(cfg: dict, reuse_actors: bool, threads_dir: str) -> tuple[float, f
             backend="ray",
             n_trials=1,
             direction="minimize",
-            scheduler=ASHAScheduler(metric="objective", mode="min", max_t=STEPS // EVAL_STEPS, grace_period=GRACE // EVAL_STEPS),
+            scheduler=ASHAScheduler(metric="objective", mode="min", max_t=STEPS // EVAL_STEPS, grace_period=GRACE // EVAL_STEPS,
+                                    reduction_factor=cfg["scheduler"]["reduction_factor"]),  # hfsweep's (conf/scheduler/asha.yaml)
             resources_per_trial={"cpu": THREADS},
             max_concurrent_trials=CONCURRENT,
             reuse_actors=reuse_actors,
         )
         wall = time.perf_counter() - start
-    return (wall, *best_and_final(list(best.run_summary.trial_dataframes.values())))
+    analysis = best.run_summary
+    return (wall, *outcome({t.config["learning_rate"]: analysis.trial_dataframes[t.trial_id] for t in analysis.trials}))
 
 
-def hfsweep_search(threads_dir: str) -> tuple[float, float, float]:
+def hfsweep_search(threads_dir: str) -> tuple[float, float, float, str]:
     real_run_trial = sweep.run_trial
 
     def run_trial(config, **kwargs):  # the trial's own process: it trains there (num_workers=1)
@@ -122,7 +127,7 @@ def hfsweep_search(threads_dir: str) -> tuple[float, float, float]:
     finally:
         sweep.run_trial = real_run_trial
     assert len(results) == len(GRID) and not results.errors, results.errors
-    return (wall, *best_and_final([r.metrics_dataframe for r in results]))
+    return (wall, *outcome({r.config["training"]["learning_rate"]: r.metrics_dataframe for r in results}))
 
 
 def spread(values: list[float], digits: int) -> str:
@@ -148,11 +153,12 @@ def main() -> None:
         order = names[repeat % len(names):] + names[:repeat % len(names)]
         for name in order:
             threads_dir = tempfile.mkdtemp(prefix="hfsweep-bench-threads-")
-            wall, best, final = arms[name](threads_dir)
+            wall, best, final, each = arms[name](threads_dir)
             runs[name].append({"wall": wall, "best": best, "final": final})
             print(f"repeat {repeat + 1}, {name}: {wall:.1f} s, best eval_loss {best:.4f}, final {final:.4f}; "
-                  f"trials ran with {threads_seen(threads_dir)}", flush=True)
-    print(f"\n{len(GRID)}-point lr grid, ASHA (rung at step {GRACE} of {STEPS}), {CONCURRENT} trials at a time, "
+                  f"trials ran with {threads_seen(threads_dir)}; per lr: {each}", flush=True)
+    print(f"\n{len(GRID)}-point lr grid, ASHA (grace {GRACE} of {STEPS} steps, reduction factor {cfg['scheduler']['reduction_factor']}), "
+          f"{CONCURRENT} trials at a time, "
           f"1 CPU and {THREADS} torch thread per trial; order rotated over {args.repeats} repeats")
     print("| arm | wall s | wall / HF (same repeat) | best eval_loss (any report) | final eval_loss (last reports) |")
     print("| --- | --- | --- | --- | --- |")
