@@ -17,16 +17,17 @@ os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
 from hydra import compose, initialize_config_dir  # noqa: E402
 
 from hfsweep.config import schema  # noqa: E402,F401
-from hfsweep.config.loading import resolve  # noqa: E402
+from hfsweep.config.loading import normalise_overrides, resolve  # noqa: E402
 from hfsweep.driver.preflight import preflight
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def config(overrides: list[str], storage: str) -> dict:
-    """The resolved config `python -m hfsweep OVERRIDES` runs, stored in `storage`."""
+    """The resolved config `python -m hfsweep OVERRIDES` runs, stored in `storage` (`+experiment=`
+    read as the CLI reads it: `normalise_overrides`)."""
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        composed = compose(config_name="config", overrides=[*overrides, f"cluster.storage_path={storage}"])
+        composed = compose(config_name="config", overrides=normalise_overrides([*overrides, f"cluster.storage_path={storage}"]))
     return resolve(composed, storage)
 
 

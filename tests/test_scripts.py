@@ -80,3 +80,21 @@ def test_every_stage_of_the_rte_search_method_comparison_passes_its_checks(tmp_p
     calls = (tmp_path / "calls").read_text().splitlines()
     assert "budget.trial_hours=1.188" in calls[1].split()
     assert [call.split()[:2] for call in calls[3:]] == [["hfsweep.replay", str(tmp_path / f"out/rte_methods/{name}")] for name in ("grid", "bo", "pbt")]
+
+
+@pytest.mark.parametrize("script, variable, args, stages", [
+    ("experiments/bert_conll2003/run_minilm.sh", "CONLL_DIR", [], ["conll", "done"]),
+    ("experiments/glue/rte_search_methods.sh", "GLUE_DIR", ["grid"], ["grid"]),
+])
+def test_an_experiment_script_logs_the_exit_status_of_each_run(tmp_path, script, variable, args, stages):
+    """A run that fails is logged as failed: the status is read before `$(date)` in the echo
+    that logs it replaces `$?` with its own 0."""
+    shim = tmp_path / "bin" / "python"
+    shim.parent.mkdir()
+    shim.write_text("#!/bin/sh\nexit 3\n")  # every run the script starts fails with status 3
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}", variable: str(tmp_path / "data"), "OUT": str(tmp_path / "out")}
+    ran = subprocess.run(["bash", str(ROOT / script), *args], capture_output=True, text=True, env=env, timeout=60)
+    logged = [line for line in ran.stdout.splitlines() if ": exit " in line]
+    assert [line.split()[2].rstrip(":") for line in logged] == stages, ran.stdout
+    assert all(": exit 3" in line for line in logged), ran.stdout

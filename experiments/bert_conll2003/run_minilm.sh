@@ -9,11 +9,13 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline
 mkdir -p "$OUT/logs"
 echo "=== $(date +%T) conll: sweep"
 python -m hfsweep +experiment=conll_minilm hydra.run.dir="$OUT/conll_minilm" > "$OUT/logs/sweep_conll.log" 2>&1
-echo "=== $(date +%T) conll: exit $?; run_ner.py's defaults"
+rc=$?   # read before the $(date) below, whose own exit status would replace it
+echo "=== $(date +%T) conll: exit $rc; run_ner.py's defaults"
 e=1756   # steps per epoch: 14,041 sentences at 8 a step
 python -m hfsweep +experiment=conll_minilm hydra.run.dir="$OUT/baseline/conll" name=baseline_conll \
   'search_space.training.learning_rate.values=[5.0e-5]' training.per_device_train_batch_size=8 \
   training.max_steps=$((3 * e)) training.eval_steps="$e" training.save_steps="$e" training.logging_steps="$e" \
   training.warmup_steps=0 training.train_sampling_strategy=random scheduler=fifo scheduler.grace_period=null \
   > "$OUT/logs/baseline_conll.log" 2>&1
-echo "=== $(date +%T) done: exit $?"
+rc=$?
+echo "=== $(date +%T) done: exit $rc"
