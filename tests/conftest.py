@@ -17,12 +17,16 @@ CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 
 def compose_config(overrides: list[str] = ()):
-    """Compose conf/config.yaml with overrides, as `python -m hfsweep` would."""
+    """Compose conf/config.yaml with overrides, as `python -m hfsweep` would; without the defaults
+    trial unless the overrides name `search_alg.defaults_trial` (tests/test_defaults_trial.py)."""
     from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema)
     from hfsweep.config.loading import normalise_overrides
 
+    overrides = list(overrides)
+    if not any("defaults_trial" in o for o in overrides):  # tests of other features count their trials without it
+        overrides.append("search_alg.defaults_trial=false")
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose(config_name="config", overrides=normalise_overrides(list(overrides)))
+        return compose(config_name="config", overrides=normalise_overrides(overrides))
 
 
 def resolved_config(overrides: list[str], storage: Path, cache: Path) -> dict:

@@ -9,7 +9,8 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.driver.search_space import compile_search_space
 from tests.conftest import resolved_config
 
-LOGUNIFORM = ["search_space=learning_rate_loguniform", "training.learning_rate=5e-4", "num_samples=5"]
+LOGUNIFORM = ["search_space=learning_rate_loguniform", "training.learning_rate=5e-4", "num_samples=5",
+              "search_alg.defaults_trial=true"]
 
 
 def searcher_and_setup(tmp_path, overrides):
@@ -44,7 +45,8 @@ def test_random_search_and_a_grid_without_the_point_run_it_first(tmp_path):
 
 
 def test_a_grid_that_holds_the_point_runs_it_once_and_off_means_off(tmp_path):
-    _, _, setup, _ = searcher_and_setup(tmp_path, ["search_space.training.learning_rate.values=[1e-3,1e-4]"])
+    _, _, setup, _ = searcher_and_setup(tmp_path, ["search_space.training.learning_rate.values=[1e-3,1e-4]",
+                                                   "search_alg.defaults_trial=true"])
     assert "points_to_evaluate" not in setup.searcher_arguments and setup.num_samples is None
     _, _, setup, _ = searcher_and_setup(tmp_path, ["search_alg=optuna", *LOGUNIFORM, "search_alg.defaults_trial=false"])
     assert "points_to_evaluate" not in setup.searcher_arguments
@@ -54,7 +56,7 @@ def test_a_model_based_searcher_refuses_defaults_outside_its_space_in_one_line(t
     with pytest.raises(ConfigError, match=r"^search_space\.training\.learning_rate: the defaults trial runs the config's "
                                           r"own training\.learning_rate=0\.5, outside \[0\.0001, 0\.01\]; widen"):
         searcher_and_setup(tmp_path, ["search_alg=optuna", "search_space=learning_rate_loguniform",
-                                      "training.learning_rate=0.5"])
+                                      "training.learning_rate=0.5", "search_alg.defaults_trial=true"])
 
 
 @pytest.mark.parametrize("num_samples, startup", [(11, 4), (2, 2), (30, 11)])

@@ -85,7 +85,7 @@ def test_glue_recipe_sweeps_replays_and_tabulates_a_classification_and_a_regress
         [sys.executable, "-m", "hfsweep", "-m", "+experiment=glue_tsv", "glue=mnli,stsb", "model=bert_tiny",
          "data.max_length=32", "training.max_steps=40", "training.eval_steps=20", "training.save_steps=20",
          "training.logging_steps=20", "training.warmup_steps=0", "training.per_device_eval_batch_size=128",
-         "cluster.num_workers=1", "search_space.training.learning_rate.values=[3e-3]", "scheduler.grace_period=20",
+         "cluster.num_workers=1", "search_space.training.learning_rate.values=[3e-3]", "search_alg.defaults_trial=false", "scheduler.grace_period=20",
          f"hydra.sweep.dir={sweep_dir}", f"cache_dir={cache_dir}"],
         capture_output=True, text=True, timeout=600, env={**os.environ, "GLUE_DIR": str(glue_dir)},
     )

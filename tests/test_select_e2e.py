@@ -21,7 +21,8 @@ def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_
     run_dir = tmp_path / "run"
     command = [sys.executable, "-m", "hfsweep", "debug=tiny",
                f"search_space.training.learning_rate.values={LEARNING_RATES}", "select.top_k=2", "select.seeds=[1,2]",
-               "training.learning_rate=1e-4",  # the recipe's own value: the defaults trial, re-trained beside the top 2
+               # the recipe's own value: the defaults trial, re-trained beside the top 2
+               "training.learning_rate=1e-4", "search_alg.defaults_trial=true",
                "cluster.price_per_cpu_hour=0.04", "budget.usd=100",  # a budget the selection draws on, never spent
                f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=900)

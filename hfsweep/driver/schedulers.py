@@ -69,7 +69,7 @@ def build_search_alg(cfg: dict, max_concurrent: Optional[int], extra: Optional[d
     Several objectives go to the searcher itself: Tune's TuneConfig takes one metric.
     """
     node = {key: value for key, value in cfg["search_alg"].items() if key not in HFSWEEP_SEARCH_KEYS}
-    extra = {**startup_arguments(cfg), **(extra or {})}  # a warm start's sampler replaces the start-up rule's
+    extra = {**searcher_objects(cfg), **(extra or {})}  # a warm start's sampler and storage replace these
     try:
         cls = target_class(node)
     except ImportError as err:
@@ -111,17 +111,23 @@ def startup_trials(cfg: dict) -> Optional[int]:
     return max(2, math.ceil(trials / 3))
 
 
-def startup_arguments(cfg: dict) -> dict:
-    """The searcher's constructor arguments that carry the start-up rule: Optuna's through its TPE
-    sampler (seeded as OptunaSearch would seed its own), HyperOpt's directly."""
+def searcher_objects(cfg: dict) -> dict:
+    """The searcher's constructor arguments that are objects, not config values: the start-up rule's
+    sampler (Optuna's TPE, seeded as OptunaSearch would seed its own) or HyperOpt's count, and
+    Optuna's storage from `search_alg.storage` (a URL such as sqlite:///sweep.db), where the study is
+    written while the sweep runs."""
     count = startup_trials(cfg)
     if count is None:
         return {}
     if target_class(cfg["search_alg"]).__name__ == "HyperOptSearch":
         return {"n_initial_points": count}
-    from optuna.samplers import TPESampler
+    import optuna
 
-    return {"sampler": TPESampler(seed=cfg["search_alg"].get("seed"), n_startup_trials=count), "seed": None}
+    objects = {"sampler": optuna.samplers.TPESampler(seed=cfg["search_alg"].get("seed"), n_startup_trials=count),
+               "seed": None}
+    if cfg["search_alg"].get("storage"):
+        objects["storage"] = optuna.storages.get_storage(cfg["search_alg"]["storage"])
+    return objects
 
 
 class ThresholdStopper(tune.Stopper):
