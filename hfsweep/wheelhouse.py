@@ -307,6 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not re.fullmatch(r"3\.\d+", args.python_version):
             raise WheelhouseError(f"--python-version {args.python_version!r}: give MAJOR.MINOR, e.g. 3.12")
+        pip_major = int(run_pip(["--version"], "pip --version").stdout.split()[1].split(".")[0])
+        if args.python_version != f"{sys.version_info.major}.{sys.version_info.minor}" and pip_major < 24:
+            raise WheelhouseError(f"pip {pip_major} checks a package's Requires-Python against this Python, not "
+                                  f"--python-version {args.python_version} (pip 26 does not); run python -m pip install -U pip")
         if not (args.project / "pyproject.toml").is_file():
             raise WheelhouseError(f"--project {args.project}: no pyproject.toml there; give hfsweep's source tree")
         have: dict[str, str | None] = {}

@@ -80,3 +80,14 @@ def test_every_stage_of_the_rte_search_method_comparison_passes_its_checks(tmp_p
     calls = (tmp_path / "calls").read_text().splitlines()
     assert "budget.trial_hours=1.188" in calls[1].split()
     assert [call.split()[:2] for call in calls[3:]] == [["hfsweep.replay", str(tmp_path / f"out/rte_methods/{name}")] for name in ("grid", "bo", "pbt")]
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--bogus"], "gpu.sh: error: unknown argument '--bogus'; use --wheelhouse DIR, --out DIR, --cpu-smoke, --steps a,b"),
+    (["--wheelhouse", "/nonexistent/wh"], "gpu.sh: error: no hfsweep wheel in /nonexistent/wh; build the wheelhouse first (see the top of this script)"),
+])
+def test_the_gpu_check_refuses_a_bad_argument_or_a_missing_wheelhouse_in_one_line(tmp_path, args, line):
+    ran = subprocess.run(["bash", str(ROOT / "benchmarks/gpu.sh"), *args, "--out", str(tmp_path)], capture_output=True,
+                         text=True, timeout=60)
+    assert ran.returncode == 2 and ran.stderr.splitlines() == [line], ran.stderr
+    assert not (tmp_path / "gpu.log").exists()
