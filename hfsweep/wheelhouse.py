@@ -7,7 +7,8 @@ installs it there. Run it where PyPI is reachable:
 
     python -m hfsweep.wheelhouse WH --have target-freeze.txt                     # this machine's Python
     python -m hfsweep.wheelhouse WH --python-version 3.12 --platform manylinux_2_28_x86_64 \\
-        --have benchmarks/gpu_target_packages.txt --slim                        # an air-gapped GPU node
+        --have benchmarks/gpu_target_packages.txt --slim \\
+        --leave-out virtualenv --leave-out py-spy                               # an air-gapped GPU node
 
 How: pip resolves hfsweep (with `--extra`s and `--with` requirements) for the target
 (`pip install --dry-run --report` with `--only-binary=:all: --python-version --platform`), pinning
@@ -27,6 +28,8 @@ installed), so `python hfsweep/wheelhouse.py` works from a clone too.
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
 import os
 import re
@@ -180,6 +183,28 @@ def slim_wheel(path: Path, drop: tuple[str, ...]) -> int:
     return before - path.stat().st_size
 
 
+def stand_in(wheel: Path) -> int:
+    """Replace `wheel` with a metadata-only wheel of the same name and version (no requirements, no
+    code), so pip's resolution on the target is met while the package itself stays behind:
+    importing it there fails. For requirements hfsweep never runs (`--leave-out`). Returns the bytes
+    saved."""
+    before = wheel.stat().st_size
+    name, version = wheel.name.split("-")[:2]
+    info = f"{name}-{version}.dist-info"
+    with zipfile.ZipFile(wheel) as src:
+        metadata = src.read(f"{info}/METADATA").decode()
+    kept = [l for l in metadata.split("\n\n", 1)[0].splitlines() if l.split(":", 1)[0] in ("Metadata-Version", "Name", "Version",
+                                                                                           "Requires-Python")]
+    files = {f"{info}/METADATA": "\n".join([*kept, "Summary: stand-in left out by hfsweep.wheelhouse --leave-out", ""]),
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hfsweep.wheelhouse\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d.encode()).digest()).rstrip(b'=').decode()},{len(d.encode())}\n"
+                     for n, d in files.items()) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as dst:
+        for n, d in {**files, f"{info}/RECORD": record}.items():
+            dst.writestr(n, d)
+    return before - wheel.stat().st_size
+
+
 def run_pip(args: list[str], what: str) -> subprocess.CompletedProcess:
     ran = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
     if ran.returncode:
@@ -255,7 +280,7 @@ def resolve(roots: list[str], python_version: str, tags: list[str], have: dict, 
 
 
 def build(out: Path, project: Path, extras: list[str], also: list[str], python_version: str, platforms: list[str],
-          have: dict, slim: bool, log=print) -> list[Path]:
+          have: dict, slim: bool, log=print, leave_out: tuple[str, ...] = ()) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     if any(out.iterdir()):
         raise WheelhouseError(f"{out} is not empty: give a new folder")
@@ -284,6 +309,10 @@ def build(out: Path, project: Path, extras: list[str], also: list[str], python_v
                 if canonical(wheel.name.split("-")[0]) == project_name:
                     saved = slim_wheel(wheel, prefixes)
                     log(f"--slim: {wheel.name} without {', '.join(prefixes)}: {saved / 2**20:.1f} MiB less")
+    for wheel in out.glob("*.whl"):
+        if canonical(wheel.name.split("-")[0]) in {canonical(n) for n in leave_out}:
+            saved = stand_in(wheel)
+            log(f"--leave-out: {wheel.name} is a metadata-only stand-in: {saved / 2**20:.1f} MiB less")
     return sorted(out.glob("*.whl"))
 
 
@@ -303,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--have", action="append", type=Path, default=[],
                         help="what the target already has: a `pip freeze` of it or a list of names (repeatable)")
     parser.add_argument("--slim", action="store_true", help="leave Ray's Java jars out of its wheel")
+    parser.add_argument("--leave-out", action="append", default=[], metavar="NAME",
+                        help="a requirement hfsweep never runs (e.g. virtualenv, py-spy: Ray's runtime-env and "
+                             "profiling tools) shipped as a metadata-only stand-in wheel (repeatable)")
     args = parser.parse_args(argv)
     try:
         if not re.fullmatch(r"3\.\d+", args.python_version):
@@ -322,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
             except WheelhouseError as error:
                 raise WheelhouseError(f"--have {path}: {error}") from None
         wheels = build(args.out, args.project, args.extra, args.also, args.python_version,
-                       args.platform or [this_platform()], have, args.slim)
+                       args.platform or [this_platform()], have, args.slim,
+                       leave_out=tuple(args.leave_out))
     except WheelhouseError as error:
         print(f"wheelhouse: error: {error}", file=sys.stderr)
         return 2

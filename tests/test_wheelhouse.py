@@ -131,3 +131,17 @@ def test_slim_refuses_a_file_that_is_no_wheel(tmp_path):
         zf.writestr("ray/__init__.py", "")
     with pytest.raises(WheelhouseError, match="not a wheel"):
         slim_wheel(bogus, ("ray/jars/",))
+
+
+def test_a_left_out_requirement_is_a_metadata_only_stand_in_that_pip_resolves(tmp_path):
+    from hfsweep.wheelhouse import stand_in
+
+    wheel = fake_ray_wheel(tmp_path)
+    assert stand_in(wheel) > 0
+    with zipfile.ZipFile(wheel) as zf:
+        assert sorted(zf.namelist()) == ["ray-9.9.9.dist-info/METADATA", "ray-9.9.9.dist-info/RECORD", "ray-9.9.9.dist-info/WHEEL"]
+    target = tmp_path / "site"
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(tmp_path),
+                                "--target", str(target), "ray==9.9.9"], capture_output=True, text=True, timeout=120)
+    assert installed.returncode == 0, installed.stderr
+    assert (target / "ray-9.9.9.dist-info").is_dir() and not (target / "ray").exists()
