@@ -41,7 +41,7 @@ BENCH = ROOT / "benchmarks"
 STEPS = ("env", "sweep", "pytest", "gpt2", "packed", "fsdp")
 # seconds each step may take on the GPU machine (what they took there, with room); a step also gets
 # no more than what is left of --budget, so the whole run stays inside 8 minutes with the install
-TIMEOUTS = {"env": 20, "sweep": 100, "pytest": 130, "gpt2": 140, "packed": 90, "fsdp": 60}
+TIMEOUTS = {"env": 20, "sweep": 100, "pytest": 130, "gpt2": 140, "packed": 110, "fsdp": 60}
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
 
 
@@ -206,14 +206,15 @@ def step_packed(args) -> None:
 
     gpu = not args.cpu_smoke
     steps = 200 if gpu else 8
-    base = ["debug=tiny", "training.bf16=true", f"training.max_steps={steps}", f"training.eval_steps={steps // 4}",
-            f"training.save_steps={steps // 4}", f"training.logging_steps={steps // 4}"]
+    every = steps // 4 if gpu else steps // 2
+    base = ["debug=tiny", "training.bf16=true", f"training.max_steps={steps}", f"training.eval_steps={every}",
+            f"training.save_steps={every}", f"training.logging_steps={every}"]
     if gpu:
         base += ["cluster.use_gpu=true", "+cluster.resources_per_worker.GPU=0.25"]
     runs = {}
-    for label, lrs in (("alone", "[1e-3]"), ("packed", "[3e-3,1e-3,3e-4,1e-4]")):
+    for label, lrs, share in (("alone", "[1e-3]", 0.4), ("packed", "[3e-3,1e-3,3e-4,1e-4]", 0.55)):
         with tempfile.TemporaryDirectory() as cwd:
-            rc = run_logged(hfsweep_cmd(*base, f"search_space.training.learning_rate.values={lrs}"), args.step_timeout / 2 - 5,
+            rc = run_logged(hfsweep_cmd(*base, f"search_space.training.learning_rate.values={lrs}"), args.step_timeout * share,
                             env=OFFLINE, cwd=cwd)
             table = list(Path(cwd).glob("outputs/*/*/results.csv"))
             if rc or not table:
