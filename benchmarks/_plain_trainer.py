@@ -39,11 +39,16 @@ def main(spec_path: str) -> None:
     train = datasets.Dataset.from_parquet(sorted(glob.glob(os.path.join(data["train_path"], "*.parquet"))))
     validation = datasets.load_from_disk(data["validation_path"])
     args = TrainingArguments(
-        output_dir=spec["output_dir"], use_cpu=True, report_to="none", **cfg["training"], **cfg["strategy"]["training_args"]
+        output_dir=spec["output_dir"], use_cpu=not cfg["cluster"]["use_gpu"], report_to="none", **cfg["training"], **cfg["strategy"]["training_args"]
     )
     clock = SaveClock()
+    callbacks = [clock]
+    if spec.get("probe_out"):  # benchmarks/gpu.py: how the model was wrapped (FSDP's sharded parameters)
+        from gpu_probe import ShardedParams
+
+        callbacks.append(ShardedParams(spec["probe_out"]))
     trainer = Trainer(model=model, args=args, train_dataset=train, eval_dataset=validation,
-                      processing_class=tokenizer, data_collator=default_data_collator, callbacks=[clock])
+                      processing_class=tokenizer, data_collator=default_data_collator, callbacks=callbacks)
     trainer.train()
     if trainer.is_world_process_zero():
         print("SAVES " + json.dumps(clock.saves), flush=True)

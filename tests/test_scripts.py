@@ -98,3 +98,14 @@ def test_an_experiment_script_logs_the_exit_status_of_each_run(tmp_path, script,
     logged = [line for line in ran.stdout.splitlines() if ": exit " in line]
     assert [line.split()[2].rstrip(":") for line in logged] == stages, ran.stdout
     assert all(": exit 3" in line for line in logged), ran.stdout
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--bogus"], "gpu.sh: error: unknown argument '--bogus'; use --wheelhouse DIR, --out DIR, --cpu-smoke, --steps a,b"),
+    (["--wheelhouse", "/nonexistent/wh"], "gpu.sh: error: no hfsweep wheel in /nonexistent/wh; build the wheelhouse first (see the top of this script)"),
+])
+def test_the_gpu_check_refuses_a_bad_argument_or_a_missing_wheelhouse_in_one_line(tmp_path, args, line):
+    ran = subprocess.run(["bash", str(ROOT / "benchmarks/gpu.sh"), *args, "--out", str(tmp_path)], capture_output=True,
+                         text=True, timeout=60)
+    assert ran.returncode == 2 and ran.stderr.splitlines() == [line], ran.stderr
+    assert not (tmp_path / "gpu.log").exists()
