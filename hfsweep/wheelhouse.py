@@ -61,6 +61,11 @@ class WheelhouseError(Exception):
     """A problem the user can fix: printed as one line, exit status 2."""
 
 
+def record_digest(data: bytes) -> str:
+    """A file's hash as a wheel's RECORD writes it (PEP 376: urlsafe base64, no padding)."""
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
 def canonical(name: str) -> str:
     """PEP 503's normalised project name."""
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -101,8 +106,11 @@ def expand_platforms(platforms: list[str]) -> list[str]:
         if not legacy and not modern:
             tags.append(platform)
             continue
-        (major, minor), arch = (MANYLINUX_ALIASES[legacy.group(1)], legacy.group(2)) if legacy else (
-            (int(modern.group(1)), int(modern.group(2))), modern.group(3))
+        (major, minor), arch = (
+            (MANYLINUX_ALIASES[legacy.group(1)], legacy.group(2))
+            if legacy
+            else ((int(modern.group(1)), int(modern.group(2))), modern.group(3))
+        )
         tags += [f"manylinux_{major}_{m}_{arch}" for m in range(minor, 4, -1)]
         tags += [f"{alias}_{arch}" for alias, (_, m) in MANYLINUX_ALIASES.items() if m <= minor]
     return list(dict.fromkeys(tags))
@@ -125,12 +133,17 @@ def marker_environment(python_version: str, platforms: list[str]) -> dict[str, s
     arch = re.search(r"(x86_64|aarch64|ppc64le|s390x|i686|armv7l)$", platforms[0])
     system = "Windows" if platforms[0].startswith("win") else "Darwin" if platforms[0].startswith("macosx") else "Linux"
     return {
-        "python_version": python_version, "python_full_version": f"{python_version}.0",
-        "implementation_name": "cpython", "platform_python_implementation": "CPython",
+        "python_version": python_version,
+        "python_full_version": f"{python_version}.0",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
         "implementation_version": f"{python_version}.0",
         "sys_platform": {"Linux": "linux", "Darwin": "darwin", "Windows": "win32"}[system],
-        "platform_system": system, "os_name": "nt" if system == "Windows" else "posix",
-        "platform_machine": arch.group(1) if arch else "x86_64", "platform_release": "", "platform_version": "",
+        "platform_system": system,
+        "os_name": "nt" if system == "Windows" else "posix",
+        "platform_machine": arch.group(1) if arch else "x86_64",
+        "platform_release": "",
+        "platform_version": "",
     }
 
 
@@ -153,7 +166,8 @@ def needed(report: dict, roots: list[Requirement], have: dict, environment: dict
         for spec in items[name]["metadata"].get("requires_dist", []):
             requirement = Requirement(spec)
             if requirement.marker is None or any(
-                    requirement.marker.evaluate({**environment, "extra": extra}) for extra in ("", *extras)):
+                requirement.marker.evaluate({**environment, "extra": extra}) for extra in ("", *extras)
+            ):
                 todo.append((canonical(requirement.name), set(requirement.extras)))
     return keep
 
@@ -193,12 +207,19 @@ def stand_in(wheel: Path) -> int:
     info = f"{name}-{version}.dist-info"
     with zipfile.ZipFile(wheel) as src:
         metadata = src.read(f"{info}/METADATA").decode()
-    kept = [l for l in metadata.split("\n\n", 1)[0].splitlines() if l.split(":", 1)[0] in ("Metadata-Version", "Name", "Version",
-                                                                                           "Requires-Python")]
-    files = {f"{info}/METADATA": "\n".join([*kept, "Summary: stand-in left out by hfsweep.wheelhouse --leave-out", ""]),
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hfsweep.wheelhouse\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    record = "".join(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d.encode()).digest()).rstrip(b'=').decode()},{len(d.encode())}\n"
-                     for n, d in files.items()) + f"{info}/RECORD,,\n"
+    kept = [
+        l
+        for l in metadata.split("\n\n", 1)[0].splitlines()
+        if l.split(":", 1)[0] in ("Metadata-Version", "Name", "Version", "Requires-Python")
+    ]
+    files = {
+        f"{info}/METADATA": "\n".join([*kept, "Summary: stand-in left out by hfsweep.wheelhouse --leave-out", ""]),
+        f"{info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: hfsweep.wheelhouse\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = "".join(f"{n},sha256={record_digest(d.encode())},{len(d.encode())}\n" for n, d in files.items())
+    record += f"{info}/RECORD,,\n"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as dst:
         for n, d in {**files, f"{info}/RECORD": record}.items():
             dst.writestr(n, d)
@@ -233,8 +254,10 @@ def build_pure_wheel(spec: str, into: Path) -> Path:
         run_pip(["wheel", "--no-deps", "--no-cache-dir", "-q", "-w", out, spec], f"building a wheel of {spec}")
         (wheel,) = Path(out).glob("*.whl")
         if not wheel.name.endswith("-none-any.whl"):
-            raise WheelhouseError(f"{spec} is published only as source and compiles code ({wheel.name}): "
-                                  "build it on a machine of the target's Python and platform")
+            raise WheelhouseError(
+                f"{spec} is published only as source and compiles code ({wheel.name}): "
+                "build it on a machine of the target's Python and platform"
+            )
         return Path(shutil.move(str(wheel), into / wheel.name))
 
 
@@ -249,38 +272,83 @@ def resolve(roots: list[str], python_version: str, tags: list[str], have: dict, 
             report = Path(tmp, "report.json")
             platform_args = [arg for tag in tags for arg in ("--platform", tag)]
             ran = subprocess.run(
-                [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--report", str(report),
-                 "--only-binary=:all:", "--python-version", python_version, *platform_args, "--target", str(Path(tmp, "t")),
-                 "--find-links", str(house), "-c", str(constraints), *roots],
-                capture_output=True, text=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--dry-run",
+                    "--ignore-installed",
+                    "--report",
+                    str(report),
+                    "--only-binary=:all:",
+                    "--python-version",
+                    python_version,
+                    *platform_args,
+                    "--target",
+                    str(Path(tmp, "t")),
+                    "--find-links",
+                    str(house),
+                    "-c",
+                    str(constraints),
+                    *roots,
+                ],
+                capture_output=True,
+                text=True,
+            )
             if ran.returncode == 0:
                 return json.loads(report.read_text())
             output = ran.stdout + ran.stderr  # pip prints a conflict's causes on stdout
             built = {canonical(w.name.split("-")[0]) for w in house.glob("*.whl")}
-            specs = [unavailable(output)] if unavailable(output) else [
-                spec for spec in re.findall(r"depends on (\S+)", output)
-                if canonical(Requirement(spec).name) not in built and canonical(Requirement(spec).name) not in pins]
+            specs = (
+                [unavailable(output)]
+                if unavailable(output)
+                else [
+                    spec
+                    for spec in re.findall(r"depends on (\S+)", output)
+                    if canonical(Requirement(spec).name) not in built and canonical(Requirement(spec).name) not in pins
+                ]
+            )
             if not specs:
-                raise WheelhouseError(f"pip could not resolve {' '.join(roots)} for Python {python_version}: {pip_error(output)}")
+                raise WheelhouseError(
+                    f"pip could not resolve {' '.join(roots)} for Python {python_version}: {pip_error(output)}"
+                )
             spec = specs[0]
             name = canonical(Requirement(spec).name)
             if pins.get(name):
-                log(f"  the target's {name}=={pins[name]} has no wheel for this Python/platform on the index: left unpinned")
+                log(
+                    f"  the target's {name}=={pins[name]} has no wheel for this Python/platform on the index: "
+                    "left unpinned"
+                )
                 pins[name] = None
                 continue
             if name in built:
-                raise WheelhouseError(f"pip could not resolve {spec} for Python {python_version} even with a wheel of it built here")
+                raise WheelhouseError(
+                    f"pip could not resolve {spec} for Python {python_version} even with a wheel of it built here"
+                )
             log(f"  {spec}: no wheel for the target on the index, building a pure-Python one")
             try:
                 build_pure_wheel(spec, house)
             except WheelhouseError as error:
-                raise WheelhouseError(f"pip could not resolve {' '.join(roots)} for Python {python_version}: "
-                                      f"{pip_error(output)} ({error})") from None
+                raise WheelhouseError(
+                    f"pip could not resolve {' '.join(roots)} for Python {python_version}: "
+                    f"{pip_error(output)} ({error})"
+                ) from None
     raise WheelhouseError("pip's resolution did not settle after 20 rounds of building source-only requirements")
 
 
-def build(out: Path, project: Path, extras: list[str], also: list[str], python_version: str, platforms: list[str],
-          have: dict, slim: bool, log=print, leave_out: tuple[str, ...] = ()) -> list[Path]:
+def build(
+    out: Path,
+    project: Path,
+    extras: list[str],
+    also: list[str],
+    python_version: str,
+    platforms: list[str],
+    have: dict,
+    slim: bool,
+    log=print,
+    leave_out: tuple[str, ...] = (),
+) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     if any(out.iterdir()):
         raise WheelhouseError(f"{out} is not empty: give a new folder")
@@ -289,20 +357,37 @@ def build(out: Path, project: Path, extras: list[str], also: list[str], python_v
     root = f"hfsweep[{','.join(extras)}]" if extras else "hfsweep"
     roots = [root, *also]
     tags = expand_platforms(platforms)
-    log(f"resolving {' '.join(roots)} for Python {python_version} on {platforms[0]}; "
-        f"the target has {len(have)} packages ({sum(1 for v in have.values() if v)} with versions)")
+    log(
+        f"resolving {' '.join(roots)} for Python {python_version} on {platforms[0]}; "
+        f"the target has {len(have)} packages ({sum(1 for v in have.values() if v)} with versions)"
+    )
     report = resolve(roots, python_version, tags, have, out, log)
     keep = needed(report, [Requirement(r) for r in roots], have, marker_environment(python_version, platforms))
     local = {canonical(w.name.split("-")[0]) for w in out.glob("*.whl")}
-    download = sorted(f"{item['metadata']['name']}=={item['metadata']['version']}" for name, item in keep.items() if name not in local)
+    download = sorted(
+        f"{item['metadata']['name']}=={item['metadata']['version']}" for name, item in keep.items() if name not in local
+    )
     for wheel in out.glob("*.whl"):  # pure wheels built on the way that turned out not to be needed
         if canonical(wheel.name.split("-")[0]) not in keep:
             wheel.unlink()
     if download:
         log(f"downloading {len(download)} wheels")
         platform_args = [arg for tag in tags for arg in ("--platform", tag)]
-        run_pip(["download", "--no-deps", "-q", "--only-binary=:all:", "--python-version", python_version, *platform_args,
-                 "-d", str(out), *download], "downloading the wheels")
+        run_pip(
+            [
+                "download",
+                "--no-deps",
+                "-q",
+                "--only-binary=:all:",
+                "--python-version",
+                python_version,
+                *platform_args,
+                "-d",
+                str(out),
+                *download,
+            ],
+            "downloading the wheels",
+        )
     if slim:
         for project_name, prefixes in SLIM.items():
             for wheel in out.glob("*.whl"):
@@ -317,32 +402,63 @@ def build(out: Path, project: Path, extras: list[str], also: list[str], python_v
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hfsweep.wheelhouse", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m hfsweep.wheelhouse",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("out", type=Path, help="the wheelhouse folder to create (new or empty)")
     parser.add_argument("--project", type=Path, default=ROOT, help="hfsweep's source tree (default: this one)")
-    parser.add_argument("--extra", action="append", default=[], help="an extra of hfsweep to include, e.g. gpu (repeatable)")
-    parser.add_argument("--with", dest="also", action="append", default=[], metavar="REQ",
-                        help="another requirement to include, e.g. pytest (repeatable)")
-    parser.add_argument("--python-version", default=f"{sys.version_info.major}.{sys.version_info.minor}",
-                        help="the target's Python, e.g. 3.12 (default: this one's)")
-    parser.add_argument("--platform", action="append", default=None,
-                        help="the target's platform tag, e.g. manylinux_2_28_x86_64 (glibc 2.28), which also takes older glibcs' wheels "
-                             f"(default: this machine's, {this_platform()})")
-    parser.add_argument("--have", action="append", type=Path, default=[],
-                        help="what the target already has: a `pip freeze` of it or a list of names (repeatable)")
+    parser.add_argument(
+        "--extra", action="append", default=[], help="an extra of hfsweep to include, e.g. gpu (repeatable)"
+    )
+    parser.add_argument(
+        "--with",
+        dest="also",
+        action="append",
+        default=[],
+        metavar="REQ",
+        help="another requirement to include, e.g. pytest (repeatable)",
+    )
+    parser.add_argument(
+        "--python-version",
+        default=f"{sys.version_info.major}.{sys.version_info.minor}",
+        help="the target's Python, e.g. 3.12 (default: this one's)",
+    )
+    parser.add_argument(
+        "--platform",
+        action="append",
+        default=None,
+        help="the target's platform tag, e.g. manylinux_2_28_x86_64 (glibc 2.28), which also takes older glibcs' "
+        "wheels "
+        f"(default: this machine's, {this_platform()})",
+    )
+    parser.add_argument(
+        "--have",
+        action="append",
+        type=Path,
+        default=[],
+        help="what the target already has: a `pip freeze` of it or a list of names (repeatable)",
+    )
     parser.add_argument("--slim", action="store_true", help="leave Ray's Java jars out of its wheel")
-    parser.add_argument("--leave-out", action="append", default=[], metavar="NAME",
-                        help="a requirement hfsweep never runs (e.g. virtualenv, py-spy: Ray's runtime-env and "
-                             "profiling tools) shipped as a metadata-only stand-in wheel (repeatable)")
+    parser.add_argument(
+        "--leave-out",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a requirement hfsweep never runs (e.g. virtualenv, py-spy: Ray's runtime-env and "
+        "profiling tools) shipped as a metadata-only stand-in wheel (repeatable)",
+    )
     args = parser.parse_args(argv)
     try:
         if not re.fullmatch(r"3\.\d+", args.python_version):
             raise WheelhouseError(f"--python-version {args.python_version!r}: give MAJOR.MINOR, e.g. 3.12")
         pip_major = int(run_pip(["--version"], "pip --version").stdout.split()[1].split(".")[0])
         if args.python_version != f"{sys.version_info.major}.{sys.version_info.minor}" and pip_major < 24:
-            raise WheelhouseError(f"pip {pip_major} checks a package's Requires-Python against this Python, not "
-                                  f"--python-version {args.python_version} (pip 26 does not); run python -m pip install -U pip")
+            raise WheelhouseError(
+                f"pip {pip_major} checks a package's Requires-Python against this Python, not "
+                f"--python-version {args.python_version} (pip 26 does not); run python -m pip install -U pip"
+            )
         if not (args.project / "pyproject.toml").is_file():
             raise WheelhouseError(f"--project {args.project}: no pyproject.toml there; give hfsweep's source tree")
         have: dict[str, str | None] = {}
@@ -353,9 +469,17 @@ def main(argv: list[str] | None = None) -> int:
                 have.update(read_target(path.read_text().splitlines()))
             except WheelhouseError as error:
                 raise WheelhouseError(f"--have {path}: {error}") from None
-        wheels = build(args.out, args.project, args.extra, args.also, args.python_version,
-                       args.platform or [this_platform()], have, args.slim,
-                       leave_out=tuple(args.leave_out))
+        wheels = build(
+            args.out,
+            args.project,
+            args.extra,
+            args.also,
+            args.python_version,
+            args.platform or [this_platform()],
+            have,
+            args.slim,
+            leave_out=tuple(args.leave_out),
+        )
     except WheelhouseError as error:
         print(f"wheelhouse: error: {error}", file=sys.stderr)
         return 2

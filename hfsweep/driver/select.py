@@ -157,7 +157,8 @@ def selection_table(selection: Selection) -> pd.DataFrame:
     seeds = sorted({s for c in selection.ranked for s in c.scores})
     ci = f"ci{selection.confidence:.0%}"
     return pd.DataFrame([
-        {"rank": i + 1, **c.hyperparameters, "defaults": c is selection.defaults, **{f"seed_{s}": c.scores.get(s) for s in seeds}, "n": len(c.scores),
+        {"rank": i + 1, **c.hyperparameters, "defaults": c is selection.defaults,
+         **{f"seed_{s}": c.scores.get(s) for s in seeds}, "n": len(c.scores),
          f"mean_{selection.metric}": c.mean, f"{ci}_low": c.low, f"{ci}_high": c.high}
         for i, c in enumerate(selection.ranked)
     ])
