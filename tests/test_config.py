@@ -210,6 +210,18 @@ REFUSED = [
     (["task_options.mlm_probability=often", "model.task=masked_lm"],
      "task_options.mlm_probability: Value 'often' of type 'str' could not be converted to Float; give a value of the type the masked_lm task "
      "declares (hfsweep.tasks.masked_lm)."),
+    (["model=roberta_tiny", "task_options.mlm_probability=1.7"],
+     "task_options.mlm_probability: must be above 0 and at most 1 (the share of tokens masked), not 1.7; "
+     "e.g. task_options.mlm_probability=0.15."),
+    (["model=roberta_tiny", "+search_space.task_options.mlm_probability={sampler:choice,values:[often,0.3]}"],
+     "search_space.task_options.mlm_probability: 'often' is not a value task_options.mlm_probability takes "
+     "(Value 'often' of type 'str' could not be converted to Float)."),
+    (["model=roberta_tiny", "+search_space.task_options.mlm_probability={sampler:choice,values:[1.7,0.3]}"],
+     "search_space.task_options.mlm_probability: 1.7 is not a value task_options.mlm_probability takes "
+     "(must be above 0 and at most 1 (the share of tokens masked), not 1.7)."),
+    (["model=roberta_tiny", "+search_space.task_options.eval_mlm_probability={sampler:uniform,low:0.1,high:2}"],
+     "search_space.task_options.eval_mlm_probability: 2 is not a value task_options.eval_mlm_probability takes "
+     "(must be above 0 and at most 1 (the share of tokens masked), not 2.0)."),
     (["data.chunk_rows=0"], "data.chunk_rows: must be a positive integer, not 0; e.g. data.chunk_rows=10000."),
     (["data.max_train_tokens=-5"], "data.max_train_tokens: must be a positive integer, not -5; e.g. data.max_train_tokens=10000000 or null (no budget)."),
     (["data.streaming=true"], "data.streaming: a tokenizer is trained on the whole train split, which a stream does not hold; set model.tokenizer.pretrained (a hub name or a local directory)."),
