@@ -211,6 +211,18 @@ REFUSED = [
     (["task_options.mlm_probability=often", "model.task=masked_lm"],
      "task_options.mlm_probability: Value 'often' of type 'str' could not be converted to Float; give a value of the type the masked_lm task "
      "declares (hfsweep.tasks.masked_lm)."),
+    (["model=roberta_tiny", "task_options.mlm_probability=1.7"],
+     "task_options.mlm_probability: must be above 0 and at most 1 (the share of tokens masked), not 1.7; "
+     "e.g. task_options.mlm_probability=0.15."),
+    (["model=roberta_tiny", "+search_space.task_options.mlm_probability={sampler:choice,values:[often,0.3]}"],
+     "search_space.task_options.mlm_probability: 'often' is not a value task_options.mlm_probability takes "
+     "(Value 'often' of type 'str' could not be converted to Float)."),
+    (["model=roberta_tiny", "+search_space.task_options.mlm_probability={sampler:choice,values:[1.7,0.3]}"],
+     "search_space.task_options.mlm_probability: 1.7 is not a value task_options.mlm_probability takes "
+     "(must be above 0 and at most 1 (the share of tokens masked), not 1.7)."),
+    (["model=roberta_tiny", "+search_space.task_options.eval_mlm_probability={sampler:uniform,low:0.1,high:2}"],
+     "search_space.task_options.eval_mlm_probability: 2 is not a value task_options.eval_mlm_probability takes "
+     "(must be above 0 and at most 1 (the share of tokens masked), not 2.0)."),
     (["data.chunk_rows=0"], "data.chunk_rows: must be a positive integer, not 0; e.g. data.chunk_rows=10000."),
     (["data.max_train_tokens=-5"], "data.max_train_tokens: must be a positive integer, not -5; e.g. data.max_train_tokens=10000000 or null (no budget)."),
     (["data.streaming=true"], "data.streaming: a tokenizer is trained on the whole train split, which a stream does not hold; set model.tokenizer.pretrained (a hub name or a local directory)."),
@@ -228,6 +240,12 @@ REFUSED = [
     (["+experiment=glue", "glue=stsb", "model=bert_tiny", "+extra_validation.other.validation_splt=test"], "extra_validation.other: 'validation_splt' is not a data.* key; give the data.* keys that make this validation set, e.g. extra_validation.other.validation_split=validation_mismatched."),
     (["+experiment=glue_tsv", "glue=cola"], "data.path: the environment variable GLUE_DIR is not set; set it (GLUE_DIR=... python -m hfsweep ...) or give data.path directly."),
     (["model=bert_tiny", "metric=eval_f1", "eval_metrics=[accuracy]"], "metric: eval_f1 is never computed; add it, e.g. eval_metrics=[accuracy,f1]."),
+    (["+experiment=bert_squad_offline", "data.path={data}/good", "eval_metrics=[squad_v2]", "metric=eval_f1"],
+     "eval_metrics: squad_v2 scores a no-answer probability, which is predicted only with "
+     "task_options.version_2_with_negative=true; set it (SQuAD 2.0), or use eval_metrics=[squad]."),
+    (["+experiment=bert_squad_offline", "data.path={data}/good", "task_options.version_2_with_negative=true"],
+     "task_options.version_2_with_negative: predicts empty answers (SQuAD 2.0), which squad (v1.1) cannot score; "
+     "use eval_metrics=[squad_v2] metric=eval_f1, or drop the flag."),
     (["model=bert_tiny", "data.max_length=256"], "data.max_length (256): larger than the model's 128 positions; lower it (data.max_length=128) or raise the model's positions."),
     # cluster and hardware
     (["cluster.num_cpus=4", "cluster.num_workers=4"], "cluster.num_workers: one trial needs 5 CPUs (1 CPU for the trial + 4 workers) and reading its data 1 more, but cluster.num_cpus is 4; raise cluster.num_cpus or lower cluster.num_workers."),

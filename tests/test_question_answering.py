@@ -118,3 +118,26 @@ def test_unanswerable_questions_need_version_2_with_negative(tmp_path):
     v2 = with_options(TASK, {"version_2_with_negative": True})
     raw = v2.prepare_raw({"train": squad_rows(3, unanswerable=1)}, data_cfg(tmp_path))
     assert raw["train"].num_rows == 3  # trained on, with the null answer as the label
+
+
+def test_unanswerable_questions_in_validation_only_need_version_2_with_negative_too(tmp_path):
+    """A v1.1 train file with a v2.0 dev file: squad's scoring would take max() of no gold answers."""
+    refusal = r"^task_options\.version_2_with_negative: 2 of the validation split's 4 questions have no answer"
+    with pytest.raises(ConfigError, match=refusal):
+        TASK.prepare_raw({"train": squad_rows(3), "validation": squad_rows(4, unanswerable=2)}, data_cfg(tmp_path))
+
+
+@pytest.mark.parametrize("overrides, refusal", [
+    (["eval_metrics=[squad_v2]", "metric=eval_f1"],
+     r"^eval_metrics: squad_v2 scores a no-answer probability"),
+    (["task_options.version_2_with_negative=true"],
+     r"^task_options\.version_2_with_negative: predicts empty answers"),
+])
+def test_the_squad_metric_and_the_v2_flag_must_agree(overrides, refusal, tmp_path):
+    from hfsweep.driver.preflight import preflight
+
+    base = ["+experiment=bert_squad_offline", f"data.path={tmp_path}"]
+    with pytest.raises(ConfigError, match=refusal):
+        preflight(resolved_config([*base, *overrides], tmp_path / "run", tmp_path / "cache"))
+    v2 = ["eval_metrics=[squad_v2]", "metric=eval_f1", "task_options.version_2_with_negative=true"]
+    preflight(resolved_config([*base, *v2], tmp_path / "run", tmp_path / "cache"))

@@ -31,7 +31,8 @@ def _bounds(path: str, spec: dict, positive: bool = False) -> tuple:
 
 def _values(path: str, spec: dict) -> list:
     """The values to choose from, each checked against the schema's type for `path` (an enum's
-    names, an int...), as a value set on the command line would be at composition."""
+    names, an int...), as a value set on the command line would be at composition. (Task options,
+    a free node here, are checked by the Task: `Task.check_searched_options`, at the preflight.)"""
     from omegaconf.errors import ValidationError
 
     from hfsweep.config.schema import SweepConfig

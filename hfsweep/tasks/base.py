@@ -119,6 +119,7 @@ class Task:
 
         data, model = cfg["data"], cfg["model"]
         self.check_config(data)
+        self.check_searched_options(cfg)
         if self.needs_whole_validation and "validation" in data["datasets_to_split"]:
             raise ConfigError(
                 f"data.datasets_to_split: model.task={self.name} matches its predictions to the validation split's "
@@ -144,6 +145,25 @@ class Task:
     def check_config(self, data_cfg: dict) -> None:
         """Refuse, with a ConfigError naming the key, data.* values this family cannot work with;
         called before Ray starts."""
+
+    def check_searched_options(self, cfg: dict) -> None:
+        """Every value a search may give an option (`search_space.task_options.*`: a grid's or
+        choice's values, a range's bounds) checked as the same value set on the command line is:
+        its type by the dataclass field's annotation (`with_options`), its range by `check_config`."""
+        from hfsweep.config.errors import ConfigError
+        from hfsweep.config.loading import iter_leaves
+        from hfsweep.tasks import with_options
+
+        for key, spec in iter_leaves(cfg["search_space"].get("task_options") or {}):
+            chosen = spec.get("sampler") in ("grid", "choice")
+            values = (spec.get("values") or ()) if chosen else [spec[b] for b in ("low", "high") if b in spec]
+            for value in values:
+                try:
+                    with_options(self, {key: value}).check_config(cfg["data"])
+                except ConfigError as err:
+                    reason = str(err).removeprefix(f"task_options.{key}: ").split("; ")[0]
+                    raise ConfigError(f"search_space.task_options.{key}: {value!r} is not a value "
+                                      f"task_options.{key} takes ({reason}).") from err
 
     def read_local(self, builder: str, files: dict):
         """Local files in a format `datasets` has no builder for, as a DatasetDict of the splits'

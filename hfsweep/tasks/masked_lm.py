@@ -60,6 +60,15 @@ class MaskedLM(Task):
     length_key = "block_size"
     worker_options = ("mlm_probability",)  # each training batch is masked on the worker
 
+    def check_config(self, data_cfg: dict) -> None:
+        from hfsweep.config.errors import ConfigError
+
+        for key in ("mlm_probability", "eval_mlm_probability"):
+            share = getattr(self, key)
+            if not 0 < share <= 1:  # none masked: no labels, a NaN loss; above 1: the collator's ValueError
+                raise ConfigError(f"task_options.{key}: must be above 0 and at most 1 (the share of tokens masked), "
+                                  f"not {share}; e.g. task_options.{key}=0.15.")
+
     def auto_model_class(self):
         from transformers import AutoModelForMaskedLM
 

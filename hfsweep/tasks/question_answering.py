@@ -27,7 +27,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.data.formats import read_with
 from hfsweep.tasks.base import Task
 from hfsweep.tasks.causal_lm import token_features
-from hfsweep.tasks.metrics import ANSWERS
+from hfsweep.tasks.metrics import ANSWERS, parse_entry
 
 EXAMPLES = "examples"  # beside the prepared validation features: the raw validation examples
 MISPLACED_SHARE = 0.01  # more train answers than this whose answer_start misses their text: the file is refused
@@ -112,25 +112,44 @@ class QuestionAnswering(Task):
             raise ConfigError(f"task_options.doc_stride: {self.doc_stride} must be smaller than "
                               f"data.max_length={length}; e.g. task_options.doc_stride={length // 3}.")
 
+    def check(self, cfg: dict) -> None:
+        """The family's checks, and its metric with its flag: squad_v2 reads the no-answer
+        probability predicted only with `version_2_with_negative`, and squad (v1.1) scores against
+        gold answers that v2's empty predictions and unanswerable questions do not have."""
+        super().check(cfg)
+        if cfg["compute_metrics"]:
+            return
+        names = {parse_entry(entry).name for entry in cfg["eval_metrics"]}
+        if "squad_v2" in names and not self.version_2_with_negative:
+            raise ConfigError("eval_metrics: squad_v2 scores a no-answer probability, which is predicted only with "
+                              "task_options.version_2_with_negative=true; set it (SQuAD 2.0), "
+                              "or use eval_metrics=[squad].")
+        if "squad" in names and self.version_2_with_negative:
+            raise ConfigError("task_options.version_2_with_negative: predicts empty answers (SQuAD 2.0), which squad "
+                              "(v1.1) cannot score; use eval_metrics=[squad_v2] metric=eval_f1, or drop the flag.")
+
     def read_local(self, builder: str, files: dict):
         if builder == "json" and all(is_squad_json(f) for split_files in files.values() for f in split_files):
             return read_squad(files)
         return None
 
     def prepare_raw(self, raw, data_cfg: dict):
-        """The train split's answers checked before they become token labels: unanswerable
-        questions (SQuAD 2.0's empty answers) need `task_options.version_2_with_negative`, and an answer
-        whose `answer_start` does not locate its text in the context is left out, or the file is
-        refused when more than 1% of them are (wrong offsets, or a file re-encoded since)."""
+        """The answers checked before they become token labels: unanswerable questions (SQuAD
+        2.0's empty answers) in any split need `task_options.version_2_with_negative` (v1.1's
+        scoring has no gold answer to compare with), and a train answer whose `answer_start` does
+        not locate its text in the context is left out, or the file is refused when more than 1%
+        of them are (wrong offsets, or a file re-encoded since)."""
         context, answers = data_cfg["pair_column"], data_cfg["label_column"]
+        for split, rows in raw.items():
+            unanswerable = sum(1 for answer in rows[answers] if not answer["text"])
+            if unanswerable and not self.version_2_with_negative:
+                raise ConfigError(
+                    f"task_options.version_2_with_negative: {unanswerable} of the {split} split's {rows.num_rows} "
+                    f"questions have no answer (SQuAD 2.0's unanswerable ones); set "
+                    f"task_options.version_2_with_negative=true eval_metrics=[squad_v2] to train and score them as "
+                    f"run_qa.py --version_2_with_negative does."
+                )
         train = raw["train"]
-        unanswerable = sum(1 for answer in train[answers] if not answer["text"])
-        if unanswerable and not self.version_2_with_negative:
-            raise ConfigError(
-                f"task_options.version_2_with_negative: {unanswerable} of the train split's {train.num_rows} questions "
-                f"have no answer (SQuAD 2.0's unanswerable ones); set task_options.version_2_with_negative=true to "
-                f"train on them as run_qa.py --version_2_with_negative does (the null answer scored by squad_v2)."
-            )
         misplaced = [i for i, (text, answer) in enumerate(zip(train[context], train[answers]))
                      if answer["text"] and not text.startswith(answer["text"][0], answer["answer_start"][0])]
         if len(misplaced) > MISPLACED_SHARE * train.num_rows:
