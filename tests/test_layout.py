@@ -1,5 +1,5 @@
 """The package's layering: each module imports only its own layer and the layers below it (the
-README's Layout section lists them), so a decision's owner never reaches up to a caller."""
+docs/architecture.md lists them), so a decision's owner never reaches up to a caller."""
 
 from __future__ import annotations
 

@@ -148,7 +148,7 @@ class CheckpointsConfig:
 
 @dataclass
 class BudgetConfig:
-    """When the whole sweep stops: no trial starts after, running ones are stopped (README)."""
+    """When the whole sweep stops: no trial starts after, running ones are stopped (docs/searching.md, Budgets)."""
 
     wall_clock_s: Optional[float] = None  # seconds since the first trial was scheduled
     trial_hours: Optional[float] = None  # sum over trials of run time x the GPUs (CPUs on a CPU sweep) each holds
@@ -158,7 +158,7 @@ class BudgetConfig:
 @dataclass
 class SelectConfig:
     """After the search, re-train its `top_k` best configurations once per seed and pick the one
-    with the best mean (README, "Picking a winner over seeds"): one lucky seed does not win."""
+    with the best mean (docs/searching.md, "Picking a winner over seeds"): one lucky seed does not win."""
 
     top_k: int = 0  # 0: off
     seeds: List[int] = field(default_factory=lambda: [1, 2, 3])
