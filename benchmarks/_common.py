@@ -27,7 +27,7 @@ def config(overrides: list[str], storage: str) -> dict:
     """The resolved config `python -m hfsweep OVERRIDES` runs, stored in `storage`."""
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         composed = compose(config_name="config", overrides=[*overrides, f"cluster.storage_path={storage}"])
-    return resolve(composed, storage)
+    return resolve(composed, storage, overrides)
 
 
 def run_sweep(overrides: list[str]) -> tuple[float, object]:

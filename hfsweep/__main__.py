@@ -25,7 +25,8 @@ from hfsweep.driver.preflight import preflight
 def main(cfg: DictConfig) -> None:
     run_dir = HydraConfig.get().runtime.output_dir
     try:
-        checked = preflight(resolve(cfg, run_dir))  # a typo costs a second or two, not the import of Ray, torch and the data stack
+        # a typo costs a second or two, not the import of Ray, torch and the data stack
+        checked = preflight(resolve(cfg, run_dir, list(HydraConfig.get().overrides.task)))
         for key in searched_overrides(list(HydraConfig.get().overrides.task), checked.cfg["search_space"]):
             print(f"hfsweep: warning: {key} is also set by search_space.{key}; the searched values win.", file=sys.stderr)
         from hfsweep.driver import sweep
@@ -73,7 +74,7 @@ def cli() -> None:
     quiet_transformers_integrations()
     try:
         for cfg in check_composition(argv):
-            resolved = None if PRINT_ONLY_FLAGS & set(argv) else resolvable_here(cfg)
+            resolved = None if PRINT_ONLY_FLAGS & set(argv) else resolvable_here(cfg, argv)
             if resolved is not None:
                 preflight(resolved)
     except ConfigError as err:
