@@ -161,6 +161,15 @@ def paired_test_line(selection: Selection) -> str:
     return f"paired t-test (by seed: {seeds}) of the winner against the runner-up: p = {selection.p_value:.3g}"
 
 
+def single_seed_line(selection: Selection) -> str | None:
+    """What a reader must know when the winner has no interval: it finished fewer than two seeds."""
+    if len(selection.winner.scores) >= 2:
+        return None
+    seeds = ", ".join(map(str, sorted(selection.winner.scores)))
+    return (f"the winner finished one seed only ({seeds}): no interval, its mean is that run's score; re-run the "
+            f"seeds that failed (see the errors above), or add seeds (select.seeds).")
+
+
 def interval_text(c: Candidate, confidence: float) -> str:
     half = (c.high - c.low) / 2
     return f"{c.mean:.4f} ± {half:.4f} ({confidence:.0%} CI [{c.low:.4f}, {c.high:.4f}], n={len(c.scores)})"
@@ -171,7 +180,8 @@ def write_selection(selection: Selection, out: str) -> str:
     table = selection_table(selection)
     table.to_csv(os.path.join(out, SELECTION_FILE), index=False)
     lines = [f"Winner by mean {selection.metric} over seeds ({selection.mode}), "
-             f"best/ from its median seed {selection.median_seed()}; {paired_test_line(selection)}.", "",
+             f"best/ from its median seed {selection.median_seed()}; {paired_test_line(selection)}.",
+             *filter(None, [single_seed_line(selection)]), "",
              *[f"{i + 1}. {describe(c.hyperparameters)}: {interval_text(c, selection.confidence)}"
                for i, c in enumerate(selection.ranked)],
              "", markdown(table)]
@@ -192,6 +202,7 @@ def selection_summary(selection: Selection, best_dir: str) -> str:
     lines += [f"  {'winner:' if i == 0 else f'{i + 1}.    '} {describe(c.hyperparameters)}: "
               f"{interval_text(c, selection.confidence)}" for i, c in enumerate(selection.ranked)]
     lines.append(f"  {paired_test_line(selection)}")
+    lines += [f"  {line}" for line in filter(None, [single_seed_line(selection)])]
     lines.append(f"  exported model:  {best_dir} (the winner's median seed {seed}: trial {run.trial_id}, "
                  f"{run.metric} = {run.value:.4f} at step {run.step})")
     return "\n".join(lines)
