@@ -28,7 +28,7 @@ def config(overrides: list[str], storage: str) -> dict:
     read as the CLI reads it: `normalise_overrides`)."""
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         composed = compose(config_name="config", overrides=normalise_overrides([*overrides, f"cluster.storage_path={storage}"]))
-    return resolve(composed, storage)
+    return resolve(composed, storage, overrides)
 
 
 def run_sweep(overrides: list[str]) -> tuple[float, object]:

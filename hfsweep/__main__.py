@@ -26,7 +26,8 @@ from hfsweep.driver.preflight import preflight
 def main(cfg: DictConfig) -> None:
     run_dir = HydraConfig.get().runtime.output_dir
     try:
-        checked = preflight(resolve(cfg, run_dir))  # a typo costs a second or two, not the import of Ray, torch and the data stack
+        # a typo costs a second or two, not the import of Ray, torch and the data stack
+        checked = preflight(resolve(cfg, run_dir, list(HydraConfig.get().overrides.task)))
         from hfsweep.driver import sweep
         from hfsweep.driver.defaults_trial import wanted
 
@@ -67,7 +68,7 @@ def cli() -> None:
     quiet_transformers_integrations()
     try:
         for cfg in check_composition(argv):
-            resolved = None if PRINT_ONLY_FLAGS & set(argv) else resolvable_here(cfg)
+            resolved = None if PRINT_ONLY_FLAGS & set(argv) else resolvable_here(cfg, argv)
             if resolved is not None:
                 preflight(resolved)
     except ConfigError as err:

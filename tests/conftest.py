@@ -33,7 +33,7 @@ def resolved_config(overrides: list[str], storage: Path, cache: Path) -> dict:
     from hfsweep.config.loading import resolve
 
     cfg = compose_config([*overrides, f"cache_dir={cache}"])
-    return resolve(cfg, str(storage))
+    return resolve(cfg, str(storage), list(overrides))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -47,8 +47,11 @@ def test_every_experiment_composes_resolves_and_validates(experiment, tmp_path, 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_debug_tiny_shrinks_every_experiment(experiment, spelling, tmp_path, monkeypatch):
     """`debug=tiny` merges after the preset (either spelling, either order on the command line):
-    20 steps, one learning rate, one worker, FIFO, whatever the preset set; the scheduler builds."""
+    20 steps, one learning rate and one value of every other searched key (one trial), one worker,
+    FIFO, whatever the preset set; the scheduler builds."""
+    from hfsweep.config.loading import iter_leaves
     from hfsweep.driver.schedulers import build_scheduler
+    from hfsweep.driver.search_rules import population_size
     from hfsweep.driver.search_space import compile_search_space
 
     monkeypatch.setenv("GLUE_DIR", str(tmp_path))
@@ -61,6 +64,11 @@ def test_debug_tiny_shrinks_every_experiment(experiment, spelling, tmp_path, mon
     assert cfg["training"]["max_steps"] == 20 and cfg["training"]["eval_steps"] == cfg["training"]["save_steps"] == 10
     assert cfg["search_space"]["training"]["learning_rate"]["values"] == [1.0e-3]
     assert cfg["cluster"]["num_workers"] == 1 and cfg["num_samples"] == 1
+    leaves = list(iter_leaves(cfg["search_space"]))
+    assert leaves
+    listed = {path: spec["values"] for path, spec in leaves if spec["sampler"] in ("grid", "choice")}
+    assert all(len(values) == 1 for values in listed.values()), listed  # peft.r, task_options.mlm_probability...
+    assert population_size(cfg) == 1, "a one-trial sweep"
     scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
     assert type(scheduler).__name__ == "FIFOScheduler"
     assert cfg["name"] == ("glue_mrpc" if experiment.startswith("glue") else experiment)  # the preset still applies
@@ -420,3 +428,11 @@ def test_resume_refuses_what_tune_restores_as_saved_even_with_force(tmp_path, ov
     with pytest.raises(ConfigError, match=rf"^resume: {re.escape(key)} cannot change on resume, --force or not"):
         saved_config(str(tmp_path), [override.lstrip("+")], force=True)
     assert saved_config(str(tmp_path), ["training.max_steps=50"], force=True)["training"]["max_steps"] == 50
+
+
+def test_debug_tiny_keeps_the_searched_values_the_command_line_gives(tmp_path):
+    """A test (or a user) adds to `debug=tiny` what its run is about: those values stay."""
+    cfg = resolved_config(["debug=tiny", "+experiment=gpt2_lora_wikitext", "search_space.peft.r.values=[4,8]",
+                           "search_space.training.learning_rate.values=[1e-3,1e-2]"], tmp_path, tmp_path)
+    assert cfg["search_space"]["peft"]["r"]["values"] == [4, 8]
+    assert cfg["search_space"]["training"]["learning_rate"]["values"] == [1e-3, 1e-2]

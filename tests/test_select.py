@@ -59,6 +59,23 @@ def test_a_configuration_without_a_finished_run_is_not_ranked():
     assert math.isnan(selection.p_value) and selection.median_seed() == 1
 
 
+def test_a_winner_with_fewer_than_two_finished_seeds_is_named_in_one_line(tmp_path):
+    """No interval (NaN) for one seed: the summary and selection.md say so instead of crowning it silently."""
+    from hfsweep.driver.select import selection_summary, write_selection
+
+    from types import SimpleNamespace
+
+    selection = rank(candidates({1: 1.0}, {1: 2.0, 2: 2.1, 3: 2.05}), "eval_loss", "min", 0.95)
+    assert selection.winner.hyperparameters == LUCKY
+    selection.winner.runs[1] = SimpleNamespace(trial_id="t1", metric="eval_loss", value=1.0, step=10)
+    note = ("the winner finished one seed only (1): no interval, its mean is that run's score; re-run the seeds "
+            "that failed (see the errors above), or add seeds (select.seeds).")
+    assert write_selection(selection, str(tmp_path)).splitlines().count(note) == 1
+    assert [line.strip() for line in selection_summary(selection, "best").splitlines()].count(note) == 1
+    steady = rank(candidates({}, {1: 2.0, 2: 2.1}), "eval_loss", "min", 0.95)
+    assert "one seed only" not in write_selection(steady, str(tmp_path))
+
+
 def test_best_json_is_strict_json_when_a_selection_has_no_p_value_or_interval(tmp_path):
     import json
 
@@ -92,6 +109,9 @@ def test_the_selection_sweep_runs_each_configuration_once_per_seed(tmp_path):
 @pytest.mark.parametrize("overrides, message", [
     (["select.top_k=2", "select.seeds=[1]"],
      "select.seeds: needs at least two different seeds, got [1]; e.g. select.seeds=[1,2,3]."),
+    (["select.top_k=2", "select.seeds=[1,1,2]"],
+     "select.seeds: [1,1,2] names seed 1 more than once, which would train the same run twice; give each seed once, "
+     "e.g. select.seeds=[1,2]."),
     (["select.top_k=2", "select.confidence=1.5"],
      "select.confidence: must lie between 0 and 1, not 1.5; e.g. select.confidence=0.95."),
     (["select.top_k=-1"], "select.top_k: must be 0 (off) or the number of configurations to re-train, not -1."),

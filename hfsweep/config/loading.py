@@ -37,13 +37,13 @@ def to_plain_dict(cfg: DictConfig) -> dict:
         raise ConfigError(f"{err.full_key}: the environment variable {name} is not set; set it ({name}=... python -m hfsweep ...) or give {err.full_key} directly.") from err
 
 
-def resolvable_here(cfg: DictConfig) -> dict | None:
+def resolvable_here(cfg: DictConfig, overrides: list[str] = ()) -> dict | None:
     """The composed config resolved before Hydra's app runs, or None when it needs what only the
     app sets (`${hydra:...}`, a relative storage path's run directory): validated there instead."""
     from omegaconf.errors import InterpolationResolutionError
 
     try:
-        return resolve(cfg, os.path.join(os.getcwd(), "hfsweep-check"))
+        return resolve(cfg, os.path.join(os.getcwd(), "hfsweep-check"), overrides)
     except InterpolationResolutionError:
         return None
 
@@ -53,14 +53,18 @@ LOCAL_PATH_KEYS = (("model", "pretrained"), ("model", "tokenizer", "pretrained")
                    ("task_options", "chat_template"))
 
 
-def resolve(cfg: DictConfig, run_dir: str) -> dict:
+def resolve(cfg: DictConfig, run_dir: str, overrides: list[str] = ()) -> dict:
     """The composed config as a plain dict, with the storage path made absolute first, so that
     `${cluster.storage_path}` (a logger's store, its group) resolves to this run's directory; then
     `cache_dir`, and every relative path of `LOCAL_PATH_KEYS` that exists here (a hub name that
-    no local folder has stays a name, as transformers would read it), made absolute too."""
+    no local folder has stays a name, as transformers would read it), made absolute too; with
+    `search_one_value`, one value per searched grid and choice but those the command line's
+    `overrides` give."""
     storage = cfg.cluster.storage_path or run_dir
     cfg.cluster.storage_path = os.path.abspath(os.path.expanduser(storage))
     resolved = to_plain_dict(cfg)
+    if resolved["search_one_value"]:
+        keep_first_values(resolved["search_space"], [o.split("=", 1)[0].lstrip("+~") for o in overrides])
     resolved["cache_dir"] = os.path.abspath(os.path.expanduser(resolved["cache_dir"]))
     for *parents, key in LOCAL_PATH_KEYS:
         section = resolved
@@ -72,6 +76,20 @@ def resolve(cfg: DictConfig, run_dir: str) -> dict:
         elif isinstance(value, str) and not os.path.isabs(value) and os.path.exists(os.path.expanduser(value)):
             section[key] = os.path.abspath(os.path.expanduser(value))
     return resolved
+
+
+def keep_first_values(space: dict, given: list[str] = ()) -> None:
+    """Every grid and choice of a search space down to its first value (`search_one_value`, which
+    `debug=tiny` sets): whatever keys a preset searches (an adapter's rank, a masking share), the
+    sweep is num_samples trials; a range sampler draws one value per trial already. The leaves the
+    command line sets (`given`: its keys, `search_space.training.learning_rate.values`) are what the
+    run is about, and keep theirs."""
+    for path, spec in iter_leaves(space):
+        leaf = f"search_space.{path}"
+        if any(key == leaf or key.startswith(f"{leaf}.") for key in given):
+            continue
+        if spec["sampler"] in ("grid", "choice") and spec.get("values"):
+            spec["values"] = spec["values"][:1]
 
 
 PACKAGE_SCHEME = "pkg://"  # pkg://PACKAGE/FOLDER: a folder inside an installed package (Hydra's spelling for its search path)

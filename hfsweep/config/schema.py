@@ -198,6 +198,8 @@ class SweepConfig:
     metric: Any = "eval_loss"  # a name, or a list of names: several objectives (hfsweep.config.objectives)
     mode: Any = "min"  # min or max, or a list of them beside a list of metrics
     num_samples: int = 1
+    # debug=tiny: every grid and choice of search_space keeps its first value (one trial per num_samples)
+    search_one_value: bool = False
     cache_dir: str = "~/.cache/hfsweep"
 
 

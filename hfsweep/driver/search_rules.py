@@ -128,9 +128,15 @@ def _validate_select(cfg: dict) -> None:
                           f"not {select['top_k']}.")
     if not select["top_k"]:
         return
-    if len(set(select["seeds"])) < 2:
-        raise ConfigError(f"select.seeds: needs at least two different seeds, got {as_override(select['seeds'])}; "
+    seeds = list(select["seeds"])
+    if len(set(seeds)) < 2:
+        raise ConfigError(f"select.seeds: needs at least two different seeds, got {as_override(seeds)}; "
                           f"e.g. select.seeds=[1,2,3].")
+    twice = next((seed for seed in seeds if seeds.count(seed) > 1), None)
+    if twice is not None:
+        once = as_override(list(dict.fromkeys(seeds)))
+        raise ConfigError(f"select.seeds: {as_override(seeds)} names seed {twice} more than once, which would train "
+                          f"the same run twice; give each seed once, e.g. select.seeds={once}.")
     if not 0 < select["confidence"] < 1:
         raise ConfigError(f"select.confidence: must lie between 0 and 1, not {select['confidence']}; "
                           f"e.g. select.confidence=0.95.")

@@ -188,6 +188,15 @@ def defaults_lines(selection: Selection) -> list[str]:
             f"in mean {selection.metric}; paired t-test by seed p = {p}"]
 
 
+def single_seed_line(selection: Selection) -> str | None:
+    """What a reader must know when the winner has no interval: it finished fewer than two seeds."""
+    if len(selection.winner.scores) >= 2:
+        return None
+    seeds = ", ".join(map(str, sorted(selection.winner.scores)))
+    return (f"the winner finished one seed only ({seeds}): no interval, its mean is that run's score; re-run the "
+            f"seeds that failed (see the errors above), or add seeds (select.seeds).")
+
+
 def interval_text(c: Candidate, confidence: float) -> str:
     half = (c.high - c.low) / 2
     return f"{c.mean:.4f} ± {half:.4f} ({confidence:.0%} CI [{c.low:.4f}, {c.high:.4f}], n={len(c.scores)})"
@@ -199,7 +208,7 @@ def write_selection(selection: Selection, out: str) -> str:
     table.to_csv(os.path.join(out, SELECTION_FILE), index=False)
     lines = [f"Winner by mean {selection.metric} over seeds ({selection.mode}), "
              f"best/ from its median seed {selection.median_seed()}; {paired_test_line(selection)}.",
-             *defaults_lines(selection), "",
+             *defaults_lines(selection), *filter(None, [single_seed_line(selection)]), "",
              *[f"{i + 1}. {describe(c.hyperparameters)}: {interval_text(c, selection.confidence)}"
                for i, c in enumerate(selection.ranked)],
              "", markdown(table)]
@@ -221,6 +230,7 @@ def selection_summary(selection: Selection, best_dir: str) -> str:
               f"{interval_text(c, selection.confidence)}" for i, c in enumerate(selection.ranked)]
     lines.append(f"  {paired_test_line(selection)}")
     lines += [f"  {line}" for line in defaults_lines(selection)]
+    lines += [f"  {line}" for line in filter(None, [single_seed_line(selection)])]
     lines.append(f"  exported model:  {best_dir} (the winner's median seed {seed}: trial {run.trial_id}, "
                  f"{run.metric} = {run.value:.4f} at step {run.step})")
     return "\n".join(lines)
