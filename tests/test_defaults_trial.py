@@ -38,7 +38,8 @@ def test_random_search_and_a_grid_without_the_point_run_it_first(tmp_path):
     from ray.tune.search import BasicVariantGenerator
 
     for overrides in (["search_alg=random", *LOGUNIFORM],
-                      ["search_space.training.learning_rate.values=[1e-3,1e-4]", "training.learning_rate=5e-4"]):
+                      ["search_space.training.learning_rate.values=[1e-3,1e-4]", "training.learning_rate=5e-4",
+                       "search_alg.defaults_trial=true"]):
         _, _, setup, search = searcher_and_setup(tmp_path, overrides)
         assert isinstance(search, BasicVariantGenerator)
         assert setup.searcher_arguments["points_to_evaluate"] == [{"training": {"learning_rate": 5e-4}}]
