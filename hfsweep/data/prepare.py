@@ -135,8 +135,14 @@ def prepare_apart(cfg: dict, task) -> PreparedData:
     fork with a Python `preexec_fn`, which Python documents as unsafe beside other threads (on a
     16-core machine `ray.init` timed out at start-up after tokenizing). A refusal comes back as the
     same ConfigError."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_stand_in_for_driver) as pool:
         return pool.submit(prepare, cfg, task).result()
+
+
+def _stand_in_for_driver() -> None:
+    """The preparing process does the driver's work: transformers' seeded collators (masked LM's
+    fixed validation masks) take any process not named MainProcess for a DataLoader worker."""
+    multiprocessing.current_process().name = "MainProcess"
 
 
 def _from_stream(raw, data_cfg: dict) -> DatasetDict:
