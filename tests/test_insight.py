@@ -162,22 +162,23 @@ def test_a_storage_url_optuna_cannot_open_is_refused_in_one_line(tmp_path, capsy
 def test_export_maps_each_ending_to_a_state_and_replaces_its_own_study_only(tmp_path):
     space = {**SPACE, "peft": {"target_modules": {"sampler": "grid", "values": [["q", "v"], ["q", "k", "v"]]}}}
     cfg = config(search_space=space)
-    table = toy_table(5)
+    table = toy_table(6)
     table["best_eval_loss"] = table["last_eval_loss"] - 0.5  # the study holds the last values, as Optuna's trials end
-    table["peft.target_modules"] = [["q", "v"], ["q", "k", "v"]] * 2 + [["q", "v"]]
-    table["ended"] = ["completed", "early-stopped", "stopped by scheduler/stopper", "errored", "running"]
+    table["peft.target_modules"] = [["q", "v"], ["q", "k", "v"]] * 3
+    table["ended"] = ["completed", "early-stopped", "stopped by scheduler/stopper", "errored", "running", "paused"]
     table.loc[3, "error"] = "FloatingPointError: training diverged: loss is nan at step 10"
     histories = {row["trial_id"]: reports(row["last_eval_loss"])
                  for row in table.to_dict("records")}
     storage = f"sqlite:///{tmp_path}/sweep.db"
     optuna.create_study(storage=storage, study_name="someone else's")
     for _ in range(2):  # the second write replaces the first
-        assert export_study(table, histories, cfg, str(tmp_path), storage) == 5
+        assert export_study(table, histories, cfg, str(tmp_path), storage) == 6
     assert sorted(optuna.get_all_study_names(storage)) == sorted(["someone else's", study_name(cfg, str(tmp_path))])
     study = optuna.load_study(study_name=study_name(cfg, str(tmp_path)), storage=storage)
     trials = study.trials
-    assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE", "PRUNED", "FAIL", "RUNNING"]
-    assert [t.values for t in trials[3:]] == [None, None]
+    assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE", "PRUNED", "FAIL", "RUNNING", "PRUNED"]
+    assert [t.values for t in trials[3:5]] == [None, None]
+    assert trials[5].values == [table.loc[5, "last_eval_loss"]]  # paused at a rung the sweep never resumed
     assert trials[3].user_attrs["error"].startswith("FloatingPointError")
     for trial, row in zip(trials, table.to_dict("records")):
         assert trial.user_attrs["tune_trial_id"] == row["trial_id"]

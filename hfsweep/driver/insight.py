@@ -36,9 +36,11 @@ CATEGORICAL_SAMPLERS = {"grid", "choice"}
 LOG_SAMPLERS = {"loguniform", "qloguniform", "lograndint"}
 INT_SAMPLERS = {"randint", "qrandint", "lograndint"}
 DIRECTIONS = {"min": "minimize", "max": "maximize"}
-# How a trial ended (the `ended` column) as an Optuna state; a live trial is RUNNING, a pending one WAITING
+# How a trial ended (the `ended` column) as an Optuna state; a live trial is RUNNING, a pending one WAITING.
+# A trial still paused when the sweep ends (BOHB's HyperBand pauses at each rung) was never resumed:
+# the scheduler stopped it there, as Optuna's pruned.
 STATES = {"completed": "COMPLETE", "early-stopped": "COMPLETE", "stopped by scheduler/stopper": "PRUNED",
-          "errored": "FAIL", "never started": "WAITING", "pending": "WAITING"}
+          "paused": "PRUNED", "errored": "FAIL", "never started": "WAITING", "pending": "WAITING"}
 
 
 def best_column(metric: str) -> str:
