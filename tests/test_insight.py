@@ -23,7 +23,7 @@ from PIL import Image
 
 from hfsweep.cli.report import main as report_main
 from hfsweep.driver.insight import (
-    _axis, export_study, importance_section, param_importances, plot_importance, plot_parallel, study_name,
+    _axis, export_study, importance_section, param_importances, plot_importance, plot_parallel, study_name, why_not,
 )
 from tests.conftest import resolved_config
 
@@ -34,7 +34,8 @@ KEYS = ["training.learning_rate", "training.weight_decay", "training.warmup_step
 
 
 def config(**changes) -> dict:
-    return {"name": "toy", "seed": 0, "metric": "eval_loss", "mode": "min", "search_space": SPACE, **changes}
+    return {"name": "toy", "seed": 0, "metric": "eval_loss", "mode": "min", "search_space": SPACE,
+            "scheduler": {"_target_": "ray.tune.schedulers.ASHAScheduler"}, **changes}
 
 
 def toy_table(n: int = 24, seed: int = 0) -> pd.DataFrame:
@@ -121,6 +122,15 @@ def test_too_few_trials_is_one_line_instead_of_a_plot(rows, says):
     text, importances = importance_section(toy_table().head(rows), config())
     assert importances is None and says in text
     assert len([line for line in text.splitlines() if line.strip()]) == 2  # the heading and the line
+
+
+def test_under_pbt_importance_is_one_line_not_a_ranking_of_each_trials_last_values():
+    """PBT's exploits change a trial's values mid-run: its row holds the last ones, not those that
+    reached its best value."""
+    pbt = config(scheduler={"_target_": "ray.tune.schedulers.PopulationBasedTraining"})
+    text, importances = importance_section(toy_table(), pbt)
+    assert importances is None and "PBT changes a trial's searched values as it trains" in text
+    assert why_not(toy_table(), config()) is None  # the same trials under ASHA are ranked
 
 
 def test_one_searched_key_with_one_value_is_one_line_instead_of_a_plot():

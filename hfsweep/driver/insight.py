@@ -1,5 +1,5 @@
-"""What a sweep's trials say about its search space, whatever searcher ran them, and the sweep as an
-Optuna study:
+"""What a sweep's trials say about its search space, whatever searcher ran them (but not PBT or PB2,
+whose trials change their values as they train), and the sweep as an Optuna study:
 
 - `importance_section`: each searched key's fANOVA importance for each objective (Optuna's
   `FanovaImportanceEvaluator` on an in-memory study of the trials), for `results.md`;
@@ -27,6 +27,7 @@ import pandas as pd
 
 from hfsweep.config.loading import iter_leaves
 from hfsweep.config.objectives import first_objective, objectives
+from hfsweep.driver.search_rules import is_population_training
 from hfsweep.driver.tables import markdown
 from hfsweep.run_dir import last_column
 
@@ -96,6 +97,9 @@ def scored(table: pd.DataFrame, cfg: dict) -> pd.DataFrame:
 
 def why_not(table: pd.DataFrame, cfg: dict) -> Optional[str]:
     """Why there is nothing to plot or rank, in one line; None when there is."""
+    if is_population_training(cfg):
+        return ("PBT changes a trial's searched values as it trains: no importance or parallel plot, which "
+                "would credit each trial's best value to its last values.")
     trials = scored(table, cfg)
     if len(trials) < 2:
         return f"{len(trials)} trial(s) reported {first_objective(cfg)[0]}: importance and the parallel plot need 2."
