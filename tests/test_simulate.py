@@ -33,13 +33,13 @@ def curve(config):
         tune.report({"step": 10 * k, "score": START[x % 6] + SLOPE[x % 6] * k + x / 1000})
 
 
-def record(storage, name: str, configs: int, scheduler=None, concurrency: int = 1):
-    """A real Tune run of `curve` over a grid of `configs`, `concurrency` trials at a time."""
+def record(storage, name: str, configs: int, scheduler=None, concurrency: int = 1, first: int = 0):
+    """A real Tune run of `curve` over a grid of `configs` values of x from `first`, `concurrency` trials at a time."""
     from ray import tune
 
     tuner = tune.Tuner(
         curve,
-        param_space={"x": tune.grid_search(list(range(configs)))},
+        param_space={"x": tune.grid_search(list(range(first, first + configs)))},
         tune_config=tune.TuneConfig(metric="score", mode="max", scheduler=scheduler, max_concurrent_trials=concurrency),
         run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=0),
     )
@@ -60,7 +60,7 @@ def fifo_grid(ray_cluster, tmp_path_factory):
 def test_fifo_replay_is_the_sweep_itself(fifo_grid):
     path, results = fifo_grid
     best = results.get_best_result(metric="score", mode="max", scope="all")
-    sim = simulate(read_recording(str(path)), build_replay_scheduler(["scheduler=fifo"], BARE, "score", "max"),
+    sim = simulate(read_recording([str(path)]), build_replay_scheduler(["scheduler=fifo"], BARE, "score", "max"),
                    "score", "max", name="fifo")
     assert sim.compute_share == 1.0
     assert sim.regret == 0
@@ -81,7 +81,7 @@ def test_asha_replay_stops_what_a_real_asha_sweep_stops(fifo_grid, capsys):
 
     job = ["scheduler=asha", "scheduler.grace_period=20"]  # reduction_factor 2 and max_t: conf/scheduler/asha.yaml's
     scheduler = build_replay_scheduler(job, BARE, "score", "max")
-    sim = simulate(read_recording(str(path)), scheduler, "score", "max", name="asha")
+    sim = simulate(read_recording([str(path)]), scheduler, "score", "max", name="asha")
     assert {o.config["x"]: o.progress for o in sim.trials} == real_steps
     stopped = {x for x, step in real_steps.items() if step < MAX_STEP}
     assert {o.config["x"] for o in sim.trials if o.ended == "stopped"} == stopped
@@ -112,6 +112,18 @@ def test_a_sweep_run_directory_replays_with_its_metric_and_stoppers(fifo_grid, c
 
 
 @pytest.mark.slow
+def test_a_sweep_replays_the_trials_resume_extend_added(ray_cluster, tmp_path, cache_dir):
+    """`resume --extend` adds its trials as the experiment NAME-extend-1 beside the sweep's own."""
+    record(tmp_path, "grid", 2)
+    record(tmp_path, "grid-extend-1", 2, first=2)
+    overrides = ["debug=tiny", "name=grid", "metric=score", "mode=max", f"training.max_steps={MAX_STEP}"]
+    write_config(str(tmp_path), resolved_config(overrides, tmp_path, cache_dir))
+    assert main([str(tmp_path), "scheduler=fifo"]) == 0
+    table = pd.read_csv(tmp_path / "simulate" / "fifo.csv")
+    assert sorted(table["x"]) == [0, 1, 2, 3] and (table["step"] == MAX_STEP).all()
+
+
+@pytest.mark.slow
 def test_several_schedulers_compare_in_one_table(fifo_grid, capsys):
     path, _ = fifo_grid
     argv = [str(path), "scheduler=fifo,asha,hyperband,median", "--metric", "score", "--mode", "max", "--shuffle", "3"]
@@ -126,7 +138,7 @@ def test_several_schedulers_compare_in_one_table(fifo_grid, capsys):
 @pytest.mark.slow
 def test_a_64_trial_sweep_simulates_in_under_10_seconds(ray_cluster, tmp_path, capsys):
     record(tmp_path, "grid64", 64, concurrency=4)
-    recording = read_recording(str(tmp_path / "grid64"))
+    recording = read_recording([str(tmp_path / "grid64")])
     assert len(recording.trials) == 64 and recording.concurrency() <= 4
     started = time.perf_counter()
     assert main([str(tmp_path / "grid64"), "scheduler=asha", "--metric", "score", "--mode", "max"]) == 0

@@ -15,7 +15,7 @@ import os
 import sys
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.run_dir import holds_sweep, read_config
+from hfsweep.run_dir import experiment_names, holds_sweep, read_config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,14 +45,14 @@ def run(args) -> None:
     from hfsweep.driver.schedulers import build_stopper
 
     jobs = simulate.scheduler_jobs(args.overrides)  # refuse a bad command line before reading anything
-    sweep_cfg, experiment_dir = sweep_records(args.run_dir)
+    sweep_cfg, experiment_dirs = sweep_records(args.run_dir)
     metric, mode = args.metric or sweep_cfg.get("metric"), args.mode or sweep_cfg.get("mode")
     if not isinstance(metric, str) or mode not in ("min", "max"):
         raise ConfigError(f"{args.run_dir}: give the one metric to optimise and its mode, "
                           f"e.g. --metric eval_loss --mode min.")
-    recording = simulate.read_recording(experiment_dir)
+    recording = simulate.read_recording(experiment_dirs)
     if not recording.trials:
-        raise ConfigError(f"{experiment_dir}: no trial reported a result; replay a sweep that ran.")
+        raise ConfigError(f"{args.run_dir}: no trial reported a result; replay a sweep that ran.")
     stopped = recording.stopped_early()
     if stopped and not args.treat_stopped_as_final:
         names = ", ".join(f"{t.trial_id} ({recording.progress} {recording.last(t)})" for t in stopped)
@@ -74,20 +74,21 @@ def run(args) -> None:
     print(f"Wrote {', '.join(s.name.replace(' ', '-') for s in sims)} (.md, .csv) and comparison.md in {out_dir}")
 
 
-def sweep_records(run_dir: str) -> tuple[dict, str]:
-    """(the sweep's config, its Tune experiment directory); an empty config for a bare Tune one."""
+def sweep_records(run_dir: str) -> tuple[dict, list[str]]:
+    """(the sweep's config, its Tune experiment directories: its own, then those `resume --extend`
+    added); an empty config and the one directory for a bare Tune experiment."""
     if not os.path.isdir(run_dir):
         raise ConfigError(f"{run_dir}: no such directory; pass a finished sweep's run directory.")
-    cfg, experiment_dir = {}, run_dir
+    cfg, experiment_dirs = {}, [run_dir]
     if holds_sweep(run_dir):
         cfg = read_config(run_dir)
-        experiment_dir = os.path.join(run_dir, cfg["name"])
+        experiment_dirs = [os.path.join(run_dir, name) for name in experiment_names(run_dir, cfg["name"])]
     elif not glob.glob(os.path.join(run_dir, "experiment_state-*.json")):
         raise ConfigError(f"{run_dir}: neither a sweep's run directory (resolved_config.yaml) nor a Tune experiment "
                           f"directory (experiment_state-*.json); pass one of those.")
-    if not glob.glob(os.path.join(experiment_dir, "experiment_state-*.json")):
-        raise ConfigError(f"{run_dir}: no results (no Tune experiment in {experiment_dir}); replay a sweep that ran.")
-    return cfg, experiment_dir
+    if not glob.glob(os.path.join(experiment_dirs[0], "experiment_state-*.json")):
+        raise ConfigError(f"{run_dir}: no results (no Tune experiment in {experiment_dirs[0]}); replay a sweep that ran.")
+    return cfg, experiment_dirs
 
 
 if __name__ == "__main__":

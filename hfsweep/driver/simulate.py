@@ -75,17 +75,20 @@ class Recording:
         return max(sum(u.started <= t.started < u.ended for u in self.trials) for t in self.trials)
 
 
-def read_recording(experiment_dir: str) -> Recording:
-    """Each trial that reported, from Tune's records: result.json keeps every key of every report
-    (progress.csv drops a key first reported after the first row)."""
-    analysis = tune.ExperimentAnalysis(os.path.abspath(experiment_dir))  # a relative path reads as a URI
+def read_recording(experiment_dirs: list[str]) -> Recording:
+    """Each trial that reported, from Tune's records, experiment by experiment (a sweep's own, then
+    those `resume --extend` added): result.json keeps every key of every report (progress.csv drops
+    a key first reported after the first row)."""
     trials = []
-    for trial in sorted(analysis.trials, key=lambda t: t.trial_id):  # Tune numbers trials as it creates them
-        path = os.path.join(trial.path, "result.json")
-        reports = [flat_report(line) for line in open(path) if line.strip()] if os.path.isfile(path) else []
-        if reports:
-            meta = trial.run_metadata
-            trials.append(RecordedTrial(trial.trial_id, trial.config, reports, meta.start_time, meta.last_result_time))
+    for experiment_dir in experiment_dirs:
+        analysis = tune.ExperimentAnalysis(os.path.abspath(experiment_dir))  # a relative path reads as a URI
+        for trial in sorted(analysis.trials, key=lambda t: t.trial_id):  # Tune numbers trials as it creates them
+            path = os.path.join(trial.path, "result.json")
+            reports = [flat_report(line) for line in open(path) if line.strip()] if os.path.isfile(path) else []
+            if reports:
+                meta = trial.run_metadata
+                trials.append(RecordedTrial(trial.trial_id, trial.config, reports, meta.start_time,
+                                            meta.last_result_time))
     return Recording(trials)
 
 
