@@ -200,6 +200,7 @@ REFUSED = [
     (["training.per_device_train_batch_size=0"], "training.per_device_train_batch_size: must be a positive integer, not 0; e.g. training.per_device_train_batch_size=8."),
     (["training.save_steps=15"], "training.save_steps (15): must be a multiple of training.eval_steps (10), or schedulers act on stale metrics; e.g. training.save_steps=10."),
     (["training.eval_strategy=no"], "training.eval_strategy and training.save_strategy: both must be 'steps', so every checkpoint reaches Tune with a fresh eval metric."),
+    (["training.learning_rate=-1"], "training.learning_rate: must be above 0, not -1; e.g. training.learning_rate=5e-5."),
     (["training.max_steps=0"], "training.max_steps: must be a positive integer (a Ray Data training set is an iterable, so the Trainer needs max_steps), e.g. training.max_steps=100."),
     (["+training.output_dir=/x"], "training.output_dir: hfsweep sets this itself; remove it from the config."),
     # data

@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+import time
 
 import pandas as pd
 import pytest
@@ -324,3 +325,34 @@ def test_a_budget_pickled_before_the_shared_ledger_resumes_with_what_it_spent():
     assert not stopper.stop_all() and stopper.summary().startswith("0.3056 of 0.5")
     stopper("c3", {"time_total_s": 450.0})
     assert stopper.stop_all() and callback.reason.startswith("its trial-hours budget")
+
+
+def two_reports(config):
+    from ray import tune
+
+    for step in (1, 2):
+        time.sleep(0.05)
+        tune.report({"step": step})
+
+
+def test_an_extension_counts_what_the_sweeps_earlier_experiments_spent(ray_cluster, tmp_path):
+    """`resume --extend` seeds its budget with the earlier experiments' spend, read from Tune's
+    records: a trial-hours budget those trials spent stops the extension before it starts."""
+    from ray import tune
+
+    from hfsweep.driver.budget import SweepBudget, spent_before
+
+    tune.Tuner(two_reports, param_space={"x": tune.grid_search([0, 1])},
+               run_config=tune.RunConfig(name="sweep", storage_path=str(tmp_path), verbose=0)).fit()
+    analysis = tune.ExperimentAnalysis(str(tmp_path / "sweep"))
+    state = spent_before([analysis])
+    assert state["trial_s"] == {t.trial_id: t.last_result["time_total_s"] for t in analysis.trials}
+    assert all(seconds >= 0.1 for seconds in state["trial_s"].values()) and 0.1 <= state["spent_s"] < 120
+    hours = sum(state["trial_s"].values()) / 3600
+    budget = SweepBudget(None, 0.9 * hours, resources_per_trial=1)
+    assert not budget.stop_all(), "a fresh budget has spent nothing"
+    budget.set_state(state)
+    assert budget.stop_all() and budget.reason.startswith("its trial-hours budget")
+    roomy = SweepBudget(None, 2 * hours, resources_per_trial=1)
+    roomy.set_state(state)
+    assert not roomy.stop_all() and roomy.trial_hours_used() == pytest.approx(hours)

@@ -65,3 +65,5 @@ def test_each_random_search_extension_draws_from_its_own_seed_and_a_grid_is_warm
     assert not unwarmed["warm_start"], "random search is told nothing"
     grid = resolved_config(["debug=tiny"], tmp_path, cache_dir)
     assert extension_searcher(grid, run_dir, grid=True, number=1)["warm_start"] == [run_dir]
+    grid["search_alg"]["warm_start"] = ["/runs/pilot"]  # the sweep itself started from an earlier one
+    assert extension_searcher(grid, run_dir, grid=True, number=1)["warm_start"] == ["/runs/pilot", run_dir]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.slow
 def test_a_widened_grid_runs_only_its_new_point_and_best_is_chosen_over_all_trials(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
     sweep = [sys.executable, "-m", "hfsweep", "debug=tiny", "search_space.training.learning_rate.values=[1e-5,1e-4]",
-             f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+             "budget.trial_hours=1", f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
     first = subprocess.run(sweep, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stderr[-3000:]
     before = {path: open(path).read() for path in glob.glob(str(run_dir / "sweep" / "run_trial_*" / "result.json"))}
@@ -39,6 +40,8 @@ def test_a_widened_grid_runs_only_its_new_point_and_best_is_chosen_over_all_tria
                               capture_output=True, text=True, timeout=900)
     assert extended.returncode == 0, extended.stderr[-3000:]
     assert "1 grid points left to run" in extended.stdout
+    spent = [float(re.search(r"\(([0-9.]+) trial-seconds", run.stdout).group(1)) for run in (first, extended)]
+    assert spent[1] > spent[0], f"the extension's budget counts the sweep's first two trials too: {spent}"
     added = glob.glob(str(run_dir / "sweep-extend-1" / "run_trial_*" / "result.json"))
     assert len(added) == 1, "only the new grid point ran"
     assert json.loads(open(added[0]).readlines()[-1])["config"]["training"]["learning_rate"] == 3e-3

@@ -28,6 +28,14 @@ def test_texts_are_grouped_into_whole_blocks_of_block_size(tokenizer):
     assert set(blocks.column_names) == {"input_ids", "attention_mask", "special_tokens_mask"}  # labels come with the masks
 
 
+def test_a_tokenizer_without_a_mask_token_is_refused_in_one_line():
+    from hfsweep.config.errors import ConfigError
+
+    gpt2_like = TOKENIZER_TRAINERS["byte_level_bpe"](TEXTS, 300)
+    with pytest.raises(ConfigError, match=r"^model.task=masked_lm: the tokenizer .* has no mask token"):
+        TASK.preprocess(Dataset.from_dict({"text": TEXTS}), gpt2_like, DATA_CFG, "train")
+
+
 def test_the_validation_split_is_masked_once_and_the_same_every_time(tokenizer):
     ds = Dataset.from_dict({"text": TEXTS})
     first, again = (TASK.preprocess(ds, tokenizer, DATA_CFG, "validation") for _ in range(2))

@@ -117,6 +117,9 @@ def _validate_training(training: dict) -> None:
         if key in training and (not isinstance(training[key], int) or training[key] < 1):
             raise ConfigError(f"training.{key}: must be a positive integer, not {training[key]}; "
                               f"e.g. training.{key}=8.")
+    rate = training.get("learning_rate")
+    if rate is not None and (not isinstance(rate, (int, float)) or rate <= 0):  # the defaults trial runs it
+        raise ConfigError(f"training.learning_rate: must be above 0, not {rate}; e.g. training.learning_rate=5e-5.")
     if not isinstance(training.get("max_steps"), int) or training["max_steps"] <= 0:
         raise ConfigError(
             "training.max_steps: must be a positive integer (a Ray Data training set is an "

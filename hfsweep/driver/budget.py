@@ -40,6 +40,20 @@ class Spend:
 _SPENDS: dict[str, Spend] = {}
 
 
+def spent_before(analyses: list) -> dict:
+    """What a sweep's earlier experiments spent, in `SweepBudget.get_state`'s form, so that
+    `resume --extend` counts it against the same budget: each trial's time_total_s at its last
+    report, and each experiment's wall clock from its first trial's start to its last report."""
+    trial_s, spent_s = {}, 0.0
+    for analysis in analyses:
+        reported = [trial for trial in analysis.trials if trial.last_result]
+        trial_s.update({trial.trial_id: trial.last_result.get("time_total_s", 0.0) for trial in reported})
+        if reported:
+            spent_s += (max(trial.run_metadata.last_result_time for trial in reported)
+                        - min(trial.run_metadata.start_time for trial in reported))
+    return {"spent_s": spent_s, "trial_s": trial_s, "reason": None}
+
+
 def trial_cost_usd(cluster: dict, time_total_s: float) -> Optional[float]:
     """What a trial that ran `time_total_s` cost, counted as the budget counts it; None without a price
     (or in a run directory saved before prices existed, which `python -m hfsweep.report` still reads)."""

@@ -23,7 +23,7 @@ from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trains_in_process
 from hfsweep.contract import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, prepare_apart
-from hfsweep.driver.budget import SweepBudget, build_budget
+from hfsweep.driver.budget import SweepBudget, build_budget, spent_before
 from hfsweep.driver.checkpoint_budget import build_checkpoint_budget, checkpoint_disk_use
 from hfsweep.driver.loggers import build_loggers
 from hfsweep.driver.pareto import PARETO_PLOT
@@ -41,7 +41,7 @@ from hfsweep.driver.schedulers import build_scheduler, build_search_alg, build_s
 from hfsweep.driver.search_space import compile_search_space
 from hfsweep.driver.select import (candidates_from, rank, selection_config, selection_points, selection_summary,
                                    top_configurations, winner_checkpoint, write_selection)
-from hfsweep.driver.warm_start import load_warm_start, searcher_arguments
+from hfsweep.driver.warm_start import load_warm_start, searcher_arguments, warm_start_dirs
 from hfsweep.models import build_model, check_peft_targets, check_pretrained_reachable, check_weights_digest
 from hfsweep.run_dir import RESULTS_FILE, SELECT_DIR, experiment_names, write_config
 from hfsweep.trial.trainable import run_trial
@@ -223,13 +223,19 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
     checked = preflight(added)
     # the warm start reads the saved config, so it is replaced only after
     param_space, scheduler, stopper, callbacks, data, setup = _prepare_sweep(added, checked.task)
+    analyses = [tune.ExperimentAnalysis(os.path.join(run_dir, name)) for name in names]
+    if setup.budget is not None:  # one budget for the whole sweep: the extension spends what is left
+        setup.budget.set_state(spent_before(analyses))
+        if setup.budget.stop_all():
+            raise ConfigError(f"resume --extend: {run_dir} has spent {setup.budget.reason} already; "
+                              f"raise that budget to add trials.")
     init_ray(cfg["cluster"])
     check_trial_fits(cfg["cluster"])
     searcher_cap(cfg)  # refuses a PBT population that could not be alive at once
     write_config(run_dir, cfg)  # the sweep's config is the extended one from now on
     for note in setup.notes:
         print(f"hfsweep: extend: {note}")
-    earlier = [tune.ResultGrid(tune.ExperimentAnalysis(os.path.join(run_dir, name))) for name in names]
+    earlier = [tune.ResultGrid(analysis) for analysis in analyses]
     tuner = build_tuner(added, param_space, checked.task, data, scheduler, stopper, callbacks, setup)
     return finish(tune_fit(tuner), cfg, checked.task, data, setup.budget, earlier)
 
@@ -253,7 +259,7 @@ def extension_searcher(cfg: dict, run_dir: str, grid: bool, number: int) -> dict
     `random_state` and the extension's number (the sweep's seed would draw its first points again)."""
     node = dict(cfg["search_alg"])
     if grid or not issubclass(import_object(node["_target_"]), tune.search.BasicVariantGenerator):
-        return {**node, "warm_start": [run_dir]}
+        return {**node, "warm_start": [*warm_start_dirs(cfg), run_dir]}  # what the sweep started from, too
     if node.get("random_state") is not None:
         node["random_state"] = int(np.random.SeedSequence([node["random_state"], number]).generate_state(1)[0])
     return node

@@ -77,6 +77,12 @@ class MaskedLM(Task):
     def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
         from datasets import Features, List, Value
 
+        from hfsweep.config.errors import ConfigError
+
+        if tokenizer.mask_token is None:  # the collator's own ValueError would come from every trial
+            raise ConfigError(f"model.task=masked_lm: the tokenizer ({tokenizer.name_or_path or 'trained here'}) has "
+                              f"no mask token to mask with; use a masked LM's, e.g. model=roberta_tiny.")
+
         block, whole_words = data_cfg["block_size"], self.whole_word_mask
         names = ["input_ids", "attention_mask", "special_tokens_mask"] + (["offset_mapping"] if whole_words else [])
 
