@@ -4,7 +4,9 @@ caching, and the offline proxy classification data."""
 from __future__ import annotations
 
 import csv
+import os
 import time
+from pathlib import Path
 
 import datasets
 import pyarrow.parquet
@@ -98,6 +100,35 @@ def test_local_folder_without_validation_file(tmp_path):
     (tmp_path / "train.txt").write_text("hello")
     with pytest.raises(ConfigError, match=r"data\.path: '.*' has no validation file"):
         prepare_data(data_config(tmp_path / "cache", source="local", path=str(tmp_path)))
+
+
+OFFLINE_PRESETS = sorted(p.stem for p in (Path(__file__).parents[1] / "conf" / "experiment").glob("*_offline.yaml")
+                         if p.stem != "bert_swag_offline")  # SWAG's own files: no stand-in
+
+
+@pytest.mark.parametrize("preset", OFFLINE_PRESETS)
+def test_an_offline_preset_writes_its_own_data_into_the_cache_on_first_use(preset, tmp_path_factory):
+    """`python -m hfsweep +experiment=NAME_offline` as the experiments' READMEs run it: the preflight
+    writes the preset's `data.proxy` into cache_dir (once; every preset of a cache shares it)."""
+    from hfsweep.driver.preflight import preflight
+    from tests.conftest import resolved_config
+
+    cache = tmp_path_factory.getbasetemp() / "offline_presets_cache"
+    checked = preflight(resolved_config([f"+experiment={preset}"], tmp_path_factory.mktemp(preset), cache))
+    path = checked.cfg["data"]["path"]
+    assert path.startswith(str(cache)) and path.endswith(checked.cfg["data"]["proxy"])
+    assert len(os.listdir(path)) >= 2, "a train and a validation file"
+
+
+def test_a_data_path_wins_over_the_proxy_and_an_unknown_proxy_is_refused(tmp_path):
+    from hfsweep.driver.preflight import preflight
+    from tests.conftest import resolved_config
+
+    given = write_glue_pairs(tmp_path / "pairs")
+    checked = preflight(resolved_config(["+experiment=bert_mrpc_offline", f"data.path={given}"], tmp_path, tmp_path / "cache"))
+    assert checked.cfg["data"]["path"] == str(given) and not (tmp_path / "cache" / "offline_data").exists()
+    with pytest.raises(ConfigError, match=r"^data.proxy: no stand-in data named 'mrpc'; choose one of mrpc_proxy, "):
+        preflight(resolved_config(["+experiment=bert_mrpc_offline", "data.proxy=mrpc"], tmp_path, tmp_path / "cache"))
 
 
 def test_proxy_data_has_the_real_columns_balanced_pairs_and_disjoint_splits(proxy_data):

@@ -1,8 +1,8 @@
 """The documentation cannot drift from the code: its commands run, its reference pages are what the
 code gives, the site builds strictly, the README's links land, and `--help` is hfsweep's own.
 
-Runnable blocks: a fenced ```bash block right after a `<!-- runnable -->` line, in README.md or
-docs/*.md. Each command in it (backslash continuations joined, comments dropped, `VAR=value`
+Runnable blocks: a fenced ```bash block right after a `<!-- runnable -->` line, in README.md,
+docs/*.md or an experiment's README. Each command in it (backslash continuations joined, comments dropped, `VAR=value`
 prefixes taken as its environment) runs as follows, in one temporary folder per block:
 - `python -m hfsweep ARGS`: composed through hfsweep's own command line with `--cfg job` (every
   override, group option and sweep value composed, as the real command does before Ray starts);
@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "experiments").glob("*/README.md"))]
 MARKER = "<!-- runnable -->"
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline"}
 COMPANIONS = {"report", "resume", "replay", "simulate", "glue"}

@@ -12,7 +12,8 @@ from transformers import AutoImageProcessor, AutoModelForImageClassification
 
 from hfsweep.driver import sweep
 from hfsweep.driver.preflight import preflight
-from hfsweep.tasks.image_classification import TASK, write_digits
+from hfsweep.data.offline import write_digits
+from hfsweep.tasks.image_classification import TASK
 from tests.conftest import prepare_data, resolved_config
 
 

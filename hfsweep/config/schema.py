@@ -69,6 +69,7 @@ class DataConfig:
     name: Optional[str] = None
     config_name: Optional[str] = None
     path: Optional[str] = None
+    proxy: Optional[str] = None  # local: an offline preset's stand-in data (hfsweep.data.offline), written into cache_dir when data.path is unset
     validation_split: str = "validation"
     data_files: Dict[str, Any] = field(default_factory=dict)  # local: {train: FILE(S), validation: FILE(S)} under data.path, when no pattern finds them
     text_column: str = "text"

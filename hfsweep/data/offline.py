@@ -26,16 +26,22 @@ not how BERT does on MRPC or Yelp.
 - `chat_proxy/` (`train.jsonl`, `validation.jsonl` of TRL's conversational `messages`): the user
   gives the first half of a documentation sentence, the assistant answers with the rest; for the
   sft presets (`model.task=sft`), whose loss is on the answer only.
+- `digits/` (`train.parquet`, `validation.parquet`): not a proxy but scikit-learn's 1,797 real
+  handwritten digits (8x8 scans), as `datasets` stores images, for the vit_digits_offline preset.
 - `squad_proxy/` (`train.json`, `validation.json` in SQuAD v1.1's nested layout): contexts of three
   documentation sentences with a made-up person and a made-up place inserted (as in conll_proxy),
   and two questions each: "Which person is named?" and "Which place is named?".
 
 For the classification proxies, each topic's first four fifths of sentences train, the rest
 validate, so no sentence is in both.
-The output is the same on every machine with the same Python version.
+The output is the same on every machine with the same Python version (and scikit-learn's digits).
+
+An offline preset names its folder as `data.proxy` (e.g. `data.proxy=mrpc_proxy`): with `data.path`
+unset, the preflight writes it into `cache_dir` on first use (`proxy_folder`) and reads it from there.
+To write them elsewhere:
 
     python -m hfsweep.datasets_offline DIR    # DIR/mrpc_proxy/, yelp_proxy/, wikitext_proxy/, conll_proxy/,
-                                                summary_proxy/, translation_proxy/, chat_proxy/
+                                                summary_proxy/, translation_proxy/, squad_proxy/, chat_proxy/, digits/
 """
 
 from __future__ import annotations
@@ -46,10 +52,16 @@ import json
 import os
 import random
 import re
+import sys
 
+from hfsweep.data.cache import atomic_dir
 from hfsweep.data.sources import write_pydoc_topics
 
 SEED = 0
+PROXIES = ("mrpc_proxy", "yelp_proxy", "wikitext_proxy", "conll_proxy", "summary_proxy", "translation_proxy",
+           "squad_proxy", "chat_proxy")
+DIGITS = "digits"
+PIXEL_SCALE = 255 / 16  # scikit-learn's digits hold 0..16 per pixel
 MIN_TOPIC_SENTENCES = 10  # topics with fewer take no part in the pairs (validation then has 2 or more)
 PAIRS = {"train": 4000, "validation": 400}
 NUM_CLASSES = 5
@@ -197,9 +209,7 @@ def write(out_dir: str) -> dict[str, str]:
     """Write the proxy datasets under out_dir; return their folders by name."""
     rng = random.Random(SEED)
     splits = topic_sentences()
-    names = ("mrpc_proxy", "yelp_proxy", "wikitext_proxy", "conll_proxy", "summary_proxy", "translation_proxy",
-             "squad_proxy", "chat_proxy")
-    folders = {name: os.path.join(out_dir, name) for name in names}
+    folders = {name: os.path.join(out_dir, name) for name in PROXIES}
     pair_topics = {n for n in splits["train"]
                    if len(splits["train"][n]) + len(splits["validation"][n]) >= MIN_TOPIC_SENTENCES}
     for split, count in PAIRS.items():
@@ -225,10 +235,41 @@ def write(out_dir: str) -> dict[str, str]:
     return folders
 
 
+def write_digits(folder: str, validation_share: float = 0.2, seed: int = 0) -> str:
+    """scikit-learn's handwritten digits as `train.parquet` and `validation.parquet` in `folder`:
+    8x8 grayscale PNG images in an Image column, their digit in a `label` ClassLabel column, split
+    at random (seeded) as run_image_classification.py splits a set without a validation split."""
+    import numpy as np
+    from datasets import ClassLabel, Dataset, Features, Image
+    from PIL import Image as PILImage
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = [PILImage.fromarray(np.round(image * PIXEL_SCALE).astype(np.uint8), mode="L") for image in digits.images]
+    features = Features({"image": Image(), "label": ClassLabel(names=[str(d) for d in range(10)])})
+    split = Dataset.from_dict({"image": images, "label": digits.target.tolist()}, features=features).train_test_split(
+        test_size=validation_share, seed=seed)
+    os.makedirs(folder, exist_ok=True)
+    split["train"].to_parquet(os.path.join(folder, "train.parquet"))
+    split["test"].to_parquet(os.path.join(folder, "validation.parquet"))
+    return folder
+
+
+def proxy_folder(name: str, cache_dir: str) -> str:
+    """The folder of `data.proxy=name` under `cache_dir`, written on first use (all the pydoc proxies
+    at once, in seconds; the digits on their own), each in one rename so an interrupted write
+    leaves nothing behind. Keyed by the Python version, whose pydoc topics the proxies are made from."""
+    root = os.path.join(cache_dir, "offline_data", f"py{sys.version_info.major}.{sys.version_info.minor}")
+    if name == DIGITS:
+        return atomic_dir(os.path.join(root, DIGITS), write_digits)
+    return os.path.join(atomic_dir(os.path.join(root, "pydoc_proxies"), write), name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", help="folder to write the proxy datasets' folders into")
-    for name, folder in write(parser.parse_args().out_dir).items():
+    out_dir = parser.parse_args().out_dir
+    for name, folder in {**write(out_dir), DIGITS: write_digits(os.path.join(out_dir, DIGITS))}.items():
         print(f"{name}: {folder}")
 
 

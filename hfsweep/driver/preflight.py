@@ -5,13 +5,15 @@ Task's, the loop's, the adapter's (`hfsweep.models`) and the search's
 
 What passes is a `CheckedConfig`: the resolved config with the sweep's Task, resolved here once
 and handed to every layer below. `sweep.run` takes nothing else. Kept light (no torch, no Ray):
-a refusal takes about a second.
+a refusal takes about a second. An offline preset's stand-in data (`data.proxy`) is written into
+`cache_dir` here, first, so that `data.path` names it before the data checks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hfsweep.config.errors import ConfigError
 from hfsweep.config.resources import check_hardware
 from hfsweep.config.validation import check_config
 from hfsweep.driver.search_rules import check_search
@@ -32,7 +34,7 @@ class CheckedConfig:
 def preflight(cfg: dict) -> CheckedConfig:
     """Check `cfg` by owner; raise ConfigError naming the first bad key."""
     task = task_of(cfg)  # refuses an unknown task or option
-    cfg = {**cfg, "task_options": task.options()}  # every option the family uses, as resolved_config.yaml records it
+    cfg = {**with_proxy_data(cfg), "task_options": task.options()}  # every option the family uses, as resolved_config.yaml records it
     check_config(cfg, generates=task.generates)
     check_hardware(cfg)
     task.check(cfg)
@@ -40,3 +42,17 @@ def preflight(cfg: dict) -> CheckedConfig:
     check_peft(cfg)
     check_search(cfg)
     return CheckedConfig(cfg, task)
+
+
+def with_proxy_data(cfg: dict) -> dict:
+    """`cfg` with `data.path` at its `data.proxy` folder (written into cache_dir on first use) where a
+    local source has no path of its own; a path given on the command line wins."""
+    data = cfg["data"]
+    if not data["proxy"] or data["path"] or data["source"] != "local":
+        return cfg
+    from hfsweep.data.offline import DIGITS, PROXIES, proxy_folder  # imports datasets: only where needed
+
+    if data["proxy"] not in (*PROXIES, DIGITS):
+        raise ConfigError(f"data.proxy: no stand-in data named '{data['proxy']}'; "
+                          f"choose one of {', '.join((*PROXIES, DIGITS))}, or set data.path.")
+    return {**cfg, "data": {**data, "path": proxy_folder(data["proxy"], cfg["cache_dir"])}}

@@ -5,8 +5,9 @@ processor (the pretrained model's, or a ViT processor at `model.config.image_siz
 scores it. The processor stands where text families have a tokenizer.
 
 Its columns are the task's own options (`image`, `label` by default, as the script's). Images come
-as `datasets` stores them: a parquet file with an Image column, or the hub. `write_digits(DIR)`
-writes scikit-learn's 1,797 handwritten digits (8x8, shipped with scikit-learn) that way.
+as `datasets` stores them: a parquet file with an Image column, or the hub. `data.proxy=digits`
+(the vit_digits_offline preset) writes scikit-learn's 1,797 handwritten digits (8x8, shipped with
+scikit-learn) that way: `hfsweep.data.offline.write_digits`.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from dataclasses import dataclass
 from hfsweep.config.errors import ConfigError
 from hfsweep.tasks.base import Task, batch_collator
 from hfsweep.tasks.metrics import LABELS
-
-PIXEL_SCALE = 255 / 16  # scikit-learn's digits hold 0..16 per pixel
 
 
 @dataclass
@@ -126,23 +125,3 @@ class ImageClassification(Task):
 
 
 TASK = ImageClassification()
-
-
-def write_digits(folder: str, validation_share: float = 0.2, seed: int = 0) -> str:
-    """scikit-learn's handwritten digits as `train.parquet` and `validation.parquet` in `folder`:
-    8x8 grayscale PNG images in an Image column, their digit in a `label` ClassLabel column, split
-    at random (seeded) as run_image_classification.py splits a set without a validation split."""
-    import numpy as np
-    from datasets import ClassLabel, Dataset, Features, Image
-    from PIL import Image as PILImage
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    images = [PILImage.fromarray(np.round(image * PIXEL_SCALE).astype(np.uint8), mode="L") for image in digits.images]
-    features = Features({"image": Image(), "label": ClassLabel(names=[str(d) for d in range(10)])})
-    split = Dataset.from_dict({"image": images, "label": digits.target.tolist()}, features=features).train_test_split(
-        test_size=validation_share, seed=seed)
-    os.makedirs(folder, exist_ok=True)
-    split["train"].to_parquet(os.path.join(folder, "train.parquet"))
-    split["test"].to_parquet(os.path.join(folder, "validation.parquet"))
-    return folder
