@@ -87,8 +87,14 @@ def class_fields(cls: ast.ClassDef, comments: dict[int, str], lines: list[str]) 
     rows = []
     for node in cls.body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            rows.append((node.target.id, ast.unparse(node.annotation), readable_default(node.value),
-                         field_comment(node, comments, lines)))
+            rows.append(
+                (
+                    node.target.id,
+                    ast.unparse(node.annotation),
+                    readable_default(node.value),
+                    field_comment(node, comments, lines),
+                )
+            )
     return rows
 
 
@@ -101,9 +107,17 @@ def options_table(rows: list[tuple[str, str, str, str]], prefix: str) -> list[st
 
 # Which top-level key each schema dataclass is found under.
 SECTIONS = {
-    "SweepConfig": "", "ModelConfig": "model.", "TokenizerConfig": "model.tokenizer.", "DataConfig": "data.",
-    "PeftConfig": "peft.", "StrategyConfig": "strategy.", "LoopConfig": "loop.", "ClusterConfig": "cluster.",
-    "CheckpointsConfig": "checkpoints.", "BudgetConfig": "budget.", "SelectConfig": "select.",
+    "SweepConfig": "",
+    "ModelConfig": "model.",
+    "TokenizerConfig": "model.tokenizer.",
+    "DataConfig": "data.",
+    "PeftConfig": "peft.",
+    "StrategyConfig": "strategy.",
+    "LoopConfig": "loop.",
+    "ClusterConfig": "cluster.",
+    "CheckpointsConfig": "checkpoints.",
+    "BudgetConfig": "budget.",
+    "SelectConfig": "select.",
 }
 
 
@@ -111,16 +125,23 @@ def schema_page() -> list[str]:
     source = open(SCHEMA, encoding="utf-8").read()
     tree, comments, lines = ast.parse(source), comments_by_line(source), source.splitlines()
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    missing = [name for name, node in classes.items()
-               if name not in SECTIONS and not any(ast.unparse(b) == "Enum" for b in node.bases)]
+    missing = [
+        name
+        for name, node in classes.items()
+        if name not in SECTIONS and not any(ast.unparse(b) == "Enum" for b in node.bases)
+    ]
     if missing:
         raise SystemExit(f"gen_reference: schema classes without a section in SECTIONS: {missing}")
-    out = ["## The typed schema", "",
-           "`hfsweep/config/schema.py` registers these dataclasses as `hfsweep_schema`, first in",
-           "`conf/config.yaml`'s defaults: a misspelt key of a typed section, or a value of the wrong type,",
-           "is refused at composition. Untyped sections (`training`, `scheduler`, `search_alg`, `search_space`,",
-           "`logger`, `stopper`, `callbacks`, `trainer`, `task_options`) take what their group's option and",
-           "the command line give them; their keys are documented by the options below.", ""]
+    out = [
+        "## The typed schema",
+        "",
+        "`hfsweep/config/schema.py` registers these dataclasses as `hfsweep_schema`, first in",
+        "`conf/config.yaml`'s defaults: a misspelt key of a typed section, or a value of the wrong type,",
+        "is refused at composition. Untyped sections (`training`, `scheduler`, `search_alg`, `search_space`,",
+        "`logger`, `stopper`, `callbacks`, `trainer`, `task_options`) take what their group's option and",
+        "the command line give them; their keys are documented by the options below.",
+        "",
+    ]
     for name, prefix in SECTIONS.items():
         node = classes[name]
         out += [f"### {name}", ""]
@@ -130,8 +151,14 @@ def schema_page() -> list[str]:
         if doc:
             out += [" ".join(doc.split()), ""]
         out += options_table(class_fields(node, comments, lines), prefix) + [""]
-    out += ["### Closed sets", "", "Enums of the schema: any other value is refused at composition.", "",
-            "| enum | values |", "| --- | --- |"]
+    out += [
+        "### Closed sets",
+        "",
+        "Enums of the schema: any other value is refused at composition.",
+        "",
+        "| enum | values |",
+        "| --- | --- |",
+    ]
     for name, node in classes.items():
         if any(ast.unparse(b) == "Enum" for b in node.bases):
             values = []
@@ -171,15 +198,21 @@ def anchor(group: str, option: str) -> str:
 
 def groups_page() -> list[str]:
     chosen = default_options()
-    out = ["## Config groups", "",
-           "Every folder of `conf/` is a group; pick an option with `GROUP=OPTION` (`+experiment=NAME`",
-           "for a preset). The default option is marked; `null` defaults select nothing unless asked.", ""]
+    out = [
+        "## Config groups",
+        "",
+        "Every folder of `conf/` is a group; pick an option with `GROUP=OPTION` (`+experiment=NAME`",
+        "for a preset). The default option is marked; `null` defaults select nothing unless asked.",
+        "",
+    ]
     groups = sorted(d for d in os.listdir(CONF) if os.path.isdir(os.path.join(CONF, d)) and not d.startswith("_"))
     out += ["| group | options (default in bold) |", "| --- | --- |"]
     for group in groups:
         options = sorted(f[:-5] for f in os.listdir(os.path.join(CONF, group)) if f.endswith(".yaml"))
-        names = [f"**[{o}](#{anchor(group, o)})**" if chosen.get(group) == o else f"[{o}](#{anchor(group, o)})"
-                 for o in options]
+        names = [
+            f"**[{o}](#{anchor(group, o)})**" if chosen.get(group) == o else f"[{o}](#{anchor(group, o)})"
+            for o in options
+        ]
         out.append(f"| [`{group}/`](#group-{group.replace('_', '-')}) | {', '.join(names)} |")
     out.append("")
     for group in groups:
@@ -201,15 +234,27 @@ def groups_page() -> list[str]:
 
 def top_level_page() -> list[str]:
     text = open(os.path.join(CONF, "config.yaml"), encoding="utf-8").read()
-    return ["## The top-level config", "", "`conf/config.yaml`, the primary config every run composes:", "",
-            "```yaml", text.rstrip("\n"), "```", ""]
+    return [
+        "## The top-level config",
+        "",
+        "`conf/config.yaml`, the primary config every run composes:",
+        "",
+        "```yaml",
+        text.rstrip("\n"),
+        "```",
+        "",
+    ]
 
 
 def config_reference() -> str:
-    lines = ["# Configuration reference", "",
-             "Generated from `hfsweep/config/schema.py` and `conf/` by `docs/gen_reference.py`. How to use",
-             "the config is in [Configuration](../configuration.md); the options of each task family are in",
-             "[Task options](tasks.md).", ""]
+    lines = [
+        "# Configuration reference",
+        "",
+        "Generated from `hfsweep/config/schema.py` and `conf/` by `docs/gen_reference.py`. How to use",
+        "the config is in [Configuration](../configuration.md); the options of each task family are in",
+        "[Task options](tasks.md).",
+        "",
+    ]
     lines += top_level_page() + schema_page() + groups_page()
     return HEADER + "\n".join(lines).rstrip("\n") + "\n"
 
@@ -218,10 +263,14 @@ def tasks_reference() -> str:
     sys.path.insert(0, ROOT)
     from hfsweep.tasks import task_names
 
-    lines = ["# Task options", "",
-             "Generated from `hfsweep/tasks/*.py` by `docs/gen_reference.py`. A family's options are the",
-             "fields of its Task dataclass, set as `task_options.KEY=VALUE` (no `+` needed) and checked by the",
-             "family before Ray starts. How the families read data and score is in [Task families](../tasks.md).", ""]
+    lines = [
+        "# Task options",
+        "",
+        "Generated from `hfsweep/tasks/*.py` by `docs/gen_reference.py`. A family's options are the",
+        "fields of its Task dataclass, set as `task_options.KEY=VALUE` (no `+` needed) and checked by the",
+        "family before Ray starts. How the families read data and score is in [Task families](../tasks.md).",
+        "",
+    ]
     for name in task_names():
         path = os.path.join(TASKS, name + ".py")
         source = open(path, encoding="utf-8").read()
@@ -235,7 +284,9 @@ def tasks_reference() -> str:
         rows = class_fields(cls, comments, src_lines) if dataclasses.is_dataclass(task) else []
         fields = [f.name for f in dataclasses.fields(task)] if dataclasses.is_dataclass(task) else []
         if [r[0] for r in rows] != fields:
-            raise SystemExit(f"gen_reference: {name}: fields {fields} are not those in its class body {[r[0] for r in rows]}")
+            raise SystemExit(
+                f"gen_reference: {name}: fields {fields} are not those in its class body {[r[0] for r in rows]}"
+            )
         if rows:
             lines += options_table(rows, "task_options.") + [""]
         else:

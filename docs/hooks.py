@@ -35,8 +35,11 @@ def folder_listing(folder: str) -> str:
     for name in entries:
         path = os.path.join(ROOT, folder, name)
         if os.path.isdir(path):
-            lines.append(f"- [{name}/]({name}/index.md)" if not os.path.exists(os.path.join(path, "README.md"))
-                         else f"- [{name}/]({name}/README.md)")
+            lines.append(
+                f"- [{name}/]({name}/index.md)"
+                if not os.path.exists(os.path.join(path, "README.md"))
+                else f"- [{name}/]({name}/README.md)"
+            )
         elif name.endswith(SUFFIXES):
             lines.append(f"- [{name}]({name})")
     return "\n".join(lines) + "\n"
@@ -46,7 +49,7 @@ def on_files(files: Files, config) -> Files:
     for path in repo_files():
         files.append(File.generated(config, path, abs_src_path=os.path.join(ROOT, path)))
     for tree in TREES:
-        for folder, subfolders, names in os.walk(os.path.join(ROOT, tree)):
+        for folder, _, names in os.walk(os.path.join(ROOT, tree)):
             rel = os.path.relpath(folder, ROOT)
             if rel != tree and "README.md" not in names and any(n.endswith(SUFFIXES) for n in names):
                 files.append(File.generated(config, f"{rel}/index.md", content=folder_listing(rel)))

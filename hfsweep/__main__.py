@@ -1,8 +1,8 @@
 """Hydra entry point: check the command line, compose, resolve once, hand off to the driver.
 
-    python -m hfsweep                               # the embedded default (offline, CPU)
-    python -m hfsweep +experiment=gpt2_wikitext     # a preset
-    python -m hfsweep -m seed=1,2,3                 # Hydra multirun: one sweep per job
+python -m hfsweep                               # the embedded default (offline, CPU)
+python -m hfsweep +experiment=gpt2_wikitext     # a preset
+python -m hfsweep -m seed=1,2,3                 # Hydra multirun: one sweep per job
 """
 
 from __future__ import annotations
@@ -33,9 +33,15 @@ def main(cfg: DictConfig) -> None:
         from hfsweep.driver.defaults_trial import wanted
 
         for key in searched_overrides(list(HydraConfig.get().overrides.task), checked.cfg["search_space"]):
-            print(f"hfsweep: warning: {key} is also set by search_space.{key}; "
-                  + ("it runs as the defaults trial, beside the searched values." if wanted(checked.cfg)
-                     else "the searched values win."), file=sys.stderr)
+            print(
+                f"hfsweep: warning: {key} is also set by search_space.{key}; "
+                + (
+                    "it runs as the defaults trial, beside the searched values."
+                    if wanted(checked.cfg)
+                    else "the searched values win."
+                ),
+                file=sys.stderr,
+            )
 
         sweep.run(checked)
     except ConfigError as err:

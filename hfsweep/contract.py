@@ -48,8 +48,12 @@ def combine_ranks(reports: list[dict]) -> dict:
     throughputs summed over the workers (each counts what it trained on), the largest peak memory,
     and the workers' mean MFU (each against its own device's peak)."""
     combined = dict(reports[0])
-    for key, combine in ((TOKENS_PER_SECOND, sum), (SAMPLES_PER_SECOND, sum), (PEAK_MEMORY, max),
-                         (MFU, lambda values: sum(values) / len(values))):
+    for key, combine in (
+        (TOKENS_PER_SECOND, sum),
+        (SAMPLES_PER_SECOND, sum),
+        (PEAK_MEMORY, max),
+        (MFU, lambda values: sum(values) / len(values)),
+    ):
         values = [report[key] for report in reports if key in report]
         if values:
             combined[key] = combine(values)

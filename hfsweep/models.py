@@ -43,8 +43,10 @@ def check_weights_digest(model_cfg: dict, cache_dir: str) -> None:
         return
     weights = os.path.join(model_cfg["pretrained"] or "", "model.safetensors")
     if not os.path.isfile(weights):
-        raise ConfigError(f"model.weights_sha256: {weights} is not a file; give model.pretrained a local model folder, "
-                          f"or model.weights_sha256=null.")
+        raise ConfigError(
+            f"model.weights_sha256: {weights} is not a file; give model.pretrained a local model folder, "
+            f"or model.weights_sha256=null."
+        )
     stat = os.stat(weights)
     seen = {"path": os.path.abspath(weights), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
     record = os.path.join(cache_dir, "verified_weights", expected + ".json")
@@ -78,8 +80,9 @@ PEFT_TASK_TYPES = {
 }
 
 
-def build_model(model_cfg: dict, tokenizer, label_names: list[str] | None = None, peft_cfg: dict | None = None, *,
-                task):
+def build_model(
+    model_cfg: dict, tokenizer, label_names: list[str] | None = None, peft_cfg: dict | None = None, *, task
+):
     """A pretrained model, or one built from `model.config` with the tokenizer's vocabulary,
     through the task's Auto class; or whatever `model.factory` (a `_target_` callable taking
     `model_cfg`, `tokenizer` and `label_names`) returns, for architectures the Auto classes do not
@@ -116,8 +119,10 @@ def check_peft(cfg: dict) -> None:
     peft, searched = cfg["peft"], cfg["search_space"].get("peft", {})
     if peft["method"] == "none":
         if searched:
-            raise ConfigError(f"search_space.peft.{next(iter(searched))}: peft=none trains no adapter; add peft=lora, "
-                              f"or drop the key.")
+            raise ConfigError(
+                f"search_space.peft.{next(iter(searched))}: peft=none trains no adapter; add peft=lora, "
+                f"or drop the key."
+            )
         return
     if "r" in ADAPTER_KEYS[peft["method"]]:
         ranks = [peft["r"], *searched.get("r", {}).get("values", [])]
@@ -128,24 +133,31 @@ def check_peft(cfg: dict) -> None:
     other_methods_keys = {key for keys in ADAPTER_KEYS.values() for key in keys} - set(ADAPTER_KEYS[peft["method"]])
     unused = [key for key in searched if key in other_methods_keys]
     if unused:
-        raise ConfigError(f"search_space.peft.{unused[0]}: peft={peft['method']} has no {unused[0]}; drop the key, "
-                          f"or use an adapter that has it.")
+        raise ConfigError(
+            f"search_space.peft.{unused[0]}: peft={peft['method']} has no {unused[0]}; drop the key, "
+            f"or use an adapter that has it."
+        )
     quantized = [key for key in ("load_in_4bit", "load_in_8bit") if peft[key]]
     if quantized:
         import importlib.util
 
         key = quantized[0]
         if not cfg["cluster"]["use_gpu"]:
-            raise ConfigError(f"peft.{key}: a quantized base (QLoRA) needs a CUDA GPU; set cluster.use_gpu=true on a "
-                              f"GPU machine, or peft.{key}=false.")
+            raise ConfigError(
+                f"peft.{key}: a quantized base (QLoRA) needs a CUDA GPU; set cluster.use_gpu=true on a "
+                f"GPU machine, or peft.{key}=false."
+            )
         if len(quantized) > 1:
             raise ConfigError("peft.load_in_8bit: load_in_4bit is set too; choose one, e.g. peft.load_in_8bit=false.")
         if not cfg["model"]["pretrained"]:
-            raise ConfigError(f"peft.{key}: quantizes pretrained weights, and model.pretrained is null; "
-                              f"set model.pretrained (a hub name or a directory).")
+            raise ConfigError(
+                f"peft.{key}: quantizes pretrained weights, and model.pretrained is null; "
+                f"set model.pretrained (a hub name or a directory)."
+            )
         if importlib.util.find_spec("bitsandbytes") is None:
-            raise ConfigError(f"peft.{key}: bitsandbytes is not installed; pip install bitsandbytes, or "
-                              f"peft.{key}=false.")
+            raise ConfigError(
+                f"peft.{key}: bitsandbytes is not installed; pip install bitsandbytes, or peft.{key}=false."
+            )
 
 
 # The peft.* keys each method's PEFT config takes (DoRA and rsLoRA are LoRA's own switches).
@@ -170,8 +182,12 @@ def _quantization_config(peft_cfg: dict):
     from transformers import BitsAndBytesConfig
 
     if peft_cfg["load_in_4bit"]:
-        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16,
-                                  bnb_4bit_use_double_quant=True)
+        return BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_compute_dtype=torch.bfloat16,
+            bnb_4bit_use_double_quant=True,
+        )
     return BitsAndBytesConfig(load_in_8bit=True)
 
 

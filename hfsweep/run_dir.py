@@ -28,8 +28,8 @@ def last_column(metric: str) -> str:
 def experiment_names(run_dir: str, name: str) -> list[str]:
     """The sweep's Tune experiment folders: its own, then those `resume --extend` added (NAME-extend-N)."""
     prefix = f"{name}-extend-"
-    added = [d for d in os.listdir(run_dir) if d.startswith(prefix) and d[len(prefix):].isdigit()]
-    return [name, *sorted(added, key=lambda d: int(d[len(prefix):]))]
+    added = [d for d in os.listdir(run_dir) if d.startswith(prefix) and d[len(prefix) :].isdigit()]
+    return [name, *sorted(added, key=lambda d: int(d[len(prefix) :]))]
 
 
 def holds_sweep(run_dir: str) -> bool:
@@ -44,10 +44,21 @@ def write_config(run_dir: str, cfg: dict) -> None:
 # Task family options that sweeps saved before `task_options` existed kept under data.*, with the
 # defaults they had there.
 MOVED_TO_TASK_OPTIONS = {
-    "label_all_tokens": False, "mlm_probability": 0.15, "eval_mlm_probability": 0.15, "whole_word_mask": False,
-    "source_prefix": "", "max_target_length": 64, "doc_stride": 128, "max_answer_length": 30, "n_best_size": 20,
-    "version_2_with_negative": False, "null_score_diff_threshold": 0.0, "chat_template": None,
-    "completion_only_loss": True, "assistant_only_loss": False, "packing": False,
+    "label_all_tokens": False,
+    "mlm_probability": 0.15,
+    "eval_mlm_probability": 0.15,
+    "whole_word_mask": False,
+    "source_prefix": "",
+    "max_target_length": 64,
+    "doc_stride": 128,
+    "max_answer_length": 30,
+    "n_best_size": 20,
+    "version_2_with_negative": False,
+    "null_score_diff_threshold": 0.0,
+    "chat_template": None,
+    "completion_only_loss": True,
+    "assistant_only_loss": False,
+    "packing": False,
 }
 
 

@@ -31,7 +31,6 @@ import argparse
 import base64
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -190,7 +189,7 @@ def slim_wheel(path: Path, drop: tuple[str, ...]) -> int:
             data = src.read(info.filename)
             if info.filename == records[0]:
                 lines = data.decode().splitlines(keepends=True)
-                data = "".join(l for l in lines if l.split(",", 1)[0] not in dropped).encode()
+                data = "".join(line for line in lines if line.split(",", 1)[0] not in dropped).encode()
             info.compress_type = zipfile.ZIP_DEFLATED
             dst.writestr(info, data, compresslevel=9)
     tmp.replace(path)
@@ -208,9 +207,9 @@ def stand_in(wheel: Path) -> int:
     with zipfile.ZipFile(wheel) as src:
         metadata = src.read(f"{info}/METADATA").decode()
     kept = [
-        l
-        for l in metadata.split("\n\n", 1)[0].splitlines()
-        if l.split(":", 1)[0] in ("Metadata-Version", "Name", "Version", "Requires-Python")
+        line
+        for line in metadata.split("\n\n", 1)[0].splitlines()
+        if line.split(":", 1)[0] in ("Metadata-Version", "Name", "Version", "Requires-Python")
     ]
     files = {
         f"{info}/METADATA": "\n".join([*kept, "Summary: stand-in left out by hfsweep.wheelhouse --leave-out", ""]),
@@ -237,8 +236,8 @@ def pip_error(stderr: str) -> str:
     """pip's error in one line: its conflict's causes where it names them, else its ERROR lines."""
     causes = re.search(r"The conflict is caused by:\n(.*?)\n\n", stderr, re.S)
     if causes:
-        return "conflicting requirements: " + "; ".join(l.strip() for l in causes.group(1).splitlines())
-    lines = [l for l in stderr.splitlines() if l.startswith("ERROR")] or stderr.strip().splitlines()[-1:]
+        return "conflicting requirements: " + "; ".join(line.strip() for line in causes.group(1).splitlines())
+    lines = [line for line in stderr.splitlines() if line.startswith("ERROR")] or stderr.strip().splitlines()[-1:]
     return " ".join(lines)
 
 

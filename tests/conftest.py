@@ -53,7 +53,10 @@ NUMBERS = "seven thirty ninety eleven forty sixty twelve eighty zero million doz
 GLUE_HEADER = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"  # MRPC's columns, after a byte-order mark
 
 
-def write_glue_pairs(folder: Path, seed: int = 0, counts: dict = {"train": 800, "dev": 100}) -> Path:
+GLUE_PAIR_COUNTS = {"train": 800, "dev": 100}
+
+
+def write_glue_pairs(folder: Path, seed: int = 0, counts: dict = GLUE_PAIR_COUNTS) -> Path:
     """MRPC pairs in GLUE's own TSV format (train.tsv, dev.tsv; a byte-order mark; bare quote
     characters inside fields, which pandas' default quoting misreads) that a BERT trained from
     scratch learns in about 20 steps, so F1 separates learning rates at ASHA's first rung.
@@ -133,9 +136,18 @@ def untrained_metrics(cfg: dict, out_dir: str) -> dict:
     model = build_model(cfg["model"], tokenizer, data.label_names, task=task)
     arguments_class = Seq2SeqTrainingArguments if task.generates else TrainingArguments
     args = arguments_class(output_dir=out_dir, use_cpu=True, report_to="none", per_device_eval_batch_size=64)
-    trainer = build_trainer(cfg, task, model=model, tokenizer=tokenizer, args=args, train_dataset=None,
-                            eval_dataset=datasets.load_from_disk(data.validation_path), callbacks=[], label_names=data.label_names,
-                            validation_path=data.validation_path)
+    trainer = build_trainer(
+        cfg,
+        task,
+        model=model,
+        tokenizer=tokenizer,
+        args=args,
+        train_dataset=None,
+        eval_dataset=datasets.load_from_disk(data.validation_path),
+        callbacks=[],
+        label_names=data.label_names,
+        validation_path=data.validation_path,
+    )
     return trainer.evaluate()
 
 

@@ -55,7 +55,9 @@ class HoldAfterStep(TrainerCallback):
         deadline = time.time() + self.timeout_s
         while not os.path.exists(released):
             if time.time() > deadline:
-                raise TimeoutError(f"HoldAfterStep: the test did not release step {self.step} within {self.timeout_s} s")
+                raise TimeoutError(
+                    f"HoldAfterStep: the test did not release step {self.step} within {self.timeout_s} s"
+                )
             time.sleep(0.1)
 
 

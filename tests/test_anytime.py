@@ -46,11 +46,16 @@ def test_report_compare_draws_two_sweeps_on_one_plot_with_their_numbers(ray_clus
         run_dir.mkdir(parents=True)
         cfg = resolved_config([], run_dir, tmp_path)
         write_config(str(run_dir), cfg)
-        tune.Tuner(trainable, param_space={"losses": tune.grid_search(losses)},
-                   tune_config=tune.TuneConfig(max_concurrent_trials=1),
-                   run_config=tune.RunConfig(name=cfg["name"], storage_path=str(run_dir), verbose=0)).fit()
+        tune.Tuner(
+            trainable,
+            param_space={"losses": tune.grid_search(losses)},
+            tune_config=tune.TuneConfig(max_concurrent_trials=1),
+            run_config=tune.RunConfig(name=cfg["name"], storage_path=str(run_dir), verbose=0),
+        ).fit()
     out = tmp_path / "compare"
-    assert report_main([str(tmp_path / "fast" / "seed_1"), str(tmp_path / "slow" / "seed_1"), "--compare", str(out)]) == 0
+    assert (
+        report_main([str(tmp_path / "fast" / "seed_1"), str(tmp_path / "slow" / "seed_1"), "--compare", str(out)]) == 0
+    )
     table = pd.read_csv(out / "anytime.csv").set_index("sweep")
     assert table.loc["fast/seed_1", "final_best"] == 2.0 and table.loc["slow/seed_1", "final_best"] == 3.9
     assert table.loc["fast/seed_1", "area"] < table.loc["slow/seed_1", "area"]

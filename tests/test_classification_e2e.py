@@ -11,8 +11,8 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from hfsweep.driver import sweep
 from hfsweep.driver.best import best_trial
-from tests.conftest import resolved_config, write_glue_pairs
 from hfsweep.driver.preflight import preflight
+from tests.conftest import resolved_config, write_glue_pairs
 
 pytestmark = pytest.mark.slow
 

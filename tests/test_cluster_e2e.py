@@ -46,9 +46,16 @@ def ray_head(no_ray_connection, token_auth):
     port = free_port()
     head = subprocess.Popen(
         [
-            "ray", "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
-            "--num-cpus=4", f"--ray-client-server-port={free_port()}",
-            f"--dashboard-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",  # the State API's server
+            "ray",
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--port={port}",
+            "--num-cpus=4",
+            f"--ray-client-server-port={free_port()}",
+            f"--dashboard-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",  # the State API's server
             f"--temp-dir={temp_dir}",
         ],
         stdout=subprocess.DEVNULL,
@@ -82,9 +89,16 @@ print(json.dumps({"nodes": [n.node_id for n in list_nodes(address=sys.argv[1])],
 def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, token_auth, tmp_path):
     run_dir = tmp_path / "run"
     command = [
-        sys.executable, "-m", "hfsweep", f"cluster.address={ray_head}", "cluster.num_workers=2",
-        "debug=tiny", "training.max_steps=10", "data.prepare_on=cluster",  # tokenized by Ray tasks on the cluster
-        f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={run_dir}",
+        sys.executable,
+        "-m",
+        "hfsweep",
+        f"cluster.address={ray_head}",
+        "cluster.num_workers=2",
+        "debug=tiny",
+        "training.max_steps=10",
+        "data.prepare_on=cluster",  # tokenized by Ray tasks on the cluster
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={run_dir}",
     ]
     sweep = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=token_auth)
     _, stderr = sweep.communicate(timeout=400)
@@ -94,7 +108,9 @@ def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, token_auth, tm
     assert (run_dir / "best" / "config.json").is_file()
     # Every shard was made by a Ray task on the cluster's node, in a Ray worker, not in the sweep's process.
     shards = list((tmp_path / "cache" / "tokenized").glob("*/train/part-*.parquet"))
-    asked = subprocess.run([sys.executable, "-c", CHUNK_TASKS, ray_head], capture_output=True, text=True, timeout=60, env=token_auth)
+    asked = subprocess.run(
+        [sys.executable, "-c", CHUNK_TASKS, ray_head], capture_output=True, text=True, timeout=60, env=token_auth
+    )
     assert asked.returncode == 0, asked.stderr[-2000:]
     state = json.loads(asked.stdout)
     assert len(state["tasks"]) == len(shards) >= 1, (state, shards)
@@ -126,7 +142,9 @@ def test_a_trial_survives_losing_the_node_that_runs_its_workers(no_ray_connectio
         background.wait_until_held()
         from ray.util.state import list_actors
 
-        busy = {a.node_id for a in list_actors(filters=[("state", "=", "ALIVE"), ("class_name", "=", "RayTrainWorker")])}
+        busy = {
+            a.node_id for a in list_actors(filters=[("state", "=", "ALIVE"), ("class_name", "=", "RayTrainWorker")])
+        }
         doomed = [node for node in nodes if node.node_id in busy]
         assert len(doomed) == 1, "both workers should be packed on one worker node"
         cluster.remove_node(doomed[0])

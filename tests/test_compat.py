@@ -21,8 +21,12 @@ def test_a_local_ray_listens_on_the_gcs_port_compat_sets(ray_cluster):
     import ray
 
     context = ray.get_runtime_context()
-    chosen = context.runtime_env["env_vars"]["RAY_ADDRESS"]  # the port start_local_ray chose and set through compat.gcs_port
-    assert context.gcs_address.rsplit(":", 1)[1] == chosen.rsplit(":", 1)[1], f"{compat.GCS_PORT_ENV} no longer sets the GCS port"
+    chosen = context.runtime_env["env_vars"][
+        "RAY_ADDRESS"
+    ]  # the port start_local_ray chose and set through compat.gcs_port
+    assert context.gcs_address.rsplit(":", 1)[1] == chosen.rsplit(":", 1)[1], (
+        f"{compat.GCS_PORT_ENV} no longer sets the GCS port"
+    )
 
 
 def test_rays_wandb_logging_actor_class_exists():
@@ -31,7 +35,9 @@ def test_rays_wandb_logging_actor_class_exists():
 
 @pytest.mark.parametrize("logger_class", [CSVLoggerCallback, JsonLoggerCallback])
 def test_tunes_loggers_still_restore_from_remote(logger_class):
-    assert compat.logger_restores_from_remote(logger_class), f"{logger_class.__name__}.{compat.RESTORE_FROM_REMOTE} is gone"
+    assert compat.logger_restores_from_remote(logger_class), (
+        f"{logger_class.__name__}.{compat.RESTORE_FROM_REMOTE} is gone"
+    )
 
 
 def test_tunes_tensorboard_logger_still_writes_hparams_through_the_method_hfsweep_overrides():
@@ -93,18 +99,26 @@ def test_classic_parquet_reader_makes_read_parquet_use_the_v1_datasource(ray_clu
         read = ray.data.read_parquet(str(tmp_path / "shard.parquet"))._logical_plan.dag
     finally:
         context.use_datasource_v2 = previous
-    assert isinstance(getattr(read, "datasource", None), ParquetDatasource), f"read_parquet planned {read.name}, not the V1 ParquetDatasource"
+    assert isinstance(getattr(read, "datasource", None), ParquetDatasource), (
+        f"read_parquet planned {read.name}, not the V1 ParquetDatasource"
+    )
 
 
 def test_prepare_trainer_hands_a_ray_data_iterables_batches_to_the_trainer_unchanged(tmp_path):
     from ray.train.huggingface.transformers import prepare_trainer
     from transformers import Trainer, TrainingArguments
 
-    batches = [{"input_ids": torch.tensor([[1, 2, 3]])}, {"input_ids": torch.tensor([[4, 5]])}]  # two lengths: not re-batched
+    batches = [
+        {"input_ids": torch.tensor([[1, 2, 3]])},
+        {"input_ids": torch.tensor([[4, 5]])},
+    ]  # two lengths: not re-batched
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=2)
-    trainer = prepare_trainer(Trainer(model=torch.nn.Linear(1, 1), args=args, train_dataset=compat.ray_data_iterable(lambda: iter(batches))))
-    assert [batch["input_ids"].tolist() for batch in trainer.get_train_dataloader()] == [[[1, 2, 3]], [[4, 5]]], \
+    trainer = prepare_trainer(
+        Trainer(model=torch.nn.Linear(1, 1), args=args, train_dataset=compat.ray_data_iterable(lambda: iter(batches)))
+    )
+    assert [batch["input_ids"].tolist() for batch in trainer.get_train_dataloader()] == [[[1, 2, 3]], [[4, 5]]], (
         "prepare_trainer no longer recognises ray.data.iterator._IterableFromIterator"
+    )
 
 
 def test_restored_callbacks_finds_a_restored_tuners_callbacks_with_their_state(ray_cluster, tmp_path):
@@ -127,8 +141,10 @@ def test_restored_callbacks_finds_a_restored_tuners_callbacks_with_their_state(r
         for step in range(3):
             tune.report({"step": step})
 
-    tune.Tuner(trainable, run_config=tune.RunConfig(name="restore", storage_path=str(tmp_path),
-                                                     callbacks=[Counting()], verbose=0)).fit()
+    tune.Tuner(
+        trainable,
+        run_config=tune.RunConfig(name="restore", storage_path=str(tmp_path), callbacks=[Counting()], verbose=0),
+    ).fit()
     restored = compat.restored_callbacks(tune.Tuner.restore(str(tmp_path / "restore"), trainable))
     counting = [c for c in restored if type(c).__name__ == "Counting"]
     assert counting, "Tune's TunerInternal.get_run_config is gone: a resumed sweep would lose its budget"

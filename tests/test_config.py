@@ -23,7 +23,11 @@ STRATEGIES = sorted(p.stem for p in (Path(CONF_DIR) / "strategy").glob("*.yaml")
 
 def experiment_overrides(experiment: str, data_dir: Path) -> list[str]:
     """An offline preset needs the folder of its local files (and a LoRA one its base's)."""
-    return [f"+experiment={experiment}"] + ([f"data.path={data_dir}"] if experiment.endswith("_offline") else []) + base_override(experiment)
+    return (
+        [f"+experiment={experiment}"]
+        + ([f"data.path={data_dir}"] if experiment.endswith("_offline") else [])
+        + base_override(experiment)
+    )
 
 
 def base_override(experiment: str) -> list[str]:
@@ -37,7 +41,9 @@ def test_every_experiment_composes_resolves_and_validates(experiment, tmp_path, 
     monkeypatch.setenv("CONLL_DIR", str(tmp_path))  # conll_minilm reads $CONLL_DIR
     (tmp_path / "MRPC").mkdir()
     cfg = resolved_config(experiment_overrides(experiment, tmp_path), tmp_path, tmp_path)
-    assert cfg["name"] == ("glue_mrpc" if experiment.startswith("glue") else experiment)  # a GLUE job is named after its task
+    assert cfg["name"] == (
+        "glue_mrpc" if experiment.startswith("glue") else experiment
+    )  # a GLUE job is named after its task
     for key in ("model", "data", "training", "scheduler", "search_alg", "cluster", "metric", "mode"):
         assert cfg[key] is not None, key
     preflight(cfg)
@@ -94,20 +100,32 @@ def test_default_is_the_offline_embedded_sweep(tmp_path):
 
 def test_gpt2_wikitext_reproduces_rays_example(tmp_path):
     cfg = resolved_config(["+experiment=gpt2_wikitext"], tmp_path, tmp_path)
-    assert (cfg["data"]["source"], cfg["data"]["name"], cfg["data"]["config_name"]) == ("hub", "wikitext", "wikitext-2-raw-v1")
+    assert (cfg["data"]["source"], cfg["data"]["name"], cfg["data"]["config_name"]) == (
+        "hub",
+        "wikitext",
+        "wikitext-2-raw-v1",
+    )
     assert cfg["data"]["block_size"] == 128
     assert cfg["model"]["config"]["model_type"] == "gpt2" and cfg["model"]["pretrained"] is None
 
 
 def test_bert_presets_reproduce_rays_examples(tmp_path):
     yelp = resolved_config(["+experiment=bert_yelp"], tmp_path, tmp_path)
-    assert (yelp["data"]["name"], yelp["data"]["text_column"], yelp["data"]["pair_column"]) == ("yelp_review_full", "text", None)
+    assert (yelp["data"]["name"], yelp["data"]["text_column"], yelp["data"]["pair_column"]) == (
+        "yelp_review_full",
+        "text",
+        None,
+    )
     assert yelp["data"]["max_train_samples"] == 100 and yelp["data"]["validation_split"] == "test"
     assert yelp["model"]["pretrained"] == yelp["model"]["tokenizer"]["pretrained"] == "bert-base-cased"
     assert (yelp["metric"], yelp["mode"], yelp["eval_metrics"]) == ("eval_accuracy", "max", ["accuracy"])
     mrpc = resolved_config(["+experiment=bert_mrpc"], tmp_path, tmp_path)
     assert (mrpc["data"]["name"], mrpc["data"]["config_name"]) == ("glue", "mrpc")
-    assert (mrpc["data"]["text_column"], mrpc["data"]["pair_column"], mrpc["data"]["label_column"]) == ("sentence1", "sentence2", "label")
+    assert (mrpc["data"]["text_column"], mrpc["data"]["pair_column"], mrpc["data"]["label_column"]) == (
+        "sentence1",
+        "sentence2",
+        "label",
+    )
     assert mrpc["model"]["task"] == "sequence_classification" and mrpc["eval_metrics"] == ["accuracy", "f1"]
 
 
@@ -126,7 +144,11 @@ def test_every_strategy_composes_and_gpu_only_ones_are_refused_on_cpu(strategy, 
     if strategy == "ddp":
         preflight(cfg)
         return
-    needs = "DeepSpeed is not installed" if strategy.startswith("deepspeed") and importlib.util.find_spec("deepspeed") is None else "needs GPUs"
+    needs = (
+        "DeepSpeed is not installed"
+        if strategy.startswith("deepspeed") and importlib.util.find_spec("deepspeed") is None
+        else "needs GPUs"
+    )
     with pytest.raises(ConfigError, match=rf"^strategy={strategy}: {needs}; .*strategy=ddp"):
         preflight(cfg)
 
@@ -153,10 +175,19 @@ PAIRS = ["model=bert_tiny", "data.source=local", "data.text_column=sentence"]  #
 
 # One row of each section of REFUSED (by its first argument) also runs as a real `python -m hfsweep`
 # process, imports and all: what a user sees is exactly the one line.
-IN_A_REAL_PROCESS = {"training.learning_rat=0.001", "num_samples=0", "+training.learning_rat=0.1", "data.source=ftp",
-                     "eval_metrics=[accuracy]", "cluster.num_cpus=4 cluster.num_workers=4", "loop=accelerate callbacks=early_stopping",
-                     "budget.trial_hours=0", "search_alg.warm_start=/no/such/run", "peft=lora peft.r=0",
-                     " ".join([*PAIRS, "data.path={data}/mixed_labels"])}
+IN_A_REAL_PROCESS = {
+    "training.learning_rat=0.001",
+    "num_samples=0",
+    "+training.learning_rat=0.1",
+    "data.source=ftp",
+    "eval_metrics=[accuracy]",
+    "cluster.num_cpus=4 cluster.num_workers=4",
+    "loop=accelerate callbacks=early_stopping",
+    "budget.trial_hours=0",
+    "search_alg.warm_start=/no/such/run",
+    "peft=lora peft.r=0",
+    " ".join([*PAIRS, "data.path={data}/mixed_labels"]),
+}
 
 
 def write_bad_data(folder: Path) -> Path:
@@ -179,128 +210,376 @@ def write_bad_data(folder: Path) -> Path:
 
 REFUSED = [
     # Hydra's composition errors, caught before Hydra's app starts
-    (["training.learning_rat=0.001"], "training.learning_rat: not a key of training (did you mean 'learning_rate'?); fix the spelling."),
-    (["training.some_new_field=1"], "training.some_new_field: not a key of training; to add a new key, write +training.some_new_field=VALUE."),
-    (["cluster.num_worker=2"], "cluster.num_worker: not a key of cluster (did you mean 'num_workers'?); fix the spelling."),
-    (["seed=abc"], "seed: Value 'abc' of type 'str' could not be converted to Integer; give a value of that type, e.g. seed=42."),
-    (["scheduler=ashaa"], "scheduler=ashaa: no such option (did you mean 'asha'?); choose one of asha, bohb, fifo, hyperband, median, pb2, pbt."),
-    (["-m", "scheduler=asha,fifoo"], "scheduler=fifoo: no such option (did you mean 'fifo'?); choose one of asha, bohb, fifo, hyperband, median, pb2, pbt."),
-    (["stopper=threshold"], "stopper.threshold.threshold: has no value (???); set it, e.g. stopper.threshold.threshold=VALUE."),
+    (
+        ["training.learning_rat=0.001"],
+        "training.learning_rat: not a key of training (did you mean 'learning_rate'?); fix the spelling.",
+    ),
+    (
+        ["training.some_new_field=1"],
+        "training.some_new_field: not a key of training; to add a new key, write +training.some_new_field=VALUE.",
+    ),
+    (
+        ["cluster.num_worker=2"],
+        "cluster.num_worker: not a key of cluster (did you mean 'num_workers'?); fix the spelling.",
+    ),
+    (
+        ["seed=abc"],
+        "seed: Value 'abc' of type 'str' could not be converted to Integer; give a value of that type, e.g. seed=42.",
+    ),
+    (
+        ["scheduler=ashaa"],
+        "scheduler=ashaa: no such option (did you mean 'asha'?); choose one of asha, bohb, fifo, hyperband, median, pb2, pbt.",
+    ),
+    (
+        ["-m", "scheduler=asha,fifoo"],
+        "scheduler=fifoo: no such option (did you mean 'fifo'?); choose one of asha, bohb, fifo, hyperband, median, pb2, pbt.",
+    ),
+    (
+        ["stopper=threshold"],
+        "stopper.threshold.threshold: has no value (???); set it, e.g. stopper.threshold.threshold=VALUE.",
+    ),
     # values that make no sense
     (["num_samples=0"], "num_samples: must be at least 1 (trials per grid point), not 0; e.g. num_samples=1."),
     (["mode=maximum"], "mode: must be 'min' or 'max', not 'maximum'."),
-    (["metric=eval_acuracy"], "metric: no trial reports 'eval_acuracy'; choose one of eval_loss, eval_perplexity, loss, time_total_s, train_tokens_per_second, train_samples_per_second, peak_memory_mb, trainable_params, mfu."),
-    (["model.task=translation"], f"model.task: 'translation' is not one of {', '.join(task_names())}; or give a task class as model.task._target_."),
-    (["+callbacks.mine._target_=my_project.NoSuchCallback"], "callbacks.mine._target_: cannot import 'my_project.NoSuchCallback' (No module named 'my_project'); fix the name, or make its module importable: install its package, or run from its folder (workers get it with cluster.runtime_env.working_dir or py_modules)."),
-    (["model.tokenizer.kind=sentencepiece"], "model.tokenizer.kind: Invalid value 'sentencepiece', expected one of [byte_level_bpe, roberta_bpe, unigram, wordpiece], e.g. model.tokenizer.kind=byte_level_bpe."),
-    (["checkpoints.keep_per_trial=0"], "checkpoints.keep_per_trial: must be at least 1 (the best checkpoint), not 0; or null to keep every checkpoint."),
+    (
+        ["metric=eval_acuracy"],
+        "metric: no trial reports 'eval_acuracy'; choose one of eval_loss, eval_perplexity, loss, time_total_s, train_tokens_per_second, train_samples_per_second, peak_memory_mb, trainable_params, mfu.",
+    ),
+    (
+        ["model.task=translation"],
+        f"model.task: 'translation' is not one of {', '.join(task_names())}; or give a task class as model.task._target_.",
+    ),
+    (
+        ["+callbacks.mine._target_=my_project.NoSuchCallback"],
+        "callbacks.mine._target_: cannot import 'my_project.NoSuchCallback' (No module named 'my_project'); fix the name, or make its module importable: install its package, or run from its folder (workers get it with cluster.runtime_env.working_dir or py_modules).",
+    ),
+    (
+        ["model.tokenizer.kind=sentencepiece"],
+        "model.tokenizer.kind: Invalid value 'sentencepiece', expected one of [byte_level_bpe, roberta_bpe, unigram, wordpiece], e.g. model.tokenizer.kind=byte_level_bpe.",
+    ),
+    (
+        ["checkpoints.keep_per_trial=0"],
+        "checkpoints.keep_per_trial: must be at least 1 (the best checkpoint), not 0; or null to keep every checkpoint.",
+    ),
     # training
-    (["+training.learning_rat=0.1"], "training.learning_rat: not a transformers.TrainingArguments field (did you mean 'learning_rate'?); remove it or fix the spelling."),
-    (["+strategy.training_args.fsdp_confi=x"], "strategy.training_args.fsdp_confi: not a transformers.TrainingArguments field (did you mean 'fsdp_config'?); remove it or fix the spelling."),
-    (["training.per_device_train_batch_size=0"], "training.per_device_train_batch_size: must be a positive integer, not 0; e.g. training.per_device_train_batch_size=8."),
-    (["training.save_steps=15"], "training.save_steps (15): must be a multiple of training.eval_steps (10), or schedulers act on stale metrics; e.g. training.save_steps=10."),
-    (["training.eval_strategy=no"], "training.eval_strategy and training.save_strategy: both must be 'steps', so every checkpoint reaches Tune with a fresh eval metric."),
-    (["training.learning_rate=-1"], "training.learning_rate: must be above 0, not -1; e.g. training.learning_rate=5e-5."),
-    (["training.max_steps=0"], "training.max_steps: must be a positive integer (a Ray Data training set is an iterable, so the Trainer needs max_steps), e.g. training.max_steps=100."),
+    (
+        ["+training.learning_rat=0.1"],
+        "training.learning_rat: not a transformers.TrainingArguments field (did you mean 'learning_rate'?); remove it or fix the spelling.",
+    ),
+    (
+        ["+strategy.training_args.fsdp_confi=x"],
+        "strategy.training_args.fsdp_confi: not a transformers.TrainingArguments field (did you mean 'fsdp_config'?); remove it or fix the spelling.",
+    ),
+    (
+        ["training.per_device_train_batch_size=0"],
+        "training.per_device_train_batch_size: must be a positive integer, not 0; e.g. training.per_device_train_batch_size=8.",
+    ),
+    (
+        ["training.save_steps=15"],
+        "training.save_steps (15): must be a multiple of training.eval_steps (10), or schedulers act on stale metrics; e.g. training.save_steps=10.",
+    ),
+    (
+        ["training.eval_strategy=no"],
+        "training.eval_strategy and training.save_strategy: both must be 'steps', so every checkpoint reaches Tune with a fresh eval metric.",
+    ),
+    (
+        ["training.learning_rate=-1"],
+        "training.learning_rate: must be above 0, not -1; e.g. training.learning_rate=5e-5.",
+    ),
+    (
+        ["training.max_steps=0"],
+        "training.max_steps: must be a positive integer (a Ray Data training set is an iterable, so the Trainer needs max_steps), e.g. training.max_steps=100.",
+    ),
     (["+training.output_dir=/x"], "training.output_dir: hfsweep sets this itself; remove it from the config."),
     # data
-    (["data.block_size=512"], "data.block_size (512): larger than the model's 128 positions; lower it (data.block_size=128) or raise the model's positions."),
-    (["data.path=/tmp"], "data.path: is set, but data.source is 'pydoc', which does not read it; add data.source=local, or drop data.path."),
-    (["data.source=local", "data.path=/no/such/dir"], "data.path: '/no/such/dir' does not exist; point it at a folder of train.*/validation.* files."),
+    (
+        ["data.block_size=512"],
+        "data.block_size (512): larger than the model's 128 positions; lower it (data.block_size=128) or raise the model's positions.",
+    ),
+    (
+        ["data.path=/tmp"],
+        "data.path: is set, but data.source is 'pydoc', which does not read it; add data.source=local, or drop data.path.",
+    ),
+    (
+        ["data.source=local", "data.path=/no/such/dir"],
+        "data.path: '/no/such/dir' does not exist; point it at a folder of train.*/validation.* files.",
+    ),
     (["data.source=hub"], "data.name: data.source=hub needs a dataset name, e.g. data.name=wikitext."),
-    (["data.source=ftp"], "data.source: Invalid value 'ftp', expected one of [pydoc, hub, local], e.g. data.source=pydoc."),
-    (["data.prepare_on=head"], "data.prepare_on: Invalid value 'head', expected one of [driver, cluster], e.g. data.prepare_on=driver."),
-    (["peft.method=prefix"], "peft.method: Invalid value 'prefix', expected one of [none, lora, ia3], e.g. peft.method=none."),
-    (["loop.name=jax"], "loop.name: Invalid value 'jax', expected one of [hf_trainer, accelerate], e.g. loop.name=hf_trainer."),
-    (["peft=lora", "+search_space.peft.method={sampler:grid,values:[lora,prefix]}"],
-     "search_space.peft.method: 'prefix' is not a value peft.method takes (Invalid value 'prefix', expected one of [none, lora, ia3])."),
-    (["task_options.doc_strid=3", "model.task=question_answering"],
-     "task_options.doc_strid: not an option of the question_answering task (its options: doc_stride, max_answer_length, n_best_size, "
-     "version_2_with_negative, null_score_diff_threshold) (did you mean 'doc_stride'?); remove it or fix the spelling."),
-    (["task_options.mlm_probability=often", "model.task=masked_lm"],
-     "task_options.mlm_probability: Value 'often' of type 'str' could not be converted to Float; give a value of the type the masked_lm task "
-     "declares (hfsweep.tasks.masked_lm)."),
-    (["model=roberta_tiny", "task_options.mlm_probability=1.7"],
-     "task_options.mlm_probability: must be above 0 and at most 1 (the share of tokens masked), not 1.7; "
-     "e.g. task_options.mlm_probability=0.15."),
-    (["model=roberta_tiny", "+search_space.task_options.mlm_probability={sampler:choice,values:[often,0.3]}"],
-     "search_space.task_options.mlm_probability: 'often' is not a value task_options.mlm_probability takes "
-     "(Value 'often' of type 'str' could not be converted to Float)."),
-    (["model=roberta_tiny", "+search_space.task_options.mlm_probability={sampler:choice,values:[1.7,0.3]}"],
-     "search_space.task_options.mlm_probability: 1.7 is not a value task_options.mlm_probability takes "
-     "(must be above 0 and at most 1 (the share of tokens masked), not 1.7)."),
-    (["model=roberta_tiny", "+search_space.task_options.eval_mlm_probability={sampler:uniform,low:0.1,high:2}"],
-     "search_space.task_options.eval_mlm_probability: 2 is not a value task_options.eval_mlm_probability takes "
-     "(must be above 0 and at most 1 (the share of tokens masked), not 2.0)."),
+    (
+        ["data.source=ftp"],
+        "data.source: Invalid value 'ftp', expected one of [pydoc, hub, local], e.g. data.source=pydoc.",
+    ),
+    (
+        ["data.prepare_on=head"],
+        "data.prepare_on: Invalid value 'head', expected one of [driver, cluster], e.g. data.prepare_on=driver.",
+    ),
+    (
+        ["peft.method=prefix"],
+        "peft.method: Invalid value 'prefix', expected one of [none, lora, ia3], e.g. peft.method=none.",
+    ),
+    (
+        ["loop.name=jax"],
+        "loop.name: Invalid value 'jax', expected one of [hf_trainer, accelerate], e.g. loop.name=hf_trainer.",
+    ),
+    (
+        ["peft=lora", "+search_space.peft.method={sampler:grid,values:[lora,prefix]}"],
+        "search_space.peft.method: 'prefix' is not a value peft.method takes (Invalid value 'prefix', expected one of [none, lora, ia3]).",
+    ),
+    (
+        ["task_options.doc_strid=3", "model.task=question_answering"],
+        "task_options.doc_strid: not an option of the question_answering task (its options: doc_stride, max_answer_length, n_best_size, "
+        "version_2_with_negative, null_score_diff_threshold) (did you mean 'doc_stride'?); remove it or fix the spelling.",
+    ),
+    (
+        ["task_options.mlm_probability=often", "model.task=masked_lm"],
+        "task_options.mlm_probability: Value 'often' of type 'str' could not be converted to Float; give a value of the type the masked_lm task "
+        "declares (hfsweep.tasks.masked_lm).",
+    ),
+    (
+        ["model=roberta_tiny", "task_options.mlm_probability=1.7"],
+        "task_options.mlm_probability: must be above 0 and at most 1 (the share of tokens masked), not 1.7; "
+        "e.g. task_options.mlm_probability=0.15.",
+    ),
+    (
+        ["model=roberta_tiny", "+search_space.task_options.mlm_probability={sampler:choice,values:[often,0.3]}"],
+        "search_space.task_options.mlm_probability: 'often' is not a value task_options.mlm_probability takes "
+        "(Value 'often' of type 'str' could not be converted to Float).",
+    ),
+    (
+        ["model=roberta_tiny", "+search_space.task_options.mlm_probability={sampler:choice,values:[1.7,0.3]}"],
+        "search_space.task_options.mlm_probability: 1.7 is not a value task_options.mlm_probability takes "
+        "(must be above 0 and at most 1 (the share of tokens masked), not 1.7).",
+    ),
+    (
+        ["model=roberta_tiny", "+search_space.task_options.eval_mlm_probability={sampler:uniform,low:0.1,high:2}"],
+        "search_space.task_options.eval_mlm_probability: 2 is not a value task_options.eval_mlm_probability takes "
+        "(must be above 0 and at most 1 (the share of tokens masked), not 2.0).",
+    ),
     (["data.chunk_rows=0"], "data.chunk_rows: must be a positive integer, not 0; e.g. data.chunk_rows=10000."),
-    (["data.max_train_tokens=-5"], "data.max_train_tokens: must be a positive integer, not -5; e.g. data.max_train_tokens=10000000 or null (no budget)."),
-    (["data.streaming=true"], "data.streaming: a tokenizer is trained on the whole train split, which a stream does not hold; set model.tokenizer.pretrained (a hub name or a local directory)."),
-    (["model=bert_tiny", "data.streaming=true", "model.tokenizer.pretrained=/tmp"], "data.streaming: the sequence_classification task reads the whole train split before tokenizing (e.g. to list its labels); set data.streaming=false (data.max_train_samples bounds what is read)."),
-    (["data.datasets_to_split=[validation]"], "data.datasets_to_split: ['validation'] is neither [train] (every worker evaluates the whole validation split) nor [train,validation] (each evaluates its Ray Data shard); use one of them."),
-    (["+experiment=gpt2_wikitext"], "data: cannot load 'wikitext' from the Hugging Face hub (ConnectionError); run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt)."),
+    (
+        ["data.max_train_tokens=-5"],
+        "data.max_train_tokens: must be a positive integer, not -5; e.g. data.max_train_tokens=10000000 or null (no budget).",
+    ),
+    (
+        ["data.streaming=true"],
+        "data.streaming: a tokenizer is trained on the whole train split, which a stream does not hold; set model.tokenizer.pretrained (a hub name or a local directory).",
+    ),
+    (
+        ["model=bert_tiny", "data.streaming=true", "model.tokenizer.pretrained=/tmp"],
+        "data.streaming: the sequence_classification task reads the whole train split before tokenizing (e.g. to list its labels); set data.streaming=false (data.max_train_samples bounds what is read).",
+    ),
+    (
+        ["data.datasets_to_split=[validation]"],
+        "data.datasets_to_split: ['validation'] is neither [train] (every worker evaluates the whole validation split) nor [train,validation] (each evaluates its Ray Data shard); use one of them.",
+    ),
+    (
+        ["+experiment=gpt2_wikitext"],
+        "data: cannot load 'wikitext' from the Hugging Face hub (ConnectionError); run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt).",
+    ),
     # metrics
-    (["eval_metrics=[accuracy]"], "eval_metrics: 'accuracy' scores labels, and this task predicts none of them; use perplexity."),
-    (["model=bert_tiny", "eval_metrics=[perplexity]"], "eval_metrics: 'perplexity' is exp(eval_loss) of a language model's token loss, which this task's loss is not; use accuracy, f1, glue, matthews_correlation, pearsonr, precision, recall, spearmanr."),
-    (["model=bert_tiny", "metric=eval_perplexity"], "metric: no trial reports 'eval_perplexity'; choose one of eval_loss, loss, time_total_s, train_tokens_per_second, train_samples_per_second, peak_memory_mb, trainable_params, mfu."),
-    (["model=bert_tiny", "eval_metrics=[auc]"], "eval_metrics: 'auc' is not computed locally and evaluate.load cannot load it (FileNotFoundError; HF_HUB_OFFLINE is set); use accuracy, f1, glue, matthews_correlation, pearsonr, precision, recall, spearmanr, or a path to an evaluate module."),
-    (["+experiment=t5_xsum", "metric=eval_rouge1"], "trainer.every_k_evals: 2 generates at one evaluation in 2, so eval_rouge1 is missing from the reports between; sweep on metric=eval_loss, or set trainer.every_k_evals=1."),
-    (["+experiment=t5_xsum_offline", "data.path=.", "trainer=default"], "trainer._target_: transformers.Trainer does not generate, so eval_metrics cannot be scored; use trainer._target_=hfsweep.loops.trainers.GenerationEvalTrainer (or a Seq2SeqTrainer)."),
-    (["model=bert_tiny", "eval_metrics=[{name:glue,config_name:mrcp}]"], "eval_metrics: glue needs config_name, one of cola, sst2, mrpc, qqp, stsb, mnli, mnli_matched, mnli_mismatched, qnli, rte, wnli, hans; e.g. {name: glue, config_name: mrpc}."),
-    (["+experiment=glue", "glue=stsb", "model=bert_tiny", "+extra_validation.other.validation_splt=test"], "extra_validation.other: 'validation_splt' is not a data.* key; give the data.* keys that make this validation set, e.g. extra_validation.other.validation_split=validation_mismatched."),
-    (["+experiment=glue_tsv", "glue=cola"], "data.path: the environment variable GLUE_DIR is not set; set it (GLUE_DIR=... python -m hfsweep ...) or give data.path directly."),
-    (["model=bert_tiny", "metric=eval_f1", "eval_metrics=[accuracy]"], "metric: eval_f1 is never computed; add it, e.g. eval_metrics=[accuracy,f1]."),
-    (["+experiment=bert_squad_offline", "data.path={data}/good", "eval_metrics=[squad_v2]", "metric=eval_f1"],
-     "eval_metrics: squad_v2 scores a no-answer probability, which is predicted only with "
-     "task_options.version_2_with_negative=true; set it (SQuAD 2.0), or use eval_metrics=[squad]."),
-    (["+experiment=bert_squad_offline", "data.path={data}/good", "task_options.version_2_with_negative=true"],
-     "task_options.version_2_with_negative: predicts empty answers (SQuAD 2.0), which squad (v1.1) cannot score; "
-     "use eval_metrics=[squad_v2] metric=eval_f1, or drop the flag."),
-    (["model=bert_tiny", "data.max_length=256"], "data.max_length (256): larger than the model's 128 positions; lower it (data.max_length=128) or raise the model's positions."),
+    (
+        ["eval_metrics=[accuracy]"],
+        "eval_metrics: 'accuracy' scores labels, and this task predicts none of them; use perplexity.",
+    ),
+    (
+        ["model=bert_tiny", "eval_metrics=[perplexity]"],
+        "eval_metrics: 'perplexity' is exp(eval_loss) of a language model's token loss, which this task's loss is not; use accuracy, f1, glue, matthews_correlation, pearsonr, precision, recall, spearmanr.",
+    ),
+    (
+        ["model=bert_tiny", "metric=eval_perplexity"],
+        "metric: no trial reports 'eval_perplexity'; choose one of eval_loss, loss, time_total_s, train_tokens_per_second, train_samples_per_second, peak_memory_mb, trainable_params, mfu.",
+    ),
+    (
+        ["model=bert_tiny", "eval_metrics=[auc]"],
+        "eval_metrics: 'auc' is not computed locally and evaluate.load cannot load it (FileNotFoundError; HF_HUB_OFFLINE is set); use accuracy, f1, glue, matthews_correlation, pearsonr, precision, recall, spearmanr, or a path to an evaluate module.",
+    ),
+    (
+        ["+experiment=t5_xsum", "metric=eval_rouge1"],
+        "trainer.every_k_evals: 2 generates at one evaluation in 2, so eval_rouge1 is missing from the reports between; sweep on metric=eval_loss, or set trainer.every_k_evals=1.",
+    ),
+    (
+        ["+experiment=t5_xsum_offline", "data.path=.", "trainer=default"],
+        "trainer._target_: transformers.Trainer does not generate, so eval_metrics cannot be scored; use trainer._target_=hfsweep.loops.trainers.GenerationEvalTrainer (or a Seq2SeqTrainer).",
+    ),
+    (
+        ["model=bert_tiny", "eval_metrics=[{name:glue,config_name:mrcp}]"],
+        "eval_metrics: glue needs config_name, one of cola, sst2, mrpc, qqp, stsb, mnli, mnli_matched, mnli_mismatched, qnli, rte, wnli, hans; e.g. {name: glue, config_name: mrpc}.",
+    ),
+    (
+        ["+experiment=glue", "glue=stsb", "model=bert_tiny", "+extra_validation.other.validation_splt=test"],
+        "extra_validation.other: 'validation_splt' is not a data.* key; give the data.* keys that make this validation set, e.g. extra_validation.other.validation_split=validation_mismatched.",
+    ),
+    (
+        ["+experiment=glue_tsv", "glue=cola"],
+        "data.path: the environment variable GLUE_DIR is not set; set it (GLUE_DIR=... python -m hfsweep ...) or give data.path directly.",
+    ),
+    (
+        ["model=bert_tiny", "metric=eval_f1", "eval_metrics=[accuracy]"],
+        "metric: eval_f1 is never computed; add it, e.g. eval_metrics=[accuracy,f1].",
+    ),
+    (
+        ["+experiment=bert_squad_offline", "data.path={data}/good", "eval_metrics=[squad_v2]", "metric=eval_f1"],
+        "eval_metrics: squad_v2 scores a no-answer probability, which is predicted only with "
+        "task_options.version_2_with_negative=true; set it (SQuAD 2.0), or use eval_metrics=[squad].",
+    ),
+    (
+        ["+experiment=bert_squad_offline", "data.path={data}/good", "task_options.version_2_with_negative=true"],
+        "task_options.version_2_with_negative: predicts empty answers (SQuAD 2.0), which squad (v1.1) cannot score; "
+        "use eval_metrics=[squad_v2] metric=eval_f1, or drop the flag.",
+    ),
+    (
+        ["model=bert_tiny", "data.max_length=256"],
+        "data.max_length (256): larger than the model's 128 positions; lower it (data.max_length=128) or raise the model's positions.",
+    ),
     # cluster and hardware
-    (["cluster.num_cpus=4", "cluster.num_workers=4"], "cluster.num_workers: one trial needs 5 CPUs (1 CPU for the trial + 4 workers) and reading its data 1 more, but cluster.num_cpus is 4; raise cluster.num_cpus or lower cluster.num_workers."),
-    (["cluster.use_gpu=true", "cluster.num_gpus=1", "+cluster.resources_per_worker.GPU=0.25", "strategy=fsdp"], "strategy=fsdp: shards a model across whole GPUs, not a share of one (cluster.resources_per_worker.GPU=0.25); use strategy=ddp, or GPU=1."),
-    (["cluster.use_gpu=true", "cluster.num_gpus=1", "+cluster.resources_per_worker.GPU=0.25"], "cluster.num_workers: trials packed onto shared GPUs (cluster.resources_per_worker.GPU=0.25) train in one process each, as NCCL needs a GPU per worker; set cluster.num_workers=1, or GPU=1."),
+    (
+        ["cluster.num_cpus=4", "cluster.num_workers=4"],
+        "cluster.num_workers: one trial needs 5 CPUs (1 CPU for the trial + 4 workers) and reading its data 1 more, but cluster.num_cpus is 4; raise cluster.num_cpus or lower cluster.num_workers.",
+    ),
+    (
+        ["cluster.use_gpu=true", "cluster.num_gpus=1", "+cluster.resources_per_worker.GPU=0.25", "strategy=fsdp"],
+        "strategy=fsdp: shards a model across whole GPUs, not a share of one (cluster.resources_per_worker.GPU=0.25); use strategy=ddp, or GPU=1.",
+    ),
+    (
+        ["cluster.use_gpu=true", "cluster.num_gpus=1", "+cluster.resources_per_worker.GPU=0.25"],
+        "cluster.num_workers: trials packed onto shared GPUs (cluster.resources_per_worker.GPU=0.25) train in one process each, as NCCL needs a GPU per worker; set cluster.num_workers=1, or GPU=1.",
+    ),
     # loops
-    (["loop=accelerate", "+training.optim=adafactor"], "training.optim: loop=accelerate does not use it; remove it, or use loop=hf_trainer."),
-    (["loop=accelerate", "callbacks=early_stopping"], "callbacks: TrainerCallbacks need loop=hf_trainer; use callbacks=none with loop=accelerate."),
-    (["loop=accelerate", "training.lr_scheduler_type=reduce_lr_on_plateau"], "training.lr_scheduler_type: loop=accelerate steps its schedule every optimizer step, and reduce_lr_on_plateau needs the eval metric; use another type, or loop=hf_trainer."),
+    (
+        ["loop=accelerate", "+training.optim=adafactor"],
+        "training.optim: loop=accelerate does not use it; remove it, or use loop=hf_trainer.",
+    ),
+    (
+        ["loop=accelerate", "callbacks=early_stopping"],
+        "callbacks: TrainerCallbacks need loop=hf_trainer; use callbacks=none with loop=accelerate.",
+    ),
+    (
+        ["loop=accelerate", "training.lr_scheduler_type=reduce_lr_on_plateau"],
+        "training.lr_scheduler_type: loop=accelerate steps its schedule every optimizer step, and reduce_lr_on_plateau needs the eval metric; use another type, or loop=hf_trainer.",
+    ),
     # several objectives, BOHB, budgets
-    (["metric=[eval_loss,time_total_s]", "mode=[min,min]"], "scheduler: ASHAScheduler stops or pauses trials by one metric, and metric lists 2; use scheduler=fifo (with search_alg=optuna, grid or random), or sweep one metric (metric=eval_loss mode=min)."),
-    (["metric=[eval_loss,time_total_s]", "mode=[min,min]", "scheduler=fifo", "search_alg=hyperopt", "search_space=learning_rate_loguniform"], "search_alg: HyperOptSearch optimises one metric, and metric lists 2; use search_alg=optuna (multi-objective TPE), grid or random, or sweep one metric (metric=eval_loss mode=min)."),
-    (["scheduler=bohb"], "scheduler: HyperBandForBOHB works only with BOHB's search_alg; set scheduler=bohb search_alg=bohb, or use search_alg=optuna scheduler=hyperband."),
-    (["budget.trial_hours=0"], "budget.trial_hours: must be positive, not 0.0; e.g. budget.trial_hours=8, or null for none."),
-    (["budget.usd=5"], "budget.usd: needs the price of what the trials hold; set cluster.price_per_cpu_hour, e.g. cluster.price_per_cpu_hour=2.5."),
-    (["budget.trial_hours=2", "cluster.address=ray://head:10001"], "budget.trial_hours: a budget is counted by Tune's loop, which runs on the cluster under Ray Client (cluster.address=ray://...) where the driver cannot read it; run the sweep on the head node (cluster.address=auto), or drop budget.trial_hours."),
-    (["metric=mfu", "mode=max"], "metric: mfu is estimated on GPUs only; set cluster.use_gpu=true, or use train_tokens_per_second."),
+    (
+        ["metric=[eval_loss,time_total_s]", "mode=[min,min]"],
+        "scheduler: ASHAScheduler stops or pauses trials by one metric, and metric lists 2; use scheduler=fifo (with search_alg=optuna, grid or random), or sweep one metric (metric=eval_loss mode=min).",
+    ),
+    (
+        [
+            "metric=[eval_loss,time_total_s]",
+            "mode=[min,min]",
+            "scheduler=fifo",
+            "search_alg=hyperopt",
+            "search_space=learning_rate_loguniform",
+        ],
+        "search_alg: HyperOptSearch optimises one metric, and metric lists 2; use search_alg=optuna (multi-objective TPE), grid or random, or sweep one metric (metric=eval_loss mode=min).",
+    ),
+    (
+        ["scheduler=bohb"],
+        "scheduler: HyperBandForBOHB works only with BOHB's search_alg; set scheduler=bohb search_alg=bohb, or use search_alg=optuna scheduler=hyperband.",
+    ),
+    (
+        ["budget.trial_hours=0"],
+        "budget.trial_hours: must be positive, not 0.0; e.g. budget.trial_hours=8, or null for none.",
+    ),
+    (
+        ["budget.usd=5"],
+        "budget.usd: needs the price of what the trials hold; set cluster.price_per_cpu_hour, e.g. cluster.price_per_cpu_hour=2.5.",
+    ),
+    (
+        ["budget.trial_hours=2", "cluster.address=ray://head:10001"],
+        "budget.trial_hours: a budget is counted by Tune's loop, which runs on the cluster under Ray Client (cluster.address=ray://...) where the driver cannot read it; run the sweep on the head node (cluster.address=auto), or drop budget.trial_hours.",
+    ),
+    (
+        ["metric=mfu", "mode=max"],
+        "metric: mfu is estimated on GPUs only; set cluster.use_gpu=true, or use train_tokens_per_second.",
+    ),
     # search space and warm start (checked by the sweep, still before Ray starts)
-    (["search_alg.warm_start=/no/such/run"], "search_alg.warm_start: '/no/such/run' holds no sweep (resolved_config.yaml is missing); pass an earlier sweep's run directory."),
-    (["+training.train_sampling_strategy=batch_rebalance"], "training.train_sampling_strategy: 'batch_rebalance' is not one of random, sequential, group_by_length (the workers stream their shards, so batch_rebalance's whole-set planning cannot run); e.g. group_by_length."),
-    (["+training.train_sampling_strategy=group_by_length"], "training.train_sampling_strategy: group_by_length batches examples of similar length to pad less, and every example of model.task=causal_lm has the same length here; remove it."),
-    (["search_space.training.learning_rate.sampler=nope"], "search_space.training.learning_rate: unknown sampler 'nope'; use one of choice, grid, uniform, quniform, loguniform, qloguniform, randint, qrandint, lograndint."),
-    (["+search_space.training.learning_rate.low=1.0e-5", "+search_space.training.learning_rate.high=1.0e-3"],
-     "search_space.training.learning_rate: sampler 'grid' reads values, not low, high; set "
-     "search_space.training.learning_rate.sampler=loguniform (or uniform) to sample the range, or remove "
-     "~search_space.training.learning_rate.low ~search_space.training.learning_rate.high to keep the values."),
-    (["strategy=fsdp"], "strategy=fsdp: needs GPUs; set cluster.use_gpu=true on a GPU machine, or use strategy=ddp on CPUs."),
+    (
+        ["search_alg.warm_start=/no/such/run"],
+        "search_alg.warm_start: '/no/such/run' holds no sweep (resolved_config.yaml is missing); pass an earlier sweep's run directory.",
+    ),
+    (
+        ["+training.train_sampling_strategy=batch_rebalance"],
+        "training.train_sampling_strategy: 'batch_rebalance' is not one of random, sequential, group_by_length (the workers stream their shards, so batch_rebalance's whole-set planning cannot run); e.g. group_by_length.",
+    ),
+    (
+        ["+training.train_sampling_strategy=group_by_length"],
+        "training.train_sampling_strategy: group_by_length batches examples of similar length to pad less, and every example of model.task=causal_lm has the same length here; remove it.",
+    ),
+    (
+        ["search_space.training.learning_rate.sampler=nope"],
+        "search_space.training.learning_rate: unknown sampler 'nope'; use one of choice, grid, uniform, quniform, loguniform, qloguniform, randint, qrandint, lograndint.",
+    ),
+    (
+        ["+search_space.training.learning_rate.low=1.0e-5", "+search_space.training.learning_rate.high=1.0e-3"],
+        "search_space.training.learning_rate: sampler 'grid' reads values, not low, high; set "
+        "search_space.training.learning_rate.sampler=loguniform (or uniform) to sample the range, or remove "
+        "~search_space.training.learning_rate.low ~search_space.training.learning_rate.high to keep the values.",
+    ),
+    (
+        ["strategy=fsdp"],
+        "strategy=fsdp: needs GPUs; set cluster.use_gpu=true on a GPU machine, or use strategy=ddp on CPUs.",
+    ),
     # PEFT
-    (["peft=lora", "peft.load_in_4bit=true"], "peft.load_in_4bit: a quantized base (QLoRA) needs a CUDA GPU; set cluster.use_gpu=true on a GPU machine, or peft.load_in_4bit=false."),
-    (["peft=lora", "scheduler=pbt", "+search_space.peft.r={sampler:choice,values:[4,8]}"], "search_space.peft.r: PopulationBasedTraining would perturb it, and an exploited trial cannot load a donor's adapter of another shape; add search_space.peft.r.perturb=false (sampled per trial, taken from the donor at an exploit), or use scheduler=asha."),
-    (["peft=lora", "peft.target_modules=[q_proj]"], "peft.target_modules: ['q_proj'] does not fit this gpt2 model (Target modules {'q_proj'} not found in the base model. Please check the target modules and try again.); use some of c_attn, c_fc, c_proj, lm_head, or all-linear."),
-    (["+search_space.peft.r={sampler:choice,values:[4,8]}"], "search_space.peft.r: peft=none trains no adapter; add peft=lora, or drop the key."),
-    (["peft=lora", "loop=accelerate"], "peft: loop=accelerate saves whole models, not adapters; use loop=hf_trainer with peft=lora."),
+    (
+        ["peft=lora", "peft.load_in_4bit=true"],
+        "peft.load_in_4bit: a quantized base (QLoRA) needs a CUDA GPU; set cluster.use_gpu=true on a GPU machine, or peft.load_in_4bit=false.",
+    ),
+    (
+        ["peft=lora", "scheduler=pbt", "+search_space.peft.r={sampler:choice,values:[4,8]}"],
+        "search_space.peft.r: PopulationBasedTraining would perturb it, and an exploited trial cannot load a donor's adapter of another shape; add search_space.peft.r.perturb=false (sampled per trial, taken from the donor at an exploit), or use scheduler=asha.",
+    ),
+    (
+        ["peft=lora", "peft.target_modules=[q_proj]"],
+        "peft.target_modules: ['q_proj'] does not fit this gpt2 model (Target modules {'q_proj'} not found in the base model. Please check the target modules and try again.); use some of c_attn, c_fc, c_proj, lm_head, or all-linear.",
+    ),
+    (
+        ["+search_space.peft.r={sampler:choice,values:[4,8]}"],
+        "search_space.peft.r: peft=none trains no adapter; add peft=lora, or drop the key.",
+    ),
+    (
+        ["peft=lora", "loop=accelerate"],
+        "peft: loop=accelerate saves whole models, not adapters; use loop=hf_trainer with peft=lora.",
+    ),
     (["peft=lora", "peft.r=0"], "peft.r: the adapter's rank must be a positive integer, not 0; e.g. peft.r=8."),
     # data files as users get them wrong ({data}: the folders `write_bad_data` writes)
-    ([*PAIRS, "data.path={data}/empty"], "data.path: '{data}/empty/train.csv' (train) holds a header and no rows; put the train split's examples in it, or point data.path at the right folder."),
-    ([*PAIRS, "data.path={data}/empty_validation"], "data.path: '{data}/empty_validation/validation.csv' (validation) is empty; put the validation split's examples in it, or point data.path at the right folder."),
-    ([*PAIRS, "data.path={data}/mixed_labels"], "data.label_column: 'label' of the train split mixes numbers (0, 1) and words (pos); give every example a label of one kind (class ids, or class names)."),
-    ([*PAIRS, "data.path={data}/unseen_label"], "data.label_column: 'label' of the validation split has labels outside the 2 classes of the train split (2); check the data or data.num_labels."),
-    ([*PAIRS, "data.path={data}/good", "model.pretrained={data}/no_config"], "model.pretrained: '{data}/no_config' has no usable config.json (Unrecognized model in {data}/no_config. Should have a `model_type` key in its config.json.); give a folder a model was saved to (save_pretrained), or a hub name."),
+    (
+        [*PAIRS, "data.path={data}/empty"],
+        "data.path: '{data}/empty/train.csv' (train) holds a header and no rows; put the train split's examples in it, or point data.path at the right folder.",
+    ),
+    (
+        [*PAIRS, "data.path={data}/empty_validation"],
+        "data.path: '{data}/empty_validation/validation.csv' (validation) is empty; put the validation split's examples in it, or point data.path at the right folder.",
+    ),
+    (
+        [*PAIRS, "data.path={data}/mixed_labels"],
+        "data.label_column: 'label' of the train split mixes numbers (0, 1) and words (pos); give every example a label of one kind (class ids, or class names).",
+    ),
+    (
+        [*PAIRS, "data.path={data}/unseen_label"],
+        "data.label_column: 'label' of the validation split has labels outside the 2 classes of the train split (2); check the data or data.num_labels.",
+    ),
+    (
+        [*PAIRS, "data.path={data}/good", "model.pretrained={data}/no_config"],
+        "model.pretrained: '{data}/no_config' has no usable config.json (Unrecognized model in {data}/no_config. Should have a `model_type` key in its config.json.); give a folder a model was saved to (save_pretrained), or a hub name.",
+    ),
 ]
 if not torch.cuda.is_available():  # refused only because this machine has no CUDA device
-    REFUSED.append((["cluster.use_gpu=true"], "cluster.use_gpu: this machine has no CUDA GPU; set cluster.use_gpu=false."))
-    REFUSED.append((["+cluster.resources_per_worker.GPU=1"], "cluster.resources_per_worker.GPU: this machine has no CUDA GPU; remove it (~cluster.resources_per_worker.GPU)."))
+    REFUSED.append(
+        (["cluster.use_gpu=true"], "cluster.use_gpu: this machine has no CUDA GPU; set cluster.use_gpu=false.")
+    )
+    REFUSED.append(
+        (
+            ["+cluster.resources_per_worker.GPU=1"],
+            "cluster.resources_per_worker.GPU: this machine has no CUDA GPU; remove it (~cluster.resources_per_worker.GPU).",
+        )
+    )
 if importlib.util.find_spec("deepspeed") is None:
-    REFUSED.append((["strategy=deepspeed_zero2"], "strategy=deepspeed_zero2: DeepSpeed is not installed; pip install 'hfsweep[deepspeed]' (on a machine with CUDA GPUs), or use strategy=ddp."))
+    REFUSED.append(
+        (
+            ["strategy=deepspeed_zero2"],
+            "strategy=deepspeed_zero2: DeepSpeed is not installed; pip install 'hfsweep[deepspeed]' (on a machine with CUDA GPUs), or use strategy=ddp.",
+        )
+    )
 
 
 def run_dir_overrides(args: list[str], run_dir: Path) -> list[str]:
@@ -309,7 +588,9 @@ def run_dir_overrides(args: list[str], run_dir: Path) -> list[str]:
 
 def run_cli(args: list[str], run_dir: Path, cache: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "hfsweep", *args, *run_dir_overrides(args, run_dir), f"cache_dir={cache}"], capture_output=True, text=True,
+        [sys.executable, "-m", "hfsweep", *args, *run_dir_overrides(args, run_dir), f"cache_dir={cache}"],
+        capture_output=True,
+        text=True,
         timeout=120,
     )
 
@@ -323,20 +604,44 @@ def refusals(tmp_path_factory) -> dict:
     and stderr together), exit code, run directory, and whether Ray was started."""
     root = tmp_path_factory.mktemp("refused")
     data = write_bad_data(root / "data")
-    argvs = [[*(arg.replace("{data}", str(data)) for arg in args), *run_dir_overrides(args, root / str(i)), f"cache_dir={root / 'cache'}"]
-             for i, (args, _) in enumerate(REFUSED)]
+    argvs = [
+        [
+            *(arg.replace("{data}", str(data)) for arg in args),
+            *run_dir_overrides(args, root / str(i)),
+            f"cache_dir={root / 'cache'}",
+        ]
+        for i, (args, _) in enumerate(REFUSED)
+    ]
     halves = [list(range(len(argvs)))[k::2] for k in range(2)]
     for k, half in enumerate(halves):
         (root / f"cases-{k}.json").write_text(json.dumps([argvs[i] for i in half]))
-    processes = [subprocess.Popen([sys.executable, "-m", "tests.cli_in_process", root / f"cases-{k}.json", root / f"results-{k}.json"])
-                 for k in range(2)]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.cli_in_process", root / f"cases-{k}.json", root / f"results-{k}.json"]
+        )
+        for k in range(2)
+    ]
     assert all(process.wait(timeout=600) == 0 for process in processes)
     results = {}
     for k, half in enumerate(halves):
         results.update(zip(half, json.loads((root / f"results-{k}.json").read_text())))
-    real = {i: subprocess.Popen([sys.executable, "-m", "hfsweep", *argvs[i][:-2], *run_dir_overrides(argvs[i], root / f"real-{i}"),
-                                 f"cache_dir={root / 'cache'}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            for i, (args, _) in enumerate(REFUSED) if " ".join(args) in IN_A_REAL_PROCESS}
+    real = {
+        i: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "hfsweep",
+                *argvs[i][:-2],
+                *run_dir_overrides(argvs[i], root / f"real-{i}"),
+                f"cache_dir={root / 'cache'}",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i, (args, _) in enumerate(REFUSED)
+        if " ".join(args) in IN_A_REAL_PROCESS
+    }
     for i, process in real.items():
         output, _ = process.communicate(timeout=600)
         results[f"real-{i}"] = (output, process.returncode, False)
@@ -346,7 +651,9 @@ def refusals(tmp_path_factory) -> dict:
 @pytest.mark.parametrize("case", range(len(REFUSED)), ids=[" ".join(args) for args, _ in REFUSED])
 def test_every_refused_input_gets_one_line_naming_the_key_and_fix_exit_2_and_leaves_nothing(case, refusals):
     output, code, run_dir, ray_started, data = refusals[case]
-    assert output.strip().splitlines() == ["hfsweep: error: " + REFUSED[case][1].replace("{data}", str(data))], output[-2000:]
+    assert output.strip().splitlines() == ["hfsweep: error: " + REFUSED[case][1].replace("{data}", str(data))], output[
+        -2000:
+    ]
     assert code == 2
     assert not run_dir.exists(), "a rejected config must leave no output behind"
     assert not ray_started, "refused before Ray starts"
@@ -356,19 +663,31 @@ def test_one_refusal_of_every_section_prints_exactly_its_line_from_a_real_proces
     real = [(int(key.split("-")[1]), value) for key, value in refusals.items() if isinstance(key, str)]
     assert {" ".join(REFUSED[i][0]) for i, _ in real} == IN_A_REAL_PROCESS, "a section without a real-process row"
     for i, (output, code, _, _, data) in real:
-        assert (output.strip().splitlines(), code) == (["hfsweep: error: " + REFUSED[i][1].replace("{data}", str(data))], 2), output[-2000:]
+        assert (output.strip().splitlines(), code) == (
+            ["hfsweep: error: " + REFUSED[i][1].replace("{data}", str(data))],
+            2,
+        ), output[-2000:]
         assert not (run_dir := refusals[i][2].parent / f"real-{i}").exists(), run_dir
 
 
 def test_a_training_value_the_search_space_also_sets_is_named_in_one_warning(tmp_path):
-    proc = run_cli(["training.learning_rate=0.01", "search_space.training.learning_rate.sampler=nope"], tmp_path / "run", tmp_path)
+    proc = run_cli(
+        ["training.learning_rate=0.01", "search_space.training.learning_rate.sampler=nope"], tmp_path / "run", tmp_path
+    )
     assert proc.stderr.strip().splitlines()[0] == (
         "hfsweep: warning: training.learning_rate is also set by search_space.training.learning_rate; it runs as the "
         "defaults trial, beside the searched values."
     )
     assert proc.returncode == 2
-    off = run_cli(["training.learning_rate=0.01", "search_space.training.learning_rate.sampler=nope",
-                   "search_alg.defaults_trial=false"], tmp_path / "run", tmp_path)
+    off = run_cli(
+        [
+            "training.learning_rate=0.01",
+            "search_space.training.learning_rate.sampler=nope",
+            "search_alg.defaults_trial=false",
+        ],
+        tmp_path / "run",
+        tmp_path,
+    )
     assert off.stderr.strip().splitlines()[0].endswith("search_space.training.learning_rate; the searched values win.")
 
 
@@ -379,7 +698,10 @@ def test_bf16_on_a_gpu_without_it_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: False)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args: "Tesla V100-SXM2-16GB")
     cfg = resolved_config(["cluster.use_gpu=true", "training.bf16=true"], tmp_path, tmp_path)
-    with pytest.raises(ConfigError, match=r"^training\.bf16: this GPU \(Tesla V100-SXM2-16GB\) has no bf16; use training\.fp16=true instead\.$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^training\.bf16: this GPU \(Tesla V100-SXM2-16GB\) has no bf16; use training\.fp16=true instead\.$",
+    ):
         preflight(cfg)
     preflight(resolved_config(["cluster.use_gpu=true", "training.fp16=true"], tmp_path, tmp_path))
 
@@ -389,8 +711,11 @@ def test_relative_local_paths_are_made_absolute_for_the_trials_and_hub_names_sta
     (tmp_path / "outputs" / "base").mkdir(parents=True)
     (tmp_path / "chat.jinja").write_text("{{ messages }}")
     monkeypatch.chdir(tmp_path)
-    cfg = resolved_config(["model.pretrained=outputs/base", "model.tokenizer.pretrained=gpt2", "task_options.chat_template=chat.jinja"],
-                          tmp_path / "run", Path("cache"))
+    cfg = resolved_config(
+        ["model.pretrained=outputs/base", "model.tokenizer.pretrained=gpt2", "task_options.chat_template=chat.jinja"],
+        tmp_path / "run",
+        Path("cache"),
+    )
     assert cfg["model"]["pretrained"] == str(tmp_path / "outputs" / "base")
     assert cfg["task_options"]["chat_template"] == str(tmp_path / "chat.jinja")
     assert cfg["model"]["tokenizer"]["pretrained"] == "gpt2", "no local folder of that name: a hub name"
@@ -416,8 +741,9 @@ def test_a_sweep_saved_before_task_options_resumes_with_its_family_options_moved
     assert preflight(resumed).task.doc_stride == 48
 
 
-@pytest.mark.parametrize("override", ["budget.trial_hours=10", "scheduler.grace_period=5",
-                                      "num_samples=3", "search_alg.random_state=7"])
+@pytest.mark.parametrize(
+    "override", ["budget.trial_hours=10", "scheduler.grace_period=5", "num_samples=3", "search_alg.random_state=7"]
+)
 def test_resume_refuses_what_tune_restores_as_saved_even_with_force(tmp_path, override):
     """Tune's restore brings back the pickled scheduler, searcher, stoppers and budget: an override
     of them would be thrown away, so it is refused in one line, --force or not."""
@@ -433,7 +759,15 @@ def test_resume_refuses_what_tune_restores_as_saved_even_with_force(tmp_path, ov
 
 def test_debug_tiny_keeps_the_searched_values_the_command_line_gives(tmp_path):
     """A test (or a user) adds to `debug=tiny` what its run is about: those values stay."""
-    cfg = resolved_config(["debug=tiny", "+experiment=gpt2_lora_wikitext", "search_space.peft.r.values=[4,8]",
-                           "search_space.training.learning_rate.values=[1e-3,1e-2]"], tmp_path, tmp_path)
+    cfg = resolved_config(
+        [
+            "debug=tiny",
+            "+experiment=gpt2_lora_wikitext",
+            "search_space.peft.r.values=[4,8]",
+            "search_space.training.learning_rate.values=[1e-3,1e-2]",
+        ],
+        tmp_path,
+        tmp_path,
+    )
     assert cfg["search_space"]["peft"]["r"]["values"] == [4, 8]
     assert cfg["search_space"]["training"]["learning_rate"]["values"] == [1e-3, 1e-2]

@@ -31,7 +31,12 @@ COST_OBJECTIVES = ["metric=[eval_loss,train_tokens_per_second]", "mode=[min,max]
 LONGER = ["training.max_steps=40", "training.eval_steps=20", "training.save_steps=20", "training.logging_steps=20"]
 # Two workers' start-ups end seconds apart on a loaded machine, and each clock starts at its own: a
 # longer run keeps that skew a small share of the training time the throughput is checked over.
-TWO_WORKERS_LONGER = ["training.max_steps=80", "training.eval_steps=40", "training.save_steps=40", "training.logging_steps=40"]
+TWO_WORKERS_LONGER = [
+    "training.max_steps=80",
+    "training.eval_steps=40",
+    "training.save_steps=40",
+    "training.logging_steps=40",
+]
 BATCH, BLOCK = 8, 128  # conf/training/default.yaml's per_device_train_batch_size, conf/data's block_size
 
 
@@ -90,18 +95,46 @@ def test_mfu_is_six_params_tokens_per_second_over_the_devices_bf16_peak(monkeypa
     assert metrics["mfu"] == pytest.approx(6 * 43 * metrics["train_tokens_per_second"] / 989e12)
 
 
-@pytest.mark.parametrize("name, flops", [("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H100 PCIe", 756e12), ("NVIDIA H200", 989e12),
-                                         ("NVIDIA A100-SXM4-80GB", 312e12), ("NVIDIA L40S", 362e12), ("NVIDIA L4", 121e12),
-                                         ("Tesla T4", None)])
+@pytest.mark.parametrize(
+    "name, flops",
+    [
+        ("NVIDIA H100 80GB HBM3", 989e12),
+        ("NVIDIA H100 PCIe", 756e12),
+        ("NVIDIA H200", 989e12),
+        ("NVIDIA A100-SXM4-80GB", 312e12),
+        ("NVIDIA L40S", 362e12),
+        ("NVIDIA L4", 121e12),
+        ("Tesla T4", None),
+    ],
+)
 def test_peak_flops_by_device_name(name, flops):
     assert peak_flops(name) == flops
 
 
 def test_a_worker_groups_report_sums_throughput_and_takes_the_largest_memory():
-    ranks = [{"step": 10, "train_tokens_per_second": 100.0, "train_samples_per_second": 1.0, "peak_memory_mb": 50.0, "mfu": 0.2},
-             {"step": 10, "train_tokens_per_second": 120.0, "train_samples_per_second": 1.5, "peak_memory_mb": 70.0, "mfu": 0.4}]
-    assert combine_ranks(ranks) == {"step": 10, "train_tokens_per_second": 220.0, "train_samples_per_second": 2.5,
-                                    "peak_memory_mb": 70.0, "mfu": pytest.approx(0.3)}
+    ranks = [
+        {
+            "step": 10,
+            "train_tokens_per_second": 100.0,
+            "train_samples_per_second": 1.0,
+            "peak_memory_mb": 50.0,
+            "mfu": 0.2,
+        },
+        {
+            "step": 10,
+            "train_tokens_per_second": 120.0,
+            "train_samples_per_second": 1.5,
+            "peak_memory_mb": 70.0,
+            "mfu": 0.4,
+        },
+    ]
+    assert combine_ranks(ranks) == {
+        "step": 10,
+        "train_tokens_per_second": 220.0,
+        "train_samples_per_second": 2.5,
+        "peak_memory_mb": 70.0,
+        "mfu": pytest.approx(0.3),
+    }
 
 
 def test_cost_metrics_may_be_objectives_where_they_are_reported(tmp_path):
@@ -110,7 +143,9 @@ def test_cost_metrics_may_be_objectives_where_they_are_reported(tmp_path):
     with pytest.raises(ConfigError, match="metric: mfu is estimated on GPUs only"):
         preflight(config(tmp_path, "metric=mfu", "mode=max"))
     cfg = config(tmp_path)
-    with pytest.raises(ConfigError, match="model.task=image_classification trains on no tokens; use train_samples_per_second"):
+    with pytest.raises(
+        ConfigError, match="model.task=image_classification trains on no tokens; use train_samples_per_second"
+    ):
         check_objective_metric(cfg, get_task("image_classification"), "train_tokens_per_second")
     check_objective_metric(cfg, get_task("image_classification"), "train_samples_per_second")
 
@@ -132,11 +167,23 @@ def test_usd_budget_ends_the_sweep_at_the_report_that_spends_it(tmp_path):
     assert "$0.01 of $0.01" in budget.summary()
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["budget.usd=5"], "budget.usd: needs the price of what the trials hold; set cluster.price_per_cpu_hour, e.g. cluster.price_per_cpu_hour=2.5."),
-    (["budget.usd=0", "cluster.price_per_cpu_hour=1"], "budget.usd: must be positive, not 0.0; e.g. budget.usd=100, or null for none."),
-    (["cluster.price_per_gpu_hour=-1"], "cluster.price_per_gpu_hour: must be at least 0, not -1.0; e.g. cluster.price_per_gpu_hour=2.5."),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            ["budget.usd=5"],
+            "budget.usd: needs the price of what the trials hold; set cluster.price_per_cpu_hour, e.g. cluster.price_per_cpu_hour=2.5.",
+        ),
+        (
+            ["budget.usd=0", "cluster.price_per_cpu_hour=1"],
+            "budget.usd: must be positive, not 0.0; e.g. budget.usd=100, or null for none.",
+        ),
+        (
+            ["cluster.price_per_gpu_hour=-1"],
+            "cluster.price_per_gpu_hour: must be at least 0, not -1.0; e.g. cluster.price_per_gpu_hour=2.5.",
+        ),
+    ],
+)
 def test_budget_usd_and_prices_are_refused_in_one_line(tmp_path, overrides, message):
     with pytest.raises(ConfigError) as err:
         preflight(config(tmp_path, *overrides))
@@ -154,16 +201,31 @@ def test_hparams_session_names_searched_keys_as_results_do_and_lists_objectives_
             pass
 
     trial = Trial()
-    trial.last_result = {"training_iteration": 2, "step": 20, "done": True, "eval_runtime": 1.0, "time_total_s": 9.5, "loss": 3.0,
-                         "eval_loss": 2.5, "peak_memory_mb": 700.0, "train_tokens_per_second": 4000.0, "trainer_finished": True}
+    trial.last_result = {
+        "training_iteration": 2,
+        "step": 20,
+        "done": True,
+        "eval_runtime": 1.0,
+        "time_total_s": 9.5,
+        "loss": 3.0,
+        "eval_loss": 2.5,
+        "peak_memory_mb": 700.0,
+        "train_tokens_per_second": 4000.0,
+        "trainer_finished": True,
+    }
     logger = HParamsTBXLoggerCallback(metrics=["time_total_s", "eval_loss"])
     logger.log_trial_start(trial)
     logger.log_trial_result(2, trial, trial.last_result)
     logger.log_trial_end(trial)
     hparams, metrics = hparams_session(str(tmp_path))
     assert hparams == {"training.learning_rate": pytest.approx(0.01), "training.optim": "['adamw', 2]", "seed": 3}
-    assert metrics == {"final/time_total_s": 9.5, "final/eval_loss": 2.5, "final/loss": 3.0, "final/peak_memory_mb": 700.0,
-                       "final/train_tokens_per_second": 4000.0}
+    assert metrics == {
+        "final/time_total_s": 9.5,
+        "final/eval_loss": 2.5,
+        "final/loss": 3.0,
+        "final/peak_memory_mb": 700.0,
+        "final/train_tokens_per_second": 4000.0,
+    }
     assert list(metrics)[:2] == ["final/time_total_s", "final/eval_loss"], "the objectives first, in their order"
 
 
@@ -200,9 +262,15 @@ def hparams_session(trial_dir: str) -> tuple[dict, dict]:
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     accumulator = EventAccumulator(os.path.join(trial_dir, "hparams")).Reload()
-    content = {tag: plugin_data_pb2.HParamsPluginData.FromString(raw) for tag, raw in accumulator.PluginTagToContent("hparams").items()}
+    content = {
+        tag: plugin_data_pb2.HParamsPluginData.FromString(raw)
+        for tag, raw in accumulator.PluginTagToContent("hparams").items()
+    }
     start = content["_hparams_/session_start_info"].session_start_info
-    hparams = {name: value.number_value if value.HasField("number_value") else value.string_value for name, value in start.hparams.items()}
+    hparams = {
+        name: value.number_value if value.HasField("number_value") else value.string_value
+        for name, value in start.hparams.items()
+    }
     names = [info.name.tag for info in content["_hparams_/experiment"].experiment.metric_infos]
     return hparams, {name: accumulator.Scalars(name)[-1].value for name in names}
 
@@ -214,8 +282,15 @@ def cost_sweep(ray_cluster, tmp_path_factory, cache_dir):
     from hfsweep.driver import sweep
 
     storage = tmp_path_factory.mktemp("cost")
-    overrides = ["debug=tiny", *LONGER, *COST_OBJECTIVES, "search_space.training.learning_rate.values=[3e-3,1e-3]", "cluster.max_concurrent_trials=1",
-                 "cluster.price_per_cpu_hour=0.5", "logger=tensorboard"]
+    overrides = [
+        "debug=tiny",
+        *LONGER,
+        *COST_OBJECTIVES,
+        "search_space.training.learning_rate.values=[3e-3,1e-3]",
+        "cluster.max_concurrent_trials=1",
+        "cluster.price_per_cpu_hour=0.5",
+        "logger=tensorboard",
+    ]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         sweep.run(preflight(resolved_config(overrides, storage, cache_dir)))
@@ -234,9 +309,13 @@ def test_sweep_on_a_cost_objective_reports_cost_in_results_and_summary(cost_swee
     parameters = AutoModelForCausalLM.from_pretrained(storage / "best").num_parameters()
     for row in table.to_dict("records"):
         rows = by_trial[row["trial_id"]]
-        assert row["train_tokens_per_second"] == rows[-1]["train_tokens_per_second"] == row["last_train_tokens_per_second"]
+        assert (
+            row["train_tokens_per_second"] == rows[-1]["train_tokens_per_second"] == row["last_train_tokens_per_second"]
+        )
         assert row["trainable_params"] == parameters
-        assert rows[-1]["eval_perplexity"] == pytest.approx(math.exp(rows[-1]["eval_loss"])), "a language model's perplexity"
+        assert rows[-1]["eval_perplexity"] == pytest.approx(math.exp(rows[-1]["eval_loss"])), (
+            "a language model's perplexity"
+        )
         assert 100 < row["peak_memory_mb"] < 20_000
         assert row["cost_usd"] == pytest.approx(rows[-1]["time_total_s"] / 3600 * 1 * 0.5)  # 1 CPU a trial
         assert_throughput_matches_tokens_over_time(rows)
@@ -252,7 +331,9 @@ def test_tensorboard_hparams_hold_each_trials_searched_values_and_final_metrics(
     table = pd.read_csv(storage / "results.csv").set_index("trial_id")
     by_trial = reports(storage)
     trial_dirs = glob.glob(os.path.join(storage, "sweep", "run_trial_*"))
-    assert sorted(os.path.basename(d) for d in trial_dirs) == sorted(f"run_trial_{t}" for t in table.index), "named by id, not rounded values"
+    assert sorted(os.path.basename(d) for d in trial_dirs) == sorted(f"run_trial_{t}" for t in table.index), (
+        "named by id, not rounded values"
+    )
     for trial_dir in trial_dirs:
         trial_id = next(t for t in by_trial if t in trial_dir)
         hparams, metrics = hparams_session(trial_dir)
@@ -283,8 +364,14 @@ def test_usd_budget_stops_the_sweep(ray_cluster, tmp_path, cache_dir, capfd):
     from hfsweep.driver import sweep
 
     # 3 trials of 40 steps one at a time at $1 per CPU-hour: the first report (several seconds in) spends $0.0003
-    overrides = ["debug=tiny", "training.max_steps=40", "cluster.max_concurrent_trials=1", "cluster.price_per_cpu_hour=1",
-                 "budget.usd=0.0003", "search_space.training.learning_rate.values=[3e-3,1e-3,1e-4]"]
+    overrides = [
+        "debug=tiny",
+        "training.max_steps=40",
+        "cluster.max_concurrent_trials=1",
+        "cluster.price_per_cpu_hour=1",
+        "budget.usd=0.0003",
+        "search_space.training.learning_rate.values=[3e-3,1e-3,1e-4]",
+    ]
     results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
     assert results.errors == []
     table = pd.read_csv(tmp_path / "results.csv")
@@ -301,14 +388,20 @@ def test_in_process_trials_on_a_reused_actor_each_report_their_own_peak_memory(r
     reports its own peak resident set, not the process's lifetime peak."""
     from hfsweep.driver import sweep
 
-    overrides = ["debug=tiny", "cluster.max_concurrent_trials=1", "search_space.training.learning_rate.values=[1e-3]",
-                 "+search_space.training.per_device_train_batch_size={sampler:grid,values:[256,2]}"]
+    overrides = [
+        "debug=tiny",
+        "cluster.max_concurrent_trials=1",
+        "search_space.training.learning_rate.values=[1e-3]",
+        "+search_space.training.per_device_train_batch_size={sampler:grid,values:[256,2]}",
+    ]
     results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
     assert results.errors == []
     assert len({result.metrics["pid"] for result in results}) == 1, "both trials ran in one reused actor"
     table = pd.read_csv(tmp_path / "results.csv").set_index("training.per_device_train_batch_size")
     large, small = table.loc[256, "peak_memory_mb"], table.loc[2, "peak_memory_mb"]
-    assert small < large - 100, f"the second trial (batch 2) reported {small:.0f} MB, the first (batch 256) {large:.0f} MB"
+    assert small < large - 100, (
+        f"the second trial (batch 2) reported {small:.0f} MB, the first (batch 256) {large:.0f} MB"
+    )
 
 
 def test_a_budget_pickled_before_the_shared_ledger_resumes_with_what_it_spent():
@@ -342,8 +435,11 @@ def test_an_extension_counts_what_the_sweeps_earlier_experiments_spent(ray_clust
 
     from hfsweep.driver.budget import SweepBudget, spent_before
 
-    tune.Tuner(two_reports, param_space={"x": tune.grid_search([0, 1])},
-               run_config=tune.RunConfig(name="sweep", storage_path=str(tmp_path), verbose=0)).fit()
+    tune.Tuner(
+        two_reports,
+        param_space={"x": tune.grid_search([0, 1])},
+        run_config=tune.RunConfig(name="sweep", storage_path=str(tmp_path), verbose=0),
+    ).fit()
     analysis = tune.ExperimentAnalysis(str(tmp_path / "sweep"))
     state = spent_before([analysis])
     assert state["trial_s"] == {t.trial_id: t.last_result["time_total_s"] for t in analysis.trials}

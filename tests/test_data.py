@@ -13,24 +13,30 @@ import pyarrow.parquet
 import pytest
 from omegaconf import OmegaConf
 
-from hfsweep.data import offline as datasets_offline
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.schema import DataConfig
+from hfsweep.data import offline as datasets_offline
+from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.tasks.causal_lm import group_texts
 from tests.conftest import prepare_data, write_glue_pairs
-from hfsweep.data.tokenizers import load_tokenizer
 
 
 def data_config(cache, task="causal_lm", tokenizer="byte_level_bpe", **data):
     return {
-        "data": {**OmegaConf.to_container(OmegaConf.structured(DataConfig), enum_to_str=True), "block_size": 32, **data},
+        "data": {
+            **OmegaConf.to_container(OmegaConf.structured(DataConfig), enum_to_str=True),
+            "block_size": 32,
+            **data,
+        },
         "model": {"task": task, "tokenizer": {"pretrained": None, "kind": tokenizer, "vocab_size": 300}},
         "cache_dir": str(cache),
     }
 
 
 def classification_config(cache, path, **data):
-    return data_config(cache, "sequence_classification", "wordpiece", source="local", path=str(path), max_length=48, **data)
+    return data_config(
+        cache, "sequence_classification", "wordpiece", source="local", path=str(path), max_length=48, **data
+    )
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +89,14 @@ def test_local_text_files_with_wikitext_names(tmp_path):
 def test_the_wikitext_proxy_is_the_default_prose_in_wikitext_file_names(proxy_data, tmp_path):
     proxy = prepare_data(data_config(tmp_path / "cache", source="local", path=str(proxy_data["wikitext_proxy"])))
     pydoc = prepare_data(data_config(tmp_path / "cache"))
-    assert (proxy.num_train_blocks, proxy.num_validation_blocks) == (pydoc.num_train_blocks, pydoc.num_validation_blocks)
-    assert datasets.load_from_disk(proxy.validation_path)["input_ids"] == datasets.load_from_disk(pydoc.validation_path)["input_ids"]
+    assert (proxy.num_train_blocks, proxy.num_validation_blocks) == (
+        pydoc.num_train_blocks,
+        pydoc.num_validation_blocks,
+    )
+    assert (
+        datasets.load_from_disk(proxy.validation_path)["input_ids"]
+        == datasets.load_from_disk(pydoc.validation_path)["input_ids"]
+    )
 
 
 def test_local_csv_with_a_missing_text_column_names_the_key(tmp_path):
@@ -92,7 +104,9 @@ def test_local_csv_with_a_missing_text_column_names_the_key(tmp_path):
     folder.mkdir()
     for split in ("train", "validation"):
         (folder / f"{split}.csv").write_text("sentence,label\nhello there,1\n")
-    with pytest.raises(ConfigError, match=r"data\.text_column: 'text' is not a column of the \w+ split \(columns: sentence, label\)"):
+    with pytest.raises(
+        ConfigError, match=r"data\.text_column: 'text' is not a column of the \w+ split \(columns: sentence, label\)"
+    ):
         prepare_data(data_config(tmp_path / "cache", source="local", path=str(folder)))
 
 
@@ -102,8 +116,11 @@ def test_local_folder_without_validation_file(tmp_path):
         prepare_data(data_config(tmp_path / "cache", source="local", path=str(tmp_path)))
 
 
-OFFLINE_PRESETS = sorted(p.stem for p in (Path(__file__).parents[1] / "conf" / "experiment").glob("*_offline.yaml")
-                         if p.stem != "bert_swag_offline")  # SWAG's own files: no stand-in
+OFFLINE_PRESETS = sorted(
+    p.stem
+    for p in (Path(__file__).parents[1] / "conf" / "experiment").glob("*_offline.yaml")
+    if p.stem != "bert_swag_offline"
+)  # SWAG's own files: no stand-in
 
 
 @pytest.mark.parametrize("preset", OFFLINE_PRESETS)
@@ -125,7 +142,9 @@ def test_a_data_path_wins_over_the_proxy_and_an_unknown_proxy_is_refused(tmp_pat
     from tests.conftest import resolved_config
 
     given = write_glue_pairs(tmp_path / "pairs")
-    checked = preflight(resolved_config(["+experiment=bert_mrpc_offline", f"data.path={given}"], tmp_path, tmp_path / "cache"))
+    checked = preflight(
+        resolved_config(["+experiment=bert_mrpc_offline", f"data.path={given}"], tmp_path, tmp_path / "cache")
+    )
     assert checked.cfg["data"]["path"] == str(given) and not (tmp_path / "cache" / "offline_data").exists()
     with pytest.raises(ConfigError, match=r"^data.proxy: no stand-in data named 'mrpc'; choose one of mrpc_proxy, "):
         preflight(resolved_config(["+experiment=bert_mrpc_offline", "data.proxy=mrpc"], tmp_path, tmp_path / "cache"))
@@ -154,24 +173,43 @@ def test_padding_each_batch_gives_the_same_eval_loss_as_padding_to_max_length(pr
 
     losses, stored = {}, {}
     for padded in (True, False):
-        cfg = classification_config(tmp_path / "cache", proxy_data["mrpc_proxy"], text_column="sentence1", pair_column="sentence2",
-                                    pad_to_max_length=padded, max_eval_samples=64)
+        cfg = classification_config(
+            tmp_path / "cache",
+            proxy_data["mrpc_proxy"],
+            text_column="sentence1",
+            pair_column="sentence2",
+            pad_to_max_length=padded,
+            max_eval_samples=64,
+        )
         cfg["data"]["max_length"] = 256  # longer than every pair: each batch pads less
-        cfg["model"].update(config={"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                                    "intermediate_size": 64, "initializer_range": 0.5}, pretrained=None)  # far from chance
+        cfg["model"].update(
+            config={
+                "model_type": "bert",
+                "hidden_size": 32,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "intermediate_size": 64,
+                "initializer_range": 0.5,
+            },
+            pretrained=None,
+        )  # far from chance
         prepared = prepare_data(cfg)
         tokenizer = load_tokenizer(prepared.tokenizer_path)
         transformers.set_seed(0)
         model = build_model(cfg["model"], tokenizer, prepared.label_names, task=get_task(cfg["model"]["task"]))
         collator = get_task("sequence_classification").data_collator(tokenizer)
-        losses[padded] = evaluate_model(model, tokenizer, prepared.validation_path, batch_size=8, data_collator=collator)
+        losses[padded] = evaluate_model(
+            model, tokenizer, prepared.validation_path, batch_size=8, data_collator=collator
+        )
         stored[padded] = sum(len(ids) for ids in datasets.load_from_disk(prepared.validation_path)["input_ids"])
     assert losses[False] == pytest.approx(losses[True], rel=1e-5)
     assert stored[True] == 64 * 256 and stored[False] < stored[True], stored  # no padding stored
 
 
 def test_sentence_pairs_are_encoded_for_bert_with_their_classes(proxy_data, tmp_path):
-    prepared = prepare_data(classification_config(tmp_path, proxy_data["mrpc_proxy"], text_column="sentence1", pair_column="sentence2"))
+    prepared = prepare_data(
+        classification_config(tmp_path, proxy_data["mrpc_proxy"], text_column="sentence1", pair_column="sentence2")
+    )
     assert prepared.label_names == ["0", "1"]
     validation = datasets.load_from_disk(prepared.validation_path)
     assert validation.column_names == ["input_ids", "token_type_ids", "attention_mask", "labels"]
@@ -190,10 +228,15 @@ def test_sentence_pairs_are_encoded_for_bert_with_their_classes(proxy_data, tmp_
 def test_string_labels_become_named_classes_and_subsets_apply(tmp_path):
     folder = tmp_path / "reviews"
     folder.mkdir()
-    rows = ["text,stars", *[f"review number {i} was {'great' if i % 2 else 'bad'},{'good' if i % 2 else 'poor'}" for i in range(30)]]
+    rows = [
+        "text,stars",
+        *[f"review number {i} was {'great' if i % 2 else 'bad'},{'good' if i % 2 else 'poor'}" for i in range(30)],
+    ]
     for split in ("train", "validation"):
         (folder / f"{split}.csv").write_text("\n".join(rows))
-    cfg = classification_config(tmp_path / "cache", folder, label_column="stars", max_train_samples=10, max_eval_samples=5)
+    cfg = classification_config(
+        tmp_path / "cache", folder, label_column="stars", max_train_samples=10, max_eval_samples=5
+    )
     prepared = prepare_data(cfg)
     assert prepared.label_names == ["good", "poor"]
     assert (prepared.num_train_blocks, prepared.num_validation_blocks) == (10, 5)
@@ -204,7 +247,10 @@ def test_string_labels_become_named_classes_and_subsets_apply(tmp_path):
 @pytest.mark.parametrize(
     "data, message",
     [
-        ({"label_column": "score"}, r"data\.label_column: 'score' is not a column of the \w+ split \(columns: text, label\); set data\.label_column"),
+        (
+            {"label_column": "score"},
+            r"data\.label_column: 'score' is not a column of the \w+ split \(columns: text, label\); set data\.label_column",
+        ),
         ({"pair_column": "sentence2"}, r"data\.pair_column: 'sentence2' is not a column"),
         ({"text_column": "review"}, r"data\.text_column: 'review' is not a column"),
     ],
@@ -225,7 +271,9 @@ def test_glue_tsv_is_refused_in_one_line_without_quoting_and_read_with_it(tmp_pa
         "other pandas.read_csv options (delimiter, column_names, skiprows, encoding) go in data.load_kwargs too."
     )
     prepared = prepare_data(classification_config(tmp_path / "cache", folder, load_kwargs={"quoting": 3}, **columns))
-    assert prepared.label_names == ["0", "1"] and prepared.num_train_blocks == 20 and prepared.num_validation_blocks == 10
+    assert (
+        prepared.label_names == ["0", "1"] and prepared.num_train_blocks == 20 and prepared.num_validation_blocks == 10
+    )
 
 
 def test_a_file_the_reader_cannot_parse_is_refused_by_the_cli_in_one_line_before_ray(tmp_path):
@@ -235,21 +283,37 @@ def test_a_file_the_reader_cannot_parse_is_refused_by_the_cli_in_one_line_before
     folder = write_glue_pairs(tmp_path / "mrpc", counts={"train": 20, "dev": 10})
     run_dir = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "hfsweep", "+experiment=bert_mrpc_offline", f"data.path={folder}", "data.text_column='#1 String'",
-         "data.pair_column='#2 String'", "data.label_column=Quality", f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={run_dir}"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "hfsweep",
+            "+experiment=bert_mrpc_offline",
+            f"data.path={folder}",
+            "data.text_column='#1 String'",
+            "data.pair_column='#2 String'",
+            "data.label_column=Quality",
+            f"cache_dir={tmp_path / 'cache'}",
+            f"hydra.run.dir={run_dir}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 2 and not run_dir.exists()
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(f"hfsweep: error: data.path: cannot parse '{folder}/train.tsv' as csv (ParserError: ")
-    assert line.endswith("+data.load_kwargs.quoting=3; other pandas.read_csv options (delimiter, column_names, skiprows, encoding) go in data.load_kwargs too.")
+    assert line.endswith(
+        "+data.load_kwargs.quoting=3; other pandas.read_csv options (delimiter, column_names, skiprows, encoding) go in data.load_kwargs too."
+    )
 
 
 def write_prose_folder(folder, lines: int = 400):
     """Numbered lines of prose (each line a document) as train.txt and validation.txt."""
     folder.mkdir(parents=True, exist_ok=True)
     words = "the quick brown fox jumps over the lazy dog while a sweep tunes its learning rate".split()
-    (folder / "train.txt").write_text("\n".join(f"{i} " + " ".join(words[i % 7 :] + words[: i % 7]) for i in range(lines)))
+    (folder / "train.txt").write_text(
+        "\n".join(f"{i} " + " ".join(words[i % 7 :] + words[: i % 7]) for i in range(lines))
+    )
     (folder / "validation.txt").write_text("\n".join(" ".join(words) for _ in range(20)))
     return folder
 
@@ -262,7 +326,12 @@ def shard_tables(prepared) -> list:
 
 def test_the_train_split_is_tokenized_in_chunks_into_the_same_shards_by_one_process_or_two(tmp_path):
     folder = write_prose_folder(tmp_path / "prose")
-    by = {n: prepare_data(data_config(tmp_path / f"cache{n}", source="local", path=str(folder), chunk_rows=50, num_proc=n)) for n in (1, 2)}
+    by = {
+        n: prepare_data(
+            data_config(tmp_path / f"cache{n}", source="local", path=str(folder), chunk_rows=50, num_proc=n)
+        )
+        for n in (1, 2)
+    }
     one, two = shard_tables(by[1]), shard_tables(by[2])
     assert len(one) == len(two) == 8  # 400 lines / 50 per chunk
     assert all(a.equals(b) for a, b in zip(one, two))
@@ -273,7 +342,11 @@ def test_the_train_split_is_tokenized_in_chunks_into_the_same_shards_by_one_proc
 def test_a_token_budget_stops_preparation_once_the_shards_hold_that_many_tokens(tmp_path):
     folder = write_prose_folder(tmp_path / "prose")
     whole = prepare_data(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1))
-    budget = prepare_data(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1, max_train_tokens=1000))
+    budget = prepare_data(
+        data_config(
+            tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1, max_train_tokens=1000
+        )
+    )
     assert budget.num_train_tokens == 1024 and budget.num_train_blocks == 32  # the 32-token block that reaches 1000
     tables = shard_tables(budget)
     assert sum(t.num_rows for t in tables) == 32 < whole.num_train_blocks
@@ -292,7 +365,9 @@ def test_a_streamed_split_is_prepared_by_the_pool_as_the_same_shards_as_the_file
 
     folder = write_prose_folder(tmp_path / "prose")
     whole = prepare_data(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1))
-    streamed_cfg = data_config(tmp_path / "streamed", source="local", path=str(folder), chunk_rows=50, num_proc=2, streaming=True)
+    streamed_cfg = data_config(
+        tmp_path / "streamed", source="local", path=str(folder), chunk_rows=50, num_proc=2, streaming=True
+    )
     streamed_cfg["model"]["tokenizer"]["pretrained"] = whole.tokenizer_path
     reads = []  # per chunk read: (pool processes alive, shards written)
 
@@ -315,7 +390,9 @@ def test_a_streamed_split_is_prepared_by_the_pool_as_the_same_shards_as_the_file
     assert [t.to_pydict() for t in shard_tables(streamed)] == [t.to_pydict() for t in shard_tables(whole)]
     assert streamed.num_validation_blocks == whole.num_validation_blocks
     assert len(reads) == 8 and max(alive for alive, _ in reads) == 2, reads
-    assert all(written >= index - 4 + 1 for index, (_, written) in enumerate(reads)), f"more than 4 chunks read ahead: {reads}"
+    assert all(written >= index - 4 + 1 for index, (_, written) in enumerate(reads)), (
+        f"more than 4 chunks read ahead: {reads}"
+    )
 
 
 def test_prepared_on_the_cluster_as_ray_tasks_into_the_same_shards_as_on_the_driver(ray_cluster, tmp_path):
@@ -324,13 +401,23 @@ def test_prepared_on_the_cluster_as_ray_tasks_into_the_same_shards_as_on_the_dri
 
     folder = write_prose_folder(tmp_path / "prose")
     # two chunks: each task that runs at once starts a Ray worker, which imports transformers (seconds on two cores)
-    driver = prepare_data(data_config(tmp_path / "driver", source="local", path=str(folder), chunk_rows=200, num_proc=1))
-    cluster = prepare_data(data_config(tmp_path / "cluster", source="local", path=str(folder), chunk_rows=200, prepare_on="cluster"))
+    driver = prepare_data(
+        data_config(tmp_path / "driver", source="local", path=str(folder), chunk_rows=200, num_proc=1)
+    )
+    cluster = prepare_data(
+        data_config(tmp_path / "cluster", source="local", path=str(folder), chunk_rows=200, prepare_on="cluster")
+    )
     assert [t.to_pydict() for t in shard_tables(cluster)] == [t.to_pydict() for t in shard_tables(driver)]
     assert cluster.num_train_tokens == driver.num_train_tokens
+
     def finished_chunk_tasks() -> int:  # task events reach the State API a second or so late
-        return len(list_tasks(address=ray.get_runtime_context().gcs_address, limit=1000,
-                              filters=[("func_or_class_name", "=", "_process_on_node"), ("state", "=", "FINISHED")]))
+        return len(
+            list_tasks(
+                address=ray.get_runtime_context().gcs_address,
+                limit=1000,
+                filters=[("func_or_class_name", "=", "_process_on_node"), ("state", "=", "FINISHED")],
+            )
+        )
 
     deadline = time.time() + 30
     while finished_chunk_tasks() < 2 and time.time() < deadline:
@@ -343,7 +430,9 @@ def test_workers_stream_every_shard_in_a_new_order_each_epoch_set_by_the_seed(ra
     from hfsweep.loops.common import train_batches
 
     folder = write_prose_folder(tmp_path / "prose")
-    prepared = prepare_data(data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1))
+    prepared = prepare_data(
+        data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1)
+    )
     expected = sorted(map(tuple, (row for t in shard_tables(prepared) for row in t.column("input_ids").to_pylist())))
 
     def order(seed: int) -> list:
@@ -361,7 +450,9 @@ def test_workers_stream_every_shard_in_a_new_order_each_epoch_set_by_the_seed(ra
         train = load_ray_datasets(prepared, ["train"], seed)["train"]
         train.context.execution_options.preserve_order = True
         cfg = {"seed": seed, "training": {"per_device_train_batch_size": 8}, "data": {"shuffle_buffer_rows": 64}}
-        batches = train_batches(train.iterator(), cfg, lambda batch: [tuple(row) for row in batch["input_ids"].tolist()], cfg["seed"])
+        batches = train_batches(
+            train.iterator(), cfg, lambda batch: [tuple(row) for row in batch["input_ids"].tolist()], cfg["seed"]
+        )
         return [[row for batch in batches for row in batch] for _ in range(2)]
 
     one, two = epochs(1)
@@ -374,8 +465,14 @@ def test_token_ids_are_the_tokenizers_own_input_ids_and_a_truncating_backend_goe
     from hfsweep.data.tokenizers import token_ids
 
     folder = write_prose_folder(tmp_path / "prose")
-    tokenizer = load_tokenizer(prepare_data(data_config(tmp_path / "cache", tokenizer=kind, source="local", path=str(folder))).tokenizer_path)
+    tokenizer = load_tokenizer(
+        prepare_data(data_config(tmp_path / "cache", tokenizer=kind, source="local", path=str(folder))).tokenizer_path
+    )
     texts = (folder / "train.txt").read_text().splitlines()[:50] + ["", "<|endoftext|> [SEP] </s> unseen wörds ☃"]
     assert token_ids(tokenizer, texts) == tokenizer(texts)["input_ids"]
-    tokenizer.backend_tokenizer.enable_truncation(max_length=4)  # transformers turns it off for a call without truncation
-    assert token_ids(tokenizer, texts) == tokenizer(texts)["input_ids"] != [ids[:4] for ids in token_ids(tokenizer, texts)]
+    tokenizer.backend_tokenizer.enable_truncation(
+        max_length=4
+    )  # transformers turns it off for a call without truncation
+    assert (
+        token_ids(tokenizer, texts) == tokenizer(texts)["input_ids"] != [ids[:4] for ids in token_ids(tokenizer, texts)]
+    )

@@ -10,8 +10,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hfsweep.driver import sweep
 from hfsweep.driver.evaluation import evaluate_model
-from tests.conftest import prepare_data, resolved_config
 from hfsweep.driver.preflight import preflight
+from tests.conftest import prepare_data, resolved_config
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,9 @@ def test_accelerate_on_two_workers_evaluates_each_validation_example_once(ray_cl
 
     data = prepare_data(cfg)
     blocks = data.num_validation_blocks
-    assert final["eval_samples"] == blocks - blocks % 2, "every example once, in two equal shards (not twice, not once per worker)"
+    assert final["eval_samples"] == blocks - blocks % 2, (
+        "every example once, in two equal shards (not twice, not once per worker)"
+    )
     checkpoint = final["checkpoint_path"]
     model, tokenizer = AutoModelForCausalLM.from_pretrained(checkpoint), AutoTokenizer.from_pretrained(checkpoint)
     assert final["eval_loss"] == pytest.approx(evaluate_model(model, tokenizer, data.validation_path), rel=0.01)

@@ -9,8 +9,12 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.driver.search_space import compile_search_space
 from tests.conftest import resolved_config
 
-LOGUNIFORM = ["search_space=learning_rate_loguniform", "training.learning_rate=5e-4", "num_samples=5",
-              "search_alg.defaults_trial=true"]
+LOGUNIFORM = [
+    "search_space=learning_rate_loguniform",
+    "training.learning_rate=5e-4",
+    "num_samples=5",
+    "search_alg.defaults_trial=true",
+]
 
 
 def searcher_and_setup(tmp_path, overrides):
@@ -37,27 +41,43 @@ def test_a_model_based_searchers_first_suggestion_is_the_configs_own_values(tmp_
 def test_random_search_and_a_grid_without_the_point_run_it_first(tmp_path):
     from ray.tune.search import BasicVariantGenerator
 
-    for overrides in (["search_alg=random", *LOGUNIFORM],
-                      ["search_space.training.learning_rate.values=[1e-3,1e-4]", "training.learning_rate=5e-4",
-                       "search_alg.defaults_trial=true"]):
+    for overrides in (
+        ["search_alg=random", *LOGUNIFORM],
+        [
+            "search_space.training.learning_rate.values=[1e-3,1e-4]",
+            "training.learning_rate=5e-4",
+            "search_alg.defaults_trial=true",
+        ],
+    ):
         _, _, setup, search = searcher_and_setup(tmp_path, overrides)
         assert isinstance(search, BasicVariantGenerator)
         assert setup.searcher_arguments["points_to_evaluate"] == [{"training": {"learning_rate": 5e-4}}]
 
 
 def test_a_grid_that_holds_the_point_runs_it_once_and_off_means_off(tmp_path):
-    _, _, setup, _ = searcher_and_setup(tmp_path, ["search_space.training.learning_rate.values=[1e-3,1e-4]",
-                                                   "search_alg.defaults_trial=true"])
+    _, _, setup, _ = searcher_and_setup(
+        tmp_path, ["search_space.training.learning_rate.values=[1e-3,1e-4]", "search_alg.defaults_trial=true"]
+    )
     assert "points_to_evaluate" not in setup.searcher_arguments and setup.num_samples is None
     _, _, setup, _ = searcher_and_setup(tmp_path, ["search_alg=optuna", *LOGUNIFORM, "search_alg.defaults_trial=false"])
     assert "points_to_evaluate" not in setup.searcher_arguments
 
 
 def test_a_model_based_searcher_refuses_defaults_outside_its_space_in_one_line(tmp_path):
-    with pytest.raises(ConfigError, match=r"^search_space\.training\.learning_rate: the defaults trial runs the config's "
-                                          r"own training\.learning_rate=0\.5, outside \[0\.0001, 0\.01\]; widen"):
-        searcher_and_setup(tmp_path, ["search_alg=optuna", "search_space=learning_rate_loguniform",
-                                      "training.learning_rate=0.5", "search_alg.defaults_trial=true"])
+    with pytest.raises(
+        ConfigError,
+        match=r"^search_space\.training\.learning_rate: the defaults trial runs the config's "
+        r"own training\.learning_rate=0\.5, outside \[0\.0001, 0\.01\]; widen",
+    ):
+        searcher_and_setup(
+            tmp_path,
+            [
+                "search_alg=optuna",
+                "search_space=learning_rate_loguniform",
+                "training.learning_rate=0.5",
+                "search_alg.defaults_trial=true",
+            ],
+        )
 
 
 @pytest.mark.parametrize("num_samples, startup", [(11, 4), (2, 2), (30, 11)])

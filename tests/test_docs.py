@@ -31,7 +31,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "experiments").glob("*/README.md"))]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
+    *sorted((ROOT / "experiments").glob("*/README.md")),
+]
 MARKER = "<!-- runnable -->"
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline"}
 COMPANIONS = {"report", "resume", "replay", "simulate", "glue"}
@@ -39,8 +43,10 @@ COMPANIONS = {"report", "resume", "replay", "simulate", "glue"}
 
 def runnable_blocks(text: str) -> list[tuple[int, str]]:
     """(line number, body) of each ```bash block that follows the marker line."""
-    return [(text[: m.start()].count("\n") + 2, m.group(1))
-            for m in re.finditer(re.escape(MARKER) + r"\n```bash\n(.*?)\n```", text, re.S)]
+    return [
+        (text[: m.start()].count("\n") + 2, m.group(1))
+        for m in re.finditer(re.escape(MARKER) + r"\n```bash\n(.*?)\n```", text, re.S)
+    ]
 
 
 def commands(block: str) -> list[tuple[dict, list[str]]]:
@@ -108,7 +114,7 @@ def single_runs(args: list[str]) -> list[list[str]]:
     first = [v[0] for v in values]
     runs = [first]
     for i, options in enumerate(values):
-        runs += [[*first[:i], option, *first[i + 1:]] for option in options[1:]]
+        runs += [[*first[:i], option, *first[i + 1 :]] for option in options[1:]]
     return runs
 
 
@@ -116,9 +122,14 @@ def compose_all(cases: list[list[str]], env: dict, cwd: Path) -> list:
     """Every case through `hfsweep.__main__.cli()`, in one Python process (tests/cli_in_process.py)."""
     cases_path, results_path = cwd / "cases.json", cwd / "results.json"
     cases_path.write_text(json.dumps(cases))
-    proc = subprocess.run([sys.executable, "-m", "tests.cli_in_process", str(cases_path), str(results_path)],
-                          cwd=cwd, env={**os.environ, **OFFLINE_ENV, **env, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.cli_in_process", str(cases_path), str(results_path)],
+        cwd=cwd,
+        env={**os.environ, **OFFLINE_ENV, **env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(results_path.read_text())
 
@@ -152,8 +163,14 @@ def test_every_runnable_command_runs(tmp_path):
                 if args[0] in offline_data:  # the same command in an earlier block: its files, copied
                     shutil.copytree(offline_data[args[0]], out)
                 else:
-                    ran = subprocess.run([sys.executable, "-m", module, *args], cwd=folder, capture_output=True,
-                                         text=True, env={**os.environ, **OFFLINE_ENV}, timeout=120)
+                    ran = subprocess.run(
+                        [sys.executable, "-m", module, *args],
+                        cwd=folder,
+                        capture_output=True,
+                        text=True,
+                        env={**os.environ, **OFFLINE_ENV},
+                        timeout=120,
+                    )
                     assert ran.returncode == 0, f"{block_id(case)}: {ran.stderr[-2000:]}"
                     offline_data[args[0]] = out
                 written.append(Path(args[0]).parts[0])
@@ -164,30 +181,39 @@ def test_every_runnable_command_runs(tmp_path):
                 pytest.fail(f"{block_id(case)}: no way to run {shlex.join(argv)}")
     assert cases
     results = compose_all(cases, env, tmp_path)
-    failed = [f"{w}\n  exit {code}: {output.strip()[-600:]}" for w, (output, code, _) in zip(where, results) if code != 0]
+    failed = [
+        f"{w}\n  exit {code}: {output.strip()[-600:]}" for w, (output, code, _) in zip(where, results) if code != 0
+    ]
     assert not failed, "\n".join(failed)
     assert not any(ray for _, _, ray in results), "composing a command started Ray"
 
 
 def test_a_broken_command_fails_the_check(tmp_path):
     """The check above is not vacuous: a misspelt key and an unknown option are refused."""
-    results = compose_all([["training.learning_rat=0.1", "--cfg", "job"], ["scheduler=ashaa", "--cfg", "job"]],
-                          {}, tmp_path)
+    results = compose_all(
+        [["training.learning_rat=0.1", "--cfg", "job"], ["scheduler=ashaa", "--cfg", "job"]], {}, tmp_path
+    )
     assert [code for _, code, _ in results] == [2, 2]
     assert "did you mean 'learning_rate'" in results[0][0]
     assert companion_refusal("replay", ["outputs/DATE/TIME", "--sedes", "1"])  # --seeds, misspelt
 
 
 def test_the_reference_pages_are_up_to_date():
-    proc = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_reference.py"), "--check"],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "gen_reference.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr + "\n(run python docs/gen_reference.py)"
 
 
 def test_the_reference_lists_every_option_and_field():
     sys.path.insert(0, str(ROOT / "docs"))
-    import gen_reference
     import dataclasses
+
+    import gen_reference
 
     from hfsweep.config import schema
     from hfsweep.tasks import get_task, task_names
@@ -234,8 +260,9 @@ def test_help_is_hfsweeps_own_and_hydras_stays_reachable(tmp_path):
     """`python -m hfsweep --help`: what it does, every group of conf/ with every option, the
     companion commands and the docs' place; `--hydra-help` is Hydra's."""
     env = {**os.environ, **OFFLINE_ENV}
-    shown = subprocess.run([sys.executable, "-m", "hfsweep", "--help"], capture_output=True, text=True,
-                           timeout=300, cwd=tmp_path, env=env)
+    shown = subprocess.run(
+        [sys.executable, "-m", "hfsweep", "--help"], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env
+    )
     assert shown.returncode == 0, shown.stderr
     out = shown.stdout
     assert out.startswith("hfsweep: Hydra-configured Ray Tune sweeps"), out[:300]
@@ -247,17 +274,30 @@ def test_help_is_hfsweeps_own_and_hydras_stays_reachable(tmp_path):
     assert "docs/" in out and "--hydra-help" in out
     assert "is powered by Hydra" not in out  # not Hydra's default app help
     assert not (tmp_path / "outputs").exists()
-    hydra = subprocess.run([sys.executable, "-m", "hfsweep", "--hydra-help"], capture_output=True, text=True,
-                           timeout=300, cwd=tmp_path, env=env)
+    hydra = subprocess.run(
+        [sys.executable, "-m", "hfsweep", "--hydra-help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+    )
     assert hydra.returncode == 0, hydra.stderr
     assert "Hydra (" in hydra.stdout and "--hydra-help" in hydra.stdout
 
 
-@pytest.mark.skipif(shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None,
-                    reason="mkdocs is not installed (pip install -e '.[docs]')")
+@pytest.mark.skipif(
+    shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None,
+    reason="mkdocs is not installed (pip install -e '.[docs]')",
+)
 def test_the_site_builds_strictly(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (tmp_path / "site" / "experiments" / "glue" / "index.html").exists()
     assert (tmp_path / "site" / "reference" / "config" / "index.html").exists()

@@ -26,8 +26,10 @@ def test_the_sample_count_and_the_search_space_may_change(run_dir):
 def test_anything_else_is_refused_in_one_line(run_dir):
     with pytest.raises(ConfigError) as err:
         extended_config(run_dir, ["num_samples=3", "training.max_steps=40", "seed=1"])
-    assert str(err.value) == (f"resume --extend: seed, training.max_steps differ from the config saved in {run_dir}; "
-                              "an extension changes num_samples and search_space.* only.")
+    assert str(err.value) == (
+        f"resume --extend: seed, training.max_steps differ from the config saved in {run_dir}; "
+        "an extension changes num_samples and search_space.* only."
+    )
 
 
 def test_an_extension_that_changes_nothing_is_refused(run_dir):
@@ -49,16 +51,19 @@ def test_searchers_that_cannot_be_told_the_trials_run_are_refused_in_one_line(ru
     cfg = resolved_config(overrides, tmp_path, cache_dir)
     with pytest.raises(ConfigError) as err:
         check_extendable(cfg, run_dir)
-    assert str(err.value) == (f"resume --extend: {run_dir} searched with HyperOptSearch, which cannot be told the "
-                              f"trials run so far; only a grid, random search or search_alg=optuna can be extended.")
+    assert str(err.value) == (
+        f"resume --extend: {run_dir} searched with HyperOptSearch, which cannot be told the "
+        f"trials run so far; only a grid, random search or search_alg=optuna can be extended."
+    )
 
 
 def test_each_random_search_extension_draws_from_its_own_seed_and_a_grid_is_warm_started(run_dir, cache_dir, tmp_path):
     from hfsweep.driver.sweep import extension_searcher
     from tests.conftest import resolved_config
 
-    random = resolved_config(["debug=tiny", "search_alg=random", "search_space=learning_rate_loguniform", "seed=7"],
-                             tmp_path, cache_dir)
+    random = resolved_config(
+        ["debug=tiny", "search_alg=random", "search_space=learning_rate_loguniform", "seed=7"], tmp_path, cache_dir
+    )
     states = [extension_searcher(random, run_dir, grid=False, number=n)["random_state"] for n in (1, 2, 1)]
     assert states[0] == states[2] and len({7, *states}) == 3, "reproducible, and neither the sweep's nor the other's"
     unwarmed = extension_searcher(random, run_dir, grid=False, number=1)

@@ -20,8 +20,16 @@ pytestmark = pytest.mark.slow
 
 def test_a_widened_grid_runs_only_its_new_point_and_best_is_chosen_over_all_trials(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
-    sweep = [sys.executable, "-m", "hfsweep", "debug=tiny", "search_space.training.learning_rate.values=[1e-5,1e-4]",
-             "budget.trial_hours=1", f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+    sweep = [
+        sys.executable,
+        "-m",
+        "hfsweep",
+        "debug=tiny",
+        "search_space.training.learning_rate.values=[1e-5,1e-4]",
+        "budget.trial_hours=1",
+        f"cache_dir={cache_dir}",
+        f"hydra.run.dir={run_dir}",
+    ]
     first = subprocess.run(sweep, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stderr[-3000:]
     before = {path: open(path).read() for path in glob.glob(str(run_dir / "sweep" / "run_trial_*" / "result.json"))}
@@ -36,8 +44,12 @@ def test_a_widened_grid_runs_only_its_new_point_and_best_is_chosen_over_all_tria
         "an extension changes num_samples and search_space.* only."
     ]
 
-    extended = subprocess.run([*resume, "search_space.training.learning_rate.values=[1e-5,1e-4,3e-3]"],
-                              capture_output=True, text=True, timeout=900)
+    extended = subprocess.run(
+        [*resume, "search_space.training.learning_rate.values=[1e-5,1e-4,3e-3]"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert extended.returncode == 0, extended.stderr[-3000:]
     assert "1 grid points left to run" in extended.stdout
     spent = [float(re.search(r"\(([0-9.]+) trial-seconds", run.stdout).group(1)) for run in (first, extended)]
@@ -68,18 +80,31 @@ def test_a_random_search_extension_draws_new_points_and_an_interrupted_one_is_fi
     run_dir = tmp_path / "run"
     (run_dir / "sweep" / "train_runs").mkdir(parents=True)
     (run_dir / "sweep" / "train_runs" / "released").touch()  # the first sweep's trials do not hold
-    sweep = [sys.executable, "-m", "hfsweep", "debug=tiny", "search_alg=random",
-             "search_space=learning_rate_loguniform", "scheduler=fifo", "num_samples=2",
-             "cluster.max_concurrent_trials=1",
-             *HOLD_AFTER_STEP_10,
-             f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+    sweep = [
+        sys.executable,
+        "-m",
+        "hfsweep",
+        "debug=tiny",
+        "search_alg=random",
+        "search_space=learning_rate_loguniform",
+        "scheduler=fifo",
+        "num_samples=2",
+        "cluster.max_concurrent_trials=1",
+        *HOLD_AFTER_STEP_10,
+        f"cache_dir={cache_dir}",
+        f"hydra.run.dir={run_dir}",
+    ]
     first = subprocess.run(sweep, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stderr[-3000:]
     drawn = sorted(pd.read_csv(run_dir / "results.csv")["training.learning_rate"])
 
     env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
-    extension = subprocess.Popen([sys.executable, "-m", "hfsweep.resume", str(run_dir), "--extend", "num_samples=4"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    extension = subprocess.Popen(
+        [sys.executable, "-m", "hfsweep.resume", str(run_dir), "--extend", "num_samples=4"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     train_runs = run_dir / "sweep-extend-1" / "train_runs"
     deadline = time.time() + 300
     while not (train_runs / "holding").exists() and time.time() < deadline and extension.poll() is None:
@@ -89,8 +114,9 @@ def test_a_random_search_extension_draws_new_points_and_an_interrupted_one_is_fi
     interrupt(extension, "ctrl-c")
     (train_runs / "released").touch()
 
-    resumed = subprocess.run([sys.executable, "-m", "hfsweep.resume", str(run_dir)], capture_output=True, text=True,
-                             timeout=900)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hfsweep.resume", str(run_dir)], capture_output=True, text=True, timeout=900
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     table = pd.read_csv(run_dir / "results.csv")
     assert len(table) == 4 and set(table["ended"]) == {"completed"}

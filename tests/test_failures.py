@@ -12,17 +12,19 @@ import pandas as pd
 import psutil
 import pytest
 
-from hfsweep.driver import sweep
-from hfsweep.driver.ray_cluster import check_reachable, max_concurrent_trials
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.resources import DATA_CPUS, usable_cores
+from hfsweep.driver import sweep
+from hfsweep.driver.preflight import preflight
+from hfsweep.driver.ray_cluster import check_reachable, max_concurrent_trials
 from tests.conftest import resolved_config
 from tests.faults import HOLD_AFTER_STEP_10, SweepInBackground, assert_one_restart_from_a_checkpoint
-from hfsweep.driver.preflight import preflight
 
 
 def test_unreachable_cluster_address_is_refused_by_a_probe_before_ray_init():
-    with pytest.raises(ConfigError, match=r"^cluster\.address: cannot reach a Ray head at '127\.0\.0\.1:1' \(ConnectionRefusedError\)"):
+    with pytest.raises(
+        ConfigError, match=r"^cluster\.address: cannot reach a Ray head at '127\.0\.0\.1:1' \(ConnectionRefusedError\)"
+    ):
         check_reachable("127.0.0.1:1")
 
 
@@ -35,7 +37,9 @@ def test_unwritable_storage_path_fails_before_ray(tmp_path, cache_dir):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     cfg = resolved_config([], blocker / "run", cache_dir)
-    with pytest.raises(ConfigError, match=r"^cluster\.storage_path: cannot write to '.*/a-file/run' \(NotADirectoryError"):
+    with pytest.raises(
+        ConfigError, match=r"^cluster\.storage_path: cannot write to '.*/a-file/run' \(NotADirectoryError"
+    ):
         sweep.run(preflight(cfg))
 
 
@@ -51,7 +55,9 @@ def test_a_diverging_trial_errors_with_its_reason_and_the_sweep_goes_on(ray_clus
     table = pd.read_csv(tmp_path / "results.csv").set_index("training.learning_rate")
     assert table.loc[1e-3, "ended"] == "completed"
     assert table.loc[1e30, "ended"] == "errored"
-    assert re.search(r"FloatingPointError: training diverged: (eval_)?loss is (nan|inf) at step 10", table.loc[1e30, "error"])
+    assert re.search(
+        r"FloatingPointError: training diverged: (eval_)?loss is (nan|inf) at step 10", table.loc[1e30, "error"]
+    )
 
 
 def process_title(process: psutil.Process) -> str:
@@ -97,21 +103,29 @@ def test_a_crash_in_the_middle_of_a_save_resumes_from_the_last_complete_checkpoi
     assert list(history["step"]) == [10, 20, 30]
     restarted = history[history["resumed_from"].notna()]
     assert len(restarted) == 1 and restarted.iloc[0]["resumed_from"].endswith("/checkpoint-10")
-    weights = glob.glob(str(tmp_path / "sweep" / "train_runs" / "*" / "hf_checkpoints" / "checkpoint-20" / "model.safetensors"))
+    weights = glob.glob(
+        str(tmp_path / "sweep" / "train_runs" / "*" / "hf_checkpoints" / "checkpoint-20" / "model.safetensors")
+    )
     sizes = sorted(os.path.getsize(path) for path in weights)
-    assert len(sizes) == 2 and sizes[0] == 64 < sizes[1], "the retry wrote its own checkpoint-20; the half one was never used"
+    assert len(sizes) == 2 and sizes[0] == 64 < sizes[1], (
+        "the retry wrote its own checkpoint-20; the half one was never used"
+    )
 
 
 def test_a_trial_shape_the_cluster_cannot_hold_fails_at_once_and_writes_nothing(ray_cluster, tmp_path, cache_dir):
     """A reachable cluster (the test's Ray, 8 logical CPUs) too small for one trial."""
     cfg = resolved_config(["cluster.address=auto", "cluster.resources_per_worker.CPU=8"], tmp_path, cache_dir)
-    with pytest.raises(ConfigError, match=r"^cluster\.resources_per_worker: one trial needs 18 CPU \(1 CPU for the trial \+ 2 workers and 1 to read its data\) but the cluster has 8;"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^cluster\.resources_per_worker: one trial needs 18 CPU \(1 CPU for the trial \+ 2 workers and 1 to read its data\) but the cluster has 8;",
+    ):
         sweep.run(preflight(cfg))
     assert not (tmp_path / "resolved_config.yaml").exists() and not (tmp_path / "provenance.json").exists()
 
 
 def test_a_pbt_population_of_worker_group_trials_larger_than_what_fits_is_refused_before_anything_is_written(
-        ray_cluster, tmp_path, cache_dir):
+    ray_cluster, tmp_path, cache_dir
+):
     """2-worker trials: Tune reserves only each trial's own CPU, so the searcher's cap (2 fit in the
     test's 8 CPUs) is what bounds them, and Tune counts PBT's paused trials against it."""
     cfg = resolved_config(["scheduler=pbt", "num_samples=1"], tmp_path, cache_dir)  # the default grid: 4 learning rates

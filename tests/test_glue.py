@@ -13,8 +13,8 @@ import yaml
 from hfsweep.cli import glue
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.models import build_model
-from tests.conftest import prepare_data, resolved_config
 from hfsweep.tasks import get_task
+from tests.conftest import prepare_data, resolved_config
 
 
 def replay_table(**columns: list[float]) -> pd.DataFrame:
@@ -39,8 +39,12 @@ def test_task_scores_average_their_official_metrics_and_glue_averages_the_tasks(
 
 
 def test_the_markdown_table_holds_one_row_per_task_and_the_glue_score(tmp_path):
-    long, score = glue.glue_table({"stsb": replay_table(last_eval_pearson=[0.80, 0.90], last_eval_spearmanr=[0.70, 0.70]),
-                                   "rte": replay_table(last_eval_accuracy=[0.60, 0.62])})
+    long, score = glue.glue_table(
+        {
+            "stsb": replay_table(last_eval_pearson=[0.80, 0.90], last_eval_spearmanr=[0.70, 0.70]),
+            "rte": replay_table(last_eval_accuracy=[0.60, 0.62]),
+        }
+    )
     text = Path(glue.write_tables(str(tmp_path), long, score)).read_text()
     assert "| STS-B  | Pearson / Spearman | 85.0 ± 7.1 / 70.0 ± 0.0 | 77.5" in text
     assert "| RTE    | Acc                | 61.0 ± 1.4              | 61.0" in text
@@ -48,10 +52,12 @@ def test_the_markdown_table_holds_one_row_per_task_and_the_glue_score(tmp_path):
     assert pd.read_csv(tmp_path / "glue.csv").shape == (3, 5)
 
 
-def finished_job(multirun: Path, number: int, eval_metrics: list, extra_validation: dict = {}) -> Path:
+def finished_job(multirun: Path, number: int, eval_metrics: list, extra_validation: dict | None = None) -> Path:
     job = multirun / str(number)
     job.mkdir(parents=True)
-    (job / "resolved_config.yaml").write_text(yaml.safe_dump({"eval_metrics": eval_metrics, "extra_validation": extra_validation}))
+    (job / "resolved_config.yaml").write_text(
+        yaml.safe_dump({"eval_metrics": eval_metrics, "extra_validation": extra_validation or {}})
+    )
     (job / "best.json").write_text(json.dumps({"metric": "eval_accuracy", "value": 0.5}))
     return job
 
@@ -66,9 +72,18 @@ def test_jobs_are_found_by_their_glue_metric_in_glues_order(tmp_path):
     "jobs, message",
     [
         ([], "glue: '{d}' holds no finished sweep (*/best.json); pass the directory of a finished multirun."),
-        ([["accuracy"]], "glue: job '{d}/0' scores no GLUE task; its eval_metrics need {{name: glue, config_name: TASK}} (+experiment=glue)."),
-        ([[{"name": "glue", "config_name": "rte"}]] * 2, "glue: '{d}/0' and '{d}/1' both sweep rte; give one multirun per table."),
-        ([[{"name": "glue", "config_name": "mnli"}]], "glue: job '{d}/0' (mnli) has no extra_validation.mismatched set; compose it with glue=mnli."),
+        (
+            [["accuracy"]],
+            "glue: job '{d}/0' scores no GLUE task; its eval_metrics need {{name: glue, config_name: TASK}} (+experiment=glue).",
+        ),
+        (
+            [[{"name": "glue", "config_name": "rte"}]] * 2,
+            "glue: '{d}/0' and '{d}/1' both sweep rte; give one multirun per table.",
+        ),
+        (
+            [[{"name": "glue", "config_name": "mnli"}]],
+            "glue: job '{d}/0' (mnli) has no extra_validation.mismatched set; compose it with glue=mnli.",
+        ),
     ],
 )
 def test_a_multirun_that_is_not_a_glue_table_is_refused_in_one_line(jobs, message, tmp_path, capsys):
@@ -84,7 +99,8 @@ def test_a_finished_replay_of_other_seeds_is_not_reused(tmp_path, capsys):
     replay_table(last_eval_accuracy=[0.6, 0.7]).rename_axis("seed").to_csv(job / "replay" / "replay.csv")
     assert glue.main([str(tmp_path), "--seeds", "1", "2", "3"]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"hfsweep: error: glue: '{job}/replay/replay.csv' replayed seeds [1, 2], not [1, 2, 3]; move it away or ask for those seeds.")
+        f"hfsweep: error: glue: '{job}/replay/replay.csv' replayed seeds [1, 2], not [1, 2, 3]; move it away or ask for those seeds."
+    )
     assert glue.main([str(tmp_path), "--seeds", "2", "1"]) == 0  # the same seeds: read, not replayed
     assert (tmp_path / "glue.csv").is_file()
 
@@ -93,16 +109,28 @@ def test_a_finished_replay_of_other_seeds_is_not_reused(tmp_path, capsys):
 def test_stsb_scores_make_a_regression_with_one_output(num_labels, tmp_path):
     folder = tmp_path / "stsb"
     folder.mkdir()
-    rows = ["sentence1\tsentence2\tscore", *[f"a cat sat on mat {i}\ta cat sat {i}\t{i % 6}.{i % 4}" for i in range(40)]]
+    rows = [
+        "sentence1\tsentence2\tscore",
+        *[f"a cat sat on mat {i}\ta cat sat {i}\t{i % 6}.{i % 4}" for i in range(40)],
+    ]
     for split in ("train", "dev"):
         (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
-    overrides = ["+experiment=glue_tsv", "glue=stsb", "model=bert_tiny", f"data.path={folder}", "data.max_length=16",
-                 "model.tokenizer.vocab_size=200", f"data.num_labels={'null' if num_labels is None else num_labels}"]
+    overrides = [
+        "+experiment=glue_tsv",
+        "glue=stsb",
+        "model=bert_tiny",
+        f"data.path={folder}",
+        "data.max_length=16",
+        "model.tokenizer.vocab_size=200",
+        f"data.num_labels={'null' if num_labels is None else num_labels}",
+    ]
     cfg = resolved_config(overrides, tmp_path / "run", tmp_path / "cache")
     prepared = prepare_data(cfg)
     assert prepared.label_names is None
     validation = __import__("datasets").load_from_disk(prepared.validation_path)
     assert str(validation.features["labels"].dtype) == "float32"
     assert validation["labels"][:3] == pytest.approx([0.0, 1.1, 2.2])
-    model = build_model(cfg["model"], load_tokenizer(prepared.tokenizer_path), prepared.label_names, task=get_task(cfg["model"]["task"]))
+    model = build_model(
+        cfg["model"], load_tokenizer(prepared.tokenizer_path), prepared.label_names, task=get_task(cfg["model"]["task"])
+    )
     assert model.config.num_labels == 1 and model.config.problem_type == "regression"

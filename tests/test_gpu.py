@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from hfsweep.driver import sweep
+from hfsweep.driver.preflight import preflight
 from hfsweep.models import weights_digest
 from tests.conftest import resolved_config, save_tiny_base
-from hfsweep.driver.preflight import preflight
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -73,7 +73,8 @@ def test_each_strategy_trains_a_bf16_sweep_on_two_gpus(ray_cluster, tmp_path, ca
 
 def test_four_bf16_trials_packed_on_one_gpu_train_on_it_at_the_same_time(ray_cluster, tmp_path, cache_dir):
     cfg, results = gpu_sweep(
-        tmp_path, cache_dir,
+        tmp_path,
+        cache_dir,
         "training.bf16=true",
         "+cluster.resources_per_worker.GPU=0.25",
         "search_space.training.learning_rate.values=[3e-3,1e-3,3e-4,1e-4]",
@@ -84,8 +85,13 @@ def test_four_bf16_trials_packed_on_one_gpu_train_on_it_at_the_same_time(ray_clu
     assert reports[list(expected)].drop_duplicates().to_dict("records") == [expected]
     assert (reports["peak_memory_mb"] > 0).all()
     # Tune's own timings: a trial began at its first result's timestamp less its time_total_s.
-    spans = [(h["timestamp"].iloc[0] - h["time_total_s"].iloc[0], h["timestamp"].iloc[-1]) for h in (r.metrics_dataframe for r in results)]
-    assert max(began for began, _ in spans) < min(ended for _, ended in spans), f"the four trials did not all run at once: {spans}"
+    spans = [
+        (h["timestamp"].iloc[0] - h["time_total_s"].iloc[0], h["timestamp"].iloc[-1])
+        for h in (r.metrics_dataframe for r in results)
+    ]
+    assert max(began for began, _ in spans) < min(ended for _, ended in spans), (
+        f"the four trials did not all run at once: {spans}"
+    )
 
 
 @TWO_GPUS
@@ -93,16 +99,26 @@ def test_pbt_under_fsdp_copies_the_donors_weights(ray_cluster, tmp_path, cache_d
     from transformers import AutoModelForCausalLM
 
     _, results = gpu_sweep(
-        tmp_path, cache_dir,
-        "strategy=fsdp", "cluster.num_workers=2", "scheduler=pbt", "+scheduler.synch=true", "scheduler.resample_probability=0.0",
-        "search_space=learning_rate_loguniform", "num_samples=2", "training.max_steps=30", "training.lr_scheduler_type=constant",
+        tmp_path,
+        cache_dir,
+        "strategy=fsdp",
+        "cluster.num_workers=2",
+        "scheduler=pbt",
+        "+scheduler.synch=true",
+        "scheduler.resample_probability=0.0",
+        "search_space=learning_rate_loguniform",
+        "num_samples=2",
+        "training.max_steps=30",
+        "training.lr_scheduler_type=constant",
     )
     assert set(what_ran(results)["distributed"]) == {"FSDP"}
     rows = [row for result in results for _, row in result.metrics_dataframe.iterrows()]
     exploited = [r for r in rows if isinstance(r.get("resumed_from"), str)]
     assert exploited, "PBT never restored a trial"
     for row in exploited:
-        assert row["resumed_weights_digest"] == weights_digest(AutoModelForCausalLM.from_pretrained(row["resumed_from"]))
+        assert row["resumed_weights_digest"] == weights_digest(
+            AutoModelForCausalLM.from_pretrained(row["resumed_from"])
+        )
 
 
 def test_a_qlora_sweep_trains_an_adapter_over_a_4bit_base(ray_cluster, tmp_path, cache_dir):
@@ -112,15 +128,24 @@ def test_a_qlora_sweep_trains_an_adapter_over_a_4bit_base(ray_cluster, tmp_path,
     from transformers import AutoModelForCausalLM
 
     base = save_tiny_base(tmp_path / "base", cache_dir)
-    cfg, results = gpu_sweep(tmp_path / "run", cache_dir, "peft=lora", "peft.load_in_4bit=true", "training.bf16=true",
-                             f"model.pretrained={base}", f"model.tokenizer.pretrained={base}")
+    cfg, results = gpu_sweep(
+        tmp_path / "run",
+        cache_dir,
+        "peft=lora",
+        "peft.load_in_4bit=true",
+        "training.bf16=true",
+        f"model.pretrained={base}",
+        f"model.tokenizer.pretrained={base}",
+    )
     table = pd.read_csv(tmp_path / "run" / "results.csv")
     assert list(table["ended"]) == ["completed"] and list(table["step"]) == [cfg["training"]["max_steps"]]
     reports = what_ran(results)
     assert (reports["linear4bit_modules"] > 0).all(), "the base's linear layers are not bitsandbytes' Linear4bit"
     assert set(reports["device"]) == {"cuda"} and set(reports["autocast_dtype"]) == {"bfloat16"}
     assert (reports["peak_memory_mb"] > 0).all()
-    assert all("lora_" in name for name in load_file(tmp_path / "run" / "best" / "adapter_model.safetensors")), "only the adapter is saved"
+    assert all("lora_" in name for name in load_file(tmp_path / "run" / "best" / "adapter_model.safetensors")), (
+        "only the adapter is saved"
+    )
     PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), tmp_path / "run" / "best")
 
 
@@ -129,8 +154,14 @@ def test_each_trial_reports_its_own_cuda_peak_memory_and_an_mfu(ray_cluster, tmp
     """Cost on a GPU: the peak is CUDA's allocation since the trial began (two trials one after
     another on one reused actor, large batches first), and MFU is estimated against the device's
     bf16 peak."""
-    _, results = gpu_sweep(tmp_path, cache_dir, f"loop={loop}", "training.bf16=true", "cluster.max_concurrent_trials=1",
-                           "+search_space.training.per_device_train_batch_size={sampler:grid,values:[256,2]}")
+    _, results = gpu_sweep(
+        tmp_path,
+        cache_dir,
+        f"loop={loop}",
+        "training.bf16=true",
+        "cluster.max_concurrent_trials=1",
+        "+search_space.training.per_device_train_batch_size={sampler:grid,values:[256,2]}",
+    )
     assert len({result.metrics["pid"] for result in results}) == 1, "both trials ran in one reused actor"
     table = pd.read_csv(tmp_path / "results.csv").set_index("training.per_device_train_batch_size")
     device_mb = torch.cuda.get_device_properties(0).total_memory / 2**20

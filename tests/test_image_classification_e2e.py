@@ -10,30 +10,43 @@ import os
 import datasets
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
+from hfsweep.data.offline import write_digits
 from hfsweep.driver import sweep
 from hfsweep.driver.preflight import preflight
-from hfsweep.data.offline import write_digits
 from hfsweep.tasks.image_classification import TASK
 from tests.conftest import prepare_data, resolved_config
 
 
 def test_digits_become_pixel_values_of_the_processors_size(tmp_path):
     folder = write_digits(str(tmp_path / "digits"))
-    cfg = resolved_config(["+experiment=vit_digits_offline", "debug=tiny", f"data.path={folder}"], tmp_path / "run", tmp_path / "cache")
+    cfg = resolved_config(
+        ["+experiment=vit_digits_offline", "debug=tiny", f"data.path={folder}"], tmp_path / "run", tmp_path / "cache"
+    )
     data = prepare_data(cfg)
     assert data.label_names == [str(d) for d in range(10)]
-    assert (data.num_train_blocks, data.num_validation_blocks) == (1437, 360) and data.num_train_tokens == 1437  # one per image
+    assert (data.num_train_blocks, data.num_validation_blocks) == (
+        1437,
+        360,
+    ) and data.num_train_tokens == 1437  # one per image
     validation = datasets.load_from_disk(data.validation_path)
     processor = TASK.load_processor(data.tokenizer_path)
     batch = TASK.collator(cfg, processor)([validation[i] for i in range(4)])
     assert tuple(batch["pixel_values"].shape) == (4, 3, 8, 8) and batch["labels"].tolist() == validation["labels"][:4]
-    assert -1.0 <= float(batch["pixel_values"].min()) < float(batch["pixel_values"].max()) <= 1.0  # rescaled, normalised at 0.5
+    assert (
+        -1.0 <= float(batch["pixel_values"].min()) < float(batch["pixel_values"].max()) <= 1.0
+    )  # rescaled, normalised at 0.5
 
 
 def test_vit_digits_offline_learns_the_digits(ray_cluster, tmp_path, cache_dir):
     folder = write_digits(str(tmp_path / "digits"))
-    overrides = ["+experiment=vit_digits_offline", f"data.path={folder}", "scheduler=fifo", "scheduler.grace_period=null",
-                 "training.max_steps=100", "search_space.training.learning_rate.values=[3e-3]"]
+    overrides = [
+        "+experiment=vit_digits_offline",
+        f"data.path={folder}",
+        "scheduler=fifo",
+        "scheduler.grace_period=null",
+        "training.max_steps=100",
+        "search_space.training.learning_rate.values=[3e-3]",
+    ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
     results = sweep.run(preflight(cfg))
     assert results.errors == [] and len(results) == 1

@@ -23,19 +23,37 @@ from PIL import Image
 
 from hfsweep.cli.report import main as report_main
 from hfsweep.driver.insight import (
-    _axis, export_study, importance_section, param_importances, plot_importance, plot_parallel, study_name, why_not,
+    _axis,
+    export_study,
+    importance_section,
+    param_importances,
+    plot_importance,
+    plot_parallel,
+    study_name,
+    why_not,
 )
 from tests.conftest import resolved_config
 
-SPACE = {"training": {"learning_rate": {"sampler": "loguniform", "low": 1e-5, "high": 1e-2},
-                      "weight_decay": {"sampler": "uniform", "low": 0.0, "high": 0.1},
-                      "warmup_steps": {"sampler": "choice", "values": [0, 10]}}}
+SPACE = {
+    "training": {
+        "learning_rate": {"sampler": "loguniform", "low": 1e-5, "high": 1e-2},
+        "weight_decay": {"sampler": "uniform", "low": 0.0, "high": 0.1},
+        "warmup_steps": {"sampler": "choice", "values": [0, 10]},
+    }
+}
 KEYS = ["training.learning_rate", "training.weight_decay", "training.warmup_steps"]
 
 
 def config(**changes) -> dict:
-    return {"name": "toy", "seed": 0, "metric": "eval_loss", "mode": "min", "search_space": SPACE,
-            "scheduler": {"_target_": "ray.tune.schedulers.ASHAScheduler"}, **changes}
+    return {
+        "name": "toy",
+        "seed": 0,
+        "metric": "eval_loss",
+        "mode": "min",
+        "search_space": SPACE,
+        "scheduler": {"_target_": "ray.tune.schedulers.ASHAScheduler"},
+        **changes,
+    }
 
 
 def toy_table(n: int = 24, seed: int = 0) -> pd.DataFrame:
@@ -47,10 +65,23 @@ def toy_table(n: int = 24, seed: int = 0) -> pd.DataFrame:
         lr, wd, warmup = 10 ** rng.uniform(-5, -2), rng.uniform(0, 0.1), rng.choice([0, 10])
         loss = (math.log10(lr) + 3.5) ** 2 + 0.01 * rng.random()
         seconds = 100 * wd + 0.01 * rng.random()
-        rows.append({"trial_id": f"toy_{i:05d}", "training.learning_rate": lr, "training.weight_decay": wd,
-                     "training.warmup_steps": warmup, "status": "TERMINATED", "iterations": 2, "step": 20,
-                     "best_eval_loss": loss, "last_eval_loss": loss, "best_time_total_s": seconds,
-                     "last_time_total_s": seconds, "ended": "completed", "error": ""})
+        rows.append(
+            {
+                "trial_id": f"toy_{i:05d}",
+                "training.learning_rate": lr,
+                "training.weight_decay": wd,
+                "training.warmup_steps": warmup,
+                "status": "TERMINATED",
+                "iterations": 2,
+                "step": 20,
+                "best_eval_loss": loss,
+                "last_eval_loss": loss,
+                "best_time_total_s": seconds,
+                "last_time_total_s": seconds,
+                "ended": "completed",
+                "error": "",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -114,10 +145,13 @@ def test_plots_are_valid_images(tmp_path):
     assert_png(tmp_path / "parallel.png")
 
 
-@pytest.mark.parametrize("rows, says", [
-    (1, "1 trial(s) reported eval_loss: importance and the parallel plot need 2."),
-    (0, "0 trial(s) reported eval_loss"),
-])
+@pytest.mark.parametrize(
+    "rows, says",
+    [
+        (1, "1 trial(s) reported eval_loss: importance and the parallel plot need 2."),
+        (0, "0 trial(s) reported eval_loss"),
+    ],
+)
 def test_too_few_trials_is_one_line_instead_of_a_plot(rows, says):
     text, importances = importance_section(toy_table().head(rows), config())
     assert importances is None and says in text
@@ -177,8 +211,7 @@ def test_export_maps_each_ending_to_a_state_and_replaces_its_own_study_only(tmp_
     table["peft.target_modules"] = [["q", "v"], ["q", "k", "v"]] * 3
     table["ended"] = ["completed", "early-stopped", "stopped by scheduler/stopper", "errored", "running", "paused"]
     table.loc[3, "error"] = "FloatingPointError: training diverged: loss is nan at step 10"
-    histories = {row["trial_id"]: reports(row["last_eval_loss"])
-                 for row in table.to_dict("records")}
+    histories = {row["trial_id"]: reports(row["last_eval_loss"]) for row in table.to_dict("records")}
     storage = f"sqlite:///{tmp_path}/sweep.db"
     optuna.create_study(storage=storage, study_name="someone else's")
     for _ in range(2):  # the second write replaces the first
@@ -231,8 +264,12 @@ def reported_sweep(ray_cluster, tmp_path_factory, cache_dir):
     cfg = resolved_config(SWEEP, storage, cache_dir)
     sweep.run(preflight(cfg))
     url = f"sqlite:///{storage}/sweep.db"
-    proc = subprocess.run([sys.executable, "-m", "hfsweep.report", str(storage), "--optuna-storage", url],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hfsweep.report", str(storage), "--optuna-storage", url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert f"Wrote the Optuna study '{study_name(cfg, str(storage))}' (4 trials) into {url}" in proc.stdout
     return cfg, storage, url
@@ -251,8 +288,10 @@ def test_storage_holds_every_trial_as_results_csv_and_tune_have_it(reported_swee
     assert len(study.trials) == len(table) == 4
     for trial in study.trials:
         row = table.loc[trial.user_attrs["tune_trial_id"]]
-        assert trial.params == {"training.learning_rate": pytest.approx(row["training.learning_rate"]),
-                                "training.warmup_steps": row["training.warmup_steps"]}
+        assert trial.params == {
+            "training.learning_rate": pytest.approx(row["training.learning_rate"]),
+            "training.warmup_steps": row["training.warmup_steps"],
+        }
         assert trial.state.name == {"completed": "COMPLETE", "stopped by scheduler/stopper": "PRUNED"}[row["ended"]]
         assert trial.values == [pytest.approx(row["last_eval_loss"])]
         assert trial.intermediate_values == pytest.approx(progress[row.name])
@@ -266,8 +305,11 @@ def test_results_md_ranks_the_searched_keys_and_both_plots_are_images(reported_s
     _, storage, _ = reported_sweep
     text = (storage / "results.md").read_text()
     section = text.split("## Importance", 1)[1]
-    shares = {line.split("|")[1].strip(): float(line.split("|")[2]) for line in section.splitlines()
-              if line.startswith("| training.")}
+    shares = {
+        line.split("|")[1].strip(): float(line.split("|")[2])
+        for line in section.splitlines()
+        if line.startswith("| training.")
+    }
     assert set(shares) == {"training.learning_rate", "training.warmup_steps"}
     assert sum(shares.values()) == pytest.approx(1.0, abs=1e-3)
     assert_png(storage / "importance.png")
@@ -297,8 +339,11 @@ def test_optuna_dashboard_serves_the_studys_trials(reported_sweep, tmp_path):
     cfg, storage, url = reported_sweep
     port = free_port()
     command = os.path.join(os.path.dirname(sys.executable), "optuna-dashboard")  # the console script beside this Python
-    server = subprocess.Popen([command, url, "--host", "127.0.0.1", "--port", str(port), "--server", "wsgiref"],
-                              stdout=subprocess.DEVNULL, stderr=open(tmp_path / "dashboard.log", "w"))
+    server = subprocess.Popen(
+        [command, url, "--host", "127.0.0.1", "--port", str(port), "--server", "wsgiref"],
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "dashboard.log", "w"),
+    )
     try:
         studies = None
         for _ in range(120):

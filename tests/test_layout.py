@@ -12,8 +12,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hfsweep"
 
 # Top to bottom. A module's layer is that of its longest listed prefix.
 LAYERS = [
-    ("hfsweep.__main__", "hfsweep.cli", "hfsweep.glue", "hfsweep.replay", "hfsweep.report", "hfsweep.resume", "hfsweep.simulate",
-     "hfsweep.datasets_offline"),
+    (
+        "hfsweep.__main__",
+        "hfsweep.cli",
+        "hfsweep.glue",
+        "hfsweep.replay",
+        "hfsweep.report",
+        "hfsweep.resume",
+        "hfsweep.simulate",
+        "hfsweep.datasets_offline",
+    ),
     ("hfsweep.driver",),
     ("hfsweep.trial",),
     ("hfsweep.loops",),
@@ -25,8 +33,12 @@ LAYERS = [
 
 
 def layer_of(module: str) -> int:
-    matches = [(len(prefix), depth) for depth, prefixes in enumerate(LAYERS) for prefix in prefixes
-               if module == prefix or module.startswith(prefix + ".")]
+    matches = [
+        (len(prefix), depth)
+        for depth, prefixes in enumerate(LAYERS)
+        for prefix in prefixes
+        if module == prefix or module.startswith(prefix + ".")
+    ]
     return max(matches)[1]
 
 
@@ -42,8 +54,12 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("hfsweep")]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("hfsweep"):
-            found += [(node.lineno, f"{node.module}.{alias.name}") if f"{node.module}.{alias.name}".replace(".", "/") in SUBMODULES
-                      else (node.lineno, node.module) for alias in node.names]
+            found += [
+                (node.lineno, f"{node.module}.{alias.name}")
+                if f"{node.module}.{alias.name}".replace(".", "/") in SUBMODULES
+                else (node.lineno, node.module)
+                for alias in node.names
+            ]
     return found
 
 
@@ -60,5 +76,9 @@ def test_every_module_has_a_layer():
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
 def test_imports_only_go_down(path):
     own = layer_of(module_name(path))
-    upward = [f"line {line}: {module} ({LAYERS[layer_of(module)][0]})" for line, module in imported_modules(path) if layer_of(module) < own]
+    upward = [
+        f"line {line}: {module} ({LAYERS[layer_of(module)][0]})"
+        for line, module in imported_modules(path)
+        if layer_of(module) < own
+    ]
     assert not upward, f"{module_name(path)} ({LAYERS[own][0]}) imports a layer above it: {'; '.join(upward)}"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from hfsweep.driver import sweep
-from tests.conftest import resolved_config, write_glue_pairs
 from hfsweep.driver.preflight import preflight
+from tests.conftest import resolved_config, write_glue_pairs
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,9 @@ def loss_curve(loop: str, storage, cache_dir) -> list[tuple]:
     assert results.errors == []
     history = results[0].metrics_dataframe
     ran = history[["device", "param_dtype", "autocast_dtype", "distributed"]].drop_duplicates().to_dict("records")
-    assert ran == [{"device": "cpu", "param_dtype": "float32", "autocast_dtype": "bfloat16", "distributed": "NO"}], f"{loop} ran {ran}"
+    assert ran == [{"device": "cpu", "param_dtype": "float32", "autocast_dtype": "bfloat16", "distributed": "NO"}], (
+        f"{loop} ran {ran}"
+    )
     assert (history["peak_memory_mb"] > 0).all()
     return list(zip(history["step"], history["loss"], history["eval_loss"]))
 
@@ -72,13 +74,19 @@ def test_both_loops_pad_and_group_a_classifiers_batches_alike(ray_cluster, tmp_p
     folder = write_glue_pairs(tmp_path / "pairs")
     curves = {}
     for loop in ("hf_trainer", "accelerate"):
-        results = sweep.run(preflight(resolved_config([f"loop={loop}", f"data.path={folder}", *PAIRS_RUN], tmp_path / loop, cache_dir)))
+        results = sweep.run(
+            preflight(resolved_config([f"loop={loop}", f"data.path={folder}", *PAIRS_RUN], tmp_path / loop, cache_dir))
+        )
         assert results.errors == []
         history = results[0].metrics_dataframe
-        curves[loop] = list(zip(history["step"], history["loss"], history["eval_loss"], history["eval_accuracy"], history["eval_f1"]))
+        curves[loop] = list(
+            zip(history["step"], history["loss"], history["eval_loss"], history["eval_accuracy"], history["eval_f1"])
+        )
     assert [row[0] for row in curves["hf_trainer"]] == [row[0] for row in curves["accelerate"]] == [8]
     for trainer, accelerate in zip(curves["hf_trainer"], curves["accelerate"]):
-        assert accelerate[1:3] == pytest.approx(trainer[1:3], rel=2e-3) and accelerate[3:] == pytest.approx(trainer[3:], abs=1e-9)
+        assert accelerate[1:3] == pytest.approx(trainer[1:3], rel=2e-3) and accelerate[3:] == pytest.approx(
+            trainer[3:], abs=1e-9
+        )
 
 
 def test_examples_grouped_by_length_share_batches_and_each_is_trained_once(ray_cluster):
@@ -91,9 +99,17 @@ def test_examples_grouped_by_length_share_batches_and_each_is_trained_once(ray_c
     rng = random.Random(0)
     lengths = [rng.randint(2, 100) for _ in range(4 * MEGA_BATCHES)]
     shard = ray.data.from_items([{"input_ids": list(range(n)), "row": i} for i, n in enumerate(lengths)]).iterator()
-    batches = list(length_grouped(shard, 4, lambda batch: batch, seed=0, shuffle={"local_shuffle_buffer_size": None, "local_shuffle_seed": None}))
+    batches = list(
+        length_grouped(
+            shard,
+            4,
+            lambda batch: batch,
+            seed=0,
+            shuffle={"local_shuffle_buffer_size": None, "local_shuffle_seed": None},
+        )
+    )
     assert sorted(row for batch in batches for row in batch["row"]) == list(range(len(lengths)))
     padded = sum(4 * max(len(ids) for ids in batch["input_ids"]) for batch in batches)
     grouped_share = sum(lengths) / padded
-    random_share = sum(lengths) / sum(4 * max(lengths[i:i + 4]) for i in range(0, len(lengths), 4))
+    random_share = sum(lengths) / sum(4 * max(lengths[i : i + 4]) for i in range(0, len(lengths), 4))
     assert grouped_share > 0.95 and random_share < 0.7, (grouped_share, random_share)

@@ -25,7 +25,11 @@ def test_texts_are_grouped_into_whole_blocks_of_block_size(tokenizer):
     blocks = TASK.preprocess(Dataset.from_dict({"text": TEXTS}), tokenizer, DATA_CFG, "train")
     tokens = sum(len(ids) for ids in tokenizer(TEXTS)["input_ids"])
     assert blocks.num_rows == tokens // 32 and len(blocks[0]["input_ids"]) == 32
-    assert set(blocks.column_names) == {"input_ids", "attention_mask", "special_tokens_mask"}  # labels come with the masks
+    assert set(blocks.column_names) == {
+        "input_ids",
+        "attention_mask",
+        "special_tokens_mask",
+    }  # labels come with the masks
 
 
 def test_a_tokenizer_without_a_mask_token_is_refused_in_one_line():
@@ -67,10 +71,16 @@ def test_whole_word_masking_masks_every_sub_token_of_a_word(tokenizer):
     starts = batch["offset_mapping"][..., 0]
     ends = batch["offset_mapping"][..., 1]
     continues = np.zeros_like(starts, dtype=bool)
-    continues[:, 1:] = (starts[:, 1:] == ends[:, :-1]) & (batch["special_tokens_mask"][:, :-1] == 0) & (batch["special_tokens_mask"][:, 1:] == 0)
+    continues[:, 1:] = (
+        (starts[:, 1:] == ends[:, :-1])
+        & (batch["special_tokens_mask"][:, :-1] == 0)
+        & (batch["special_tokens_mask"][:, 1:] == 0)
+    )
     assert continues.any(), "the test needs words of several sub-tokens"
     masked = labels != IGNORED
-    assert (masked[:, 1:][continues[:, 1:]] == masked[:, :-1][continues[:, 1:]]).all()  # a piece is masked with the one before it
+    assert (
+        masked[:, 1:][continues[:, 1:]] == masked[:, :-1][continues[:, 1:]]
+    ).all()  # a piece is masked with the one before it
 
 
 def test_searching_the_masking_probability_prepares_nothing_again():

@@ -11,8 +11,8 @@ from transformers import AutoModelForMaskedLM
 from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
 from hfsweep.driver.best import best_trial
-from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
 from hfsweep.driver.preflight import preflight
+from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -38,22 +38,31 @@ def test_roberta_mlm_offline_learns_and_asha_stops_the_slow_learning_rate(ray_cl
     final_step = {r.config["training"]["learning_rate"]: r.metrics["step"] for r in results}
     assert final_step == {3e-3: MAX_STEPS, 1e-5: 30}, f"ASHA on eval_loss, final steps: {final_step}"
     best = best_trial(results, cfg)
-    assert best.metric == "eval_loss" and best.value <= before - MARGIN, f"untrained eval_loss {before:.3f}, best {best.value:.3f}"
+    assert best.metric == "eval_loss" and best.value <= before - MARGIN, (
+        f"untrained eval_loss {before:.3f}, best {best.value:.3f}"
+    )
     model = AutoModelForMaskedLM.from_pretrained(os.path.join(cfg["cluster"]["storage_path"], "best"))
     assert model.config.model_type == "roberta"
 
 
 @pytest.mark.parametrize(("option", "prepared"), [("eval_mlm_probability", 2), ("mlm_probability", 1)])
 def test_a_searched_task_option_reaches_each_trial_and_prepares_data_only_when_the_data_depends_on_it(
-        option, prepared, ray_cluster, tmp_path):
+    option, prepared, ray_cluster, tmp_path
+):
     """Searching a task option gives each trial the Task with its value: the validation split's
     masking share is prepared data (one prepared copy per value), the training batches' share is
     applied on the workers (one copy for both)."""
     folder = write_offline_data(str(tmp_path / "data"))["wikitext_proxy"]
     cache = tmp_path / "cache"
-    overrides = ["+experiment=roberta_wikitext_mlm_offline", "debug=tiny", f"data.path={folder}", "data.block_size=32",
-                 "model.config.max_position_embeddings=34", "~search_space.task_options",
-                 f"+search_space.task_options.{option}={{sampler:grid,values:[0.15,0.5]}}"]
+    overrides = [
+        "+experiment=roberta_wikitext_mlm_offline",
+        "debug=tiny",
+        f"data.path={folder}",
+        "data.block_size=32",
+        "model.config.max_position_embeddings=34",
+        "~search_space.task_options",
+        f"+search_space.task_options.{option}={{sampler:grid,values:[0.15,0.5]}}",
+    ]
     cfg = resolved_config(overrides, tmp_path / "run", cache)
     results = sweep.run(preflight(cfg))
     assert results.errors == [] and sorted(r.config["task_options"][option] for r in results) == [0.15, 0.5]

@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.tasks.metrics import ANSWERS, LABELS, TAGS, TEXTS, check_entry, load_metric, metrics_function, reported_names
+from hfsweep.tasks.metrics import (
+    ANSWERS,
+    LABELS,
+    TAGS,
+    TEXTS,
+    check_entry,
+    load_metric,
+    metrics_function,
+    reported_names,
+)
 
 PREDS, REFS = [0, 1, 1, 0], [0, 1, 0, 0]  # TP=1 (index 1), FP=1 (index 2), TN=2, FN=0
 
@@ -47,7 +56,9 @@ def test_correlations_match_hand_computed_values():
     pearson = 3 / math.sqrt(2 * 42 / 9)
     assert score("pearsonr", preds, refs) == pytest.approx({"pearsonr": pearson})
     assert score("spearmanr", preds, refs) == pytest.approx({"spearmanr": 1.0})  # same ranks
-    assert score({"name": "glue", "config_name": "stsb"}, preds, refs) == pytest.approx({"pearson": pearson, "spearmanr": 1.0})
+    assert score({"name": "glue", "config_name": "stsb"}, preds, refs) == pytest.approx(
+        {"pearson": pearson, "spearmanr": 1.0}
+    )
 
 
 def test_seqeval_scores_entities_overall_and_per_type():
@@ -56,12 +67,26 @@ def test_seqeval_scores_entities_overall_and_per_type():
     overall = {"overall_precision": 0.5, "overall_recall": 0.5, "overall_f1": 0.5, "overall_accuracy": 0.75}
     assert score("seqeval", preds, refs) == pytest.approx(overall)
     result = score({"name": "seqeval", "per_entity": True}, preds, refs)
-    assert result == pytest.approx({
-        "overall_precision": 0.5, "overall_recall": 0.5, "overall_f1": 0.5, "overall_accuracy": 0.75,  # 3 of 4 tags
-        "PER_precision": 1.0, "PER_recall": 1.0, "PER_f1": 1.0, "PER_number": 1.0,
-        "LOC_precision": 0.0, "LOC_recall": 0.0, "LOC_f1": 0.0, "LOC_number": 1.0,
-        "ORG_precision": 0.0, "ORG_recall": 0.0, "ORG_f1": 0.0, "ORG_number": 0.0,
-    })
+    assert result == pytest.approx(
+        {
+            "overall_precision": 0.5,
+            "overall_recall": 0.5,
+            "overall_f1": 0.5,
+            "overall_accuracy": 0.75,  # 3 of 4 tags
+            "PER_precision": 1.0,
+            "PER_recall": 1.0,
+            "PER_f1": 1.0,
+            "PER_number": 1.0,
+            "LOC_precision": 0.0,
+            "LOC_recall": 0.0,
+            "LOC_f1": 0.0,
+            "LOC_number": 1.0,
+            "ORG_precision": 0.0,
+            "ORG_recall": 0.0,
+            "ORG_f1": 0.0,
+            "ORG_number": 0.0,
+        }
+    )
 
 
 def test_squad_normalizes_answers_and_takes_the_best_gold_answer():
@@ -85,11 +110,19 @@ def test_squad_v2_counts_an_empty_prediction_right_only_for_an_unanswerable_ques
         {"id": "b", "prediction_text": "", "no_answer_probability": 0.0},
         {"id": "c", "prediction_text": "Lyon", "no_answer_probability": 0.0},
     ]
-    assert score("squad_v2", preds, refs) == pytest.approx({
-        "exact": 200 / 3, "f1": 200 / 3, "total": 3,
-        "HasAns_exact": 100.0, "HasAns_f1": 100.0, "HasAns_total": 1,
-        "NoAns_exact": 50.0, "NoAns_f1": 50.0, "NoAns_total": 2,
-    })
+    assert score("squad_v2", preds, refs) == pytest.approx(
+        {
+            "exact": 200 / 3,
+            "f1": 200 / 3,
+            "total": 3,
+            "HasAns_exact": 100.0,
+            "HasAns_f1": 100.0,
+            "HasAns_total": 1,
+            "NoAns_exact": 50.0,
+            "NoAns_f1": 50.0,
+            "NoAns_total": 2,
+        }
+    )
 
 
 def test_rouge_and_sacrebleu_match_hand_computed_values():
@@ -145,7 +178,9 @@ def test_a_target_function_is_a_metric_with_its_arguments():
 
 
 def test_metrics_function_runs_every_metric_on_the_tasks_predictions():
-    compute = metrics_function(["accuracy", {"name": "glue", "config_name": "mrpc"}, "perplexity"], lambda pred: (pred[0], pred[1], 2))
+    compute = metrics_function(
+        ["accuracy", {"name": "glue", "config_name": "mrpc"}, "perplexity"], lambda pred: (pred[0], pred[1], 2)
+    )
     assert compute((PREDS, REFS)) == pytest.approx({"accuracy": 0.75, "f1": 2 / 3})
     assert metrics_function(["perplexity"], None) is None  # the trial reports it from the loss
 
@@ -153,15 +188,40 @@ def test_metrics_function_runs_every_metric_on_the_tasks_predictions():
 @pytest.mark.parametrize(
     ("entry", "inputs", "perplexity", "message"),
     [
-        ("seqeval", LABELS, False, "eval_metrics: 'seqeval' scores tags, and this task predicts labels; use accuracy, f1, glue, "
-                                   "matthews_correlation, pearsonr, precision, recall, spearmanr."),
-        ("rouge", ANSWERS, False, "eval_metrics: 'rouge' scores texts, and this task predicts answers; use squad, squad_v2."),
-        ("squad", TEXTS, True, "eval_metrics: 'squad' scores answers, and this task predicts texts; use rouge, sacrebleu, perplexity."),
+        (
+            "seqeval",
+            LABELS,
+            False,
+            "eval_metrics: 'seqeval' scores tags, and this task predicts labels; use accuracy, f1, glue, "
+            "matthews_correlation, pearsonr, precision, recall, spearmanr.",
+        ),
+        (
+            "rouge",
+            ANSWERS,
+            False,
+            "eval_metrics: 'rouge' scores texts, and this task predicts answers; use squad, squad_v2.",
+        ),
+        (
+            "squad",
+            TEXTS,
+            True,
+            "eval_metrics: 'squad' scores answers, and this task predicts texts; use rouge, sacrebleu, perplexity.",
+        ),
         ("accuracy", TAGS, False, "eval_metrics: 'accuracy' scores labels, and this task predicts tags; use seqeval."),
-        ("perplexity", TAGS, False, "eval_metrics: 'perplexity' is exp(eval_loss) of a language model's token loss, which this "
-                                    "task's loss is not; use seqeval."),
-        (["accuracy"], LABELS, False, "eval_metrics: ['accuracy'] is not a metric; give a name (accuracy), {name: glue, config_name: mrpc}, "
-                                      "a path to an evaluate module, or {_target_: pkg.function}."),
+        (
+            "perplexity",
+            TAGS,
+            False,
+            "eval_metrics: 'perplexity' is exp(eval_loss) of a language model's token loss, which this "
+            "task's loss is not; use seqeval.",
+        ),
+        (
+            ["accuracy"],
+            LABELS,
+            False,
+            "eval_metrics: ['accuracy'] is not a metric; give a name (accuracy), {name: glue, config_name: mrpc}, "
+            "a path to an evaluate module, or {_target_: pkg.function}.",
+        ),
     ],
 )
 def test_a_metric_the_task_cannot_feed_is_refused_in_one_line(entry, inputs, perplexity, message):
@@ -171,5 +231,8 @@ def test_a_metric_the_task_cannot_feed_is_refused_in_one_line(entry, inputs, per
 
 
 def test_a_folder_without_an_evaluate_module_is_refused(tmp_path):
-    with pytest.raises(ConfigError, match=r"^eval_metrics: '.*/nothing' is not an evaluate module \(.*\); give the folder holding NAME\.py, or the \.py file\.$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^eval_metrics: '.*/nothing' is not an evaluate module \(.*\); give the folder holding NAME\.py, or the \.py file\.$",
+    ):
         check_entry(str(tmp_path / "nothing"), LABELS, False)

@@ -17,9 +17,20 @@ def test_the_study_holds_finished_trials_while_the_sweep_still_runs(tmp_path, ca
     import optuna
 
     url = f"sqlite:///{tmp_path / 'sweep.db'}"
-    command = [sys.executable, "-m", "hfsweep", "debug=tiny", "search_alg=optuna", "search_space=learning_rate_loguniform",
-               "num_samples=3", "search_alg.defaults_trial=true", "cluster.max_concurrent_trials=1", f"search_alg.storage={url}",
-               f"cache_dir={cache_dir}", f"hydra.run.dir={tmp_path / 'run'}"]
+    command = [
+        sys.executable,
+        "-m",
+        "hfsweep",
+        "debug=tiny",
+        "search_alg=optuna",
+        "search_space=learning_rate_loguniform",
+        "num_samples=3",
+        "search_alg.defaults_trial=true",
+        "cluster.max_concurrent_trials=1",
+        f"search_alg.storage={url}",
+        f"cache_dir={cache_dir}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
     sweep = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen_live = 0
     while sweep.poll() is None:

@@ -13,9 +13,9 @@ import pytest
 from transformers import AutoModelForCausalLM
 
 from hfsweep.driver import sweep
+from hfsweep.driver.preflight import preflight
 from hfsweep.models import weights_digest
 from tests.conftest import resolved_config
-from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +84,9 @@ def test_restored_weights_equal_the_donor_checkpoint(pbt_sweep):
         assert row["resumed_weights_digest"] == weights_digest(donor)
 
 
-@pytest.mark.parametrize("key, in_effect", [("learning_rate", "lr_in_effect"), ("weight_decay", "weight_decay_in_effect")])
+@pytest.mark.parametrize(
+    "key, in_effect", [("learning_rate", "lr_in_effect"), ("weight_decay", "weight_decay_in_effect")]
+)
 def test_the_perturbed_hyperparameters_are_the_ones_the_optimizer_steps_with(pbt_sweep, key, in_effect):
     """Read from the optimizer's param groups at the first optimizer step after the exploit: the
     restored optimizer state holds the donor's values, which must not be the ones in effect."""
@@ -115,10 +117,22 @@ def test_a_population_larger_than_the_cores_is_alive_at_once_and_runs_one_trial_
     cores = sorted(os.sched_getaffinity(0))[:2]
     population = 2 * len(cores)
     run_dir = tmp_path / "run"
-    command = [sys.executable, "-m", "hfsweep", "debug=tiny", "scheduler=pbt", "search_space=learning_rate_loguniform",
-               f"num_samples={population}", "training.max_steps=30", "+callbacks.steps._target_=tests.faults.RecordSteps",
-               f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=900, preexec_fn=lambda: os.sched_setaffinity(0, cores))
+    command = [
+        sys.executable,
+        "-m",
+        "hfsweep",
+        "debug=tiny",
+        "scheduler=pbt",
+        "search_space=learning_rate_loguniform",
+        f"num_samples={population}",
+        "training.max_steps=30",
+        "+callbacks.steps._target_=tests.faults.RecordSteps",
+        f"cache_dir={cache_dir}",
+        f"hydra.run.dir={run_dir}",
+    ]
+    proc = subprocess.run(
+        command, capture_output=True, text=True, timeout=900, preexec_fn=lambda: os.sched_setaffinity(0, cores)
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert set(pd.read_csv(run_dir / "results.csv")["ended"]) == {"completed"}
     steps = defaultdict(list)
@@ -129,6 +143,8 @@ def test_a_population_larger_than_the_cores_is_alive_at_once_and_runs_one_trial_
     first_begins = [min(b for b, _ in intervals) for intervals in steps.values()]
     last_ends = [max(e for _, e in intervals) for intervals in steps.values()]
     assert max(first_begins) < min(last_ends), "a trial of the population started only after another had ended"
-    training_at = [sum(any(b <= moment <= e for b, e in intervals) for intervals in steps.values())
-                   for moment in sorted(b for intervals in steps.values() for b, _ in intervals)]
+    training_at = [
+        sum(any(b <= moment <= e for b, e in intervals) for intervals in steps.values())
+        for moment in sorted(b for intervals in steps.values() for b, _ in intervals)
+    ]
     assert max(training_at) <= len(cores), f"{max(training_at)} trials trained at once on {len(cores)} cores"

@@ -8,12 +8,14 @@ from safetensors.torch import load_file
 
 from hfsweep.driver.search_space import compile_search_space, pbt_mutations, unperturbed
 from hfsweep.models import build_model, tensors_digest, weights_digest
+from hfsweep.tasks import get_task
 from tests.conftest import resolved_config
 from tests.test_trainer import OneToken
-from hfsweep.tasks import get_task
 
 
-@pytest.mark.parametrize("variant, use_dora, use_rslora", [("lora", False, False), ("dora", True, False), ("rslora", False, True)])
+@pytest.mark.parametrize(
+    "variant, use_dora, use_rslora", [("lora", False, False), ("dora", True, False), ("rslora", False, True)]
+)
 def test_each_peft_option_builds_its_lora_variant(tmp_path, variant, use_dora, use_rslora):
     cfg = resolved_config([f"peft={variant}", "peft.r=4", "peft.lora_alpha=8"], tmp_path, tmp_path)
     model = build_model(cfg["model"], OneToken(), peft_cfg=cfg["peft"], task=get_task(cfg["model"]["task"]))
@@ -25,10 +27,15 @@ def test_each_peft_option_builds_its_lora_variant(tmp_path, variant, use_dora, u
     assert any("lora_magnitude_vector" in name for name in trainable) == use_dora
 
 
-@pytest.mark.parametrize("model, task, head", [("bert_tiny", "sequence_classification", "classifier"),
-                                               ("roberta_tiny", "sequence_classification", "classifier"),
-                                               ("bert_tiny", "token_classification", "classifier"),
-                                               ("bert_tiny", "question_answering", "qa_outputs")])
+@pytest.mark.parametrize(
+    "model, task, head",
+    [
+        ("bert_tiny", "sequence_classification", "classifier"),
+        ("roberta_tiny", "sequence_classification", "classifier"),
+        ("bert_tiny", "token_classification", "classifier"),
+        ("bert_tiny", "question_answering", "qa_outputs"),
+    ],
+)
 def test_a_task_head_trains_in_full_beside_the_adapter(tmp_path, model, task, head):
     cfg = resolved_config([f"model={model}", f"model.task={task}", "peft=lora"], tmp_path, tmp_path)
     labels = None if task == "question_answering" else ["negative", "positive"]
@@ -56,8 +63,15 @@ def test_a_peft_models_digest_is_its_saved_adapters(tmp_path):
 
 
 def test_pbt_leaves_a_leaf_marked_perturb_false_out_of_its_mutations(tmp_path):
-    cfg = resolved_config(["peft=lora", "+search_space.peft.r={sampler:choice,values:[4,8],perturb:false}",
-                           "+search_space.peft.lora_alpha={sampler:choice,values:[8,16]}"], tmp_path, tmp_path)
+    cfg = resolved_config(
+        [
+            "peft=lora",
+            "+search_space.peft.r={sampler:choice,values:[4,8],perturb:false}",
+            "+search_space.peft.lora_alpha={sampler:choice,values:[8,16]}",
+        ],
+        tmp_path,
+        tmp_path,
+    )
     space = compile_search_space(cfg["search_space"], cfg)
     assert unperturbed(cfg["search_space"]) == {"peft.r"}
     mutations = pbt_mutations(space, unperturbed(cfg["search_space"]))
@@ -71,12 +85,16 @@ def test_ia3_wraps_the_tiny_gpt2_and_its_checkpoint_holds_only_ia3_vectors(tmp_p
     model = build_model(cfg["model"], OneToken(), peft_cfg=cfg["peft"], task=get_task(cfg["model"]["task"]))
     config = model.peft_config["default"]
     assert config.peft_type == "IA3" and config.task_type == "CAUSAL_LM"
-    assert set(config.target_modules) == {"c_attn", "mlp.c_proj"} and set(config.feedforward_modules) == {"mlp.c_proj"}  # PEFT's GPT-2 default
+    assert set(config.target_modules) == {"c_attn", "mlp.c_proj"} and set(config.feedforward_modules) == {
+        "mlp.c_proj"
+    }  # PEFT's GPT-2 default
     trainable = [name for name, p in model.named_parameters() if p.requires_grad]
     assert trainable and all(".ia3_l." in name for name in trainable)
     model.save_pretrained(tmp_path / "adapter")
     saved = load_file(tmp_path / "adapter" / "adapter_model.safetensors")
-    assert len(saved) == 2 * cfg["model"]["config"]["n_layer"] and all(".ia3_l" in name for name in saved), sorted(saved)
+    assert len(saved) == 2 * cfg["model"]["config"]["n_layer"] and all(".ia3_l" in name for name in saved), sorted(
+        saved
+    )
     assert weights_digest(model) == tensors_digest(saved)
 
 
@@ -84,7 +102,22 @@ def test_ia3_is_accepted_and_a_searched_lora_only_key_with_it_is_refused_in_one_
     from hfsweep.config.errors import ConfigError
     from hfsweep.driver.preflight import preflight
 
-    preflight(resolved_config(["debug=tiny", "peft=ia3", "+search_space.peft.target_modules={sampler:choice,values:[[c_attn],[c_attn,c_fc]]}"],
-                             tmp_path, tmp_path))
-    with pytest.raises(ConfigError, match=r"^search_space\.peft\.r: peft=ia3 has no r; drop the key, or use an adapter that has it\.$"):
-        preflight(resolved_config(["debug=tiny", "peft=ia3", "+search_space.peft.r={sampler:choice,values:[4,8]}"], tmp_path, tmp_path))
+    preflight(
+        resolved_config(
+            [
+                "debug=tiny",
+                "peft=ia3",
+                "+search_space.peft.target_modules={sampler:choice,values:[[c_attn],[c_attn,c_fc]]}",
+            ],
+            tmp_path,
+            tmp_path,
+        )
+    )
+    with pytest.raises(
+        ConfigError, match=r"^search_space\.peft\.r: peft=ia3 has no r; drop the key, or use an adapter that has it\.$"
+    ):
+        preflight(
+            resolved_config(
+                ["debug=tiny", "peft=ia3", "+search_space.peft.r={sampler:choice,values:[4,8]}"], tmp_path, tmp_path
+            )
+        )

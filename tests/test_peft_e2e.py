@@ -15,9 +15,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from hfsweep.driver import sweep
 from hfsweep.driver.best import best_trial, directory_bytes
 from hfsweep.driver.evaluation import evaluate_model
+from hfsweep.driver.preflight import preflight
 from hfsweep.models import tensors_digest
 from tests.conftest import prepare_data, resolved_config, save_tiny_base
-from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
@@ -60,9 +60,16 @@ def test_lora_trials_finish_and_asha_stops_the_slow_one(asha_sweep):
 
 def test_a_crashed_lora_trial_resumes_with_its_last_checkpoints_adapter(asha_sweep):
     _, results = asha_sweep
-    restarts = [row for result in results for _, row in result.metrics_dataframe.iterrows() if isinstance(row.get("resumed_from"), str)]
+    restarts = [
+        row
+        for result in results
+        for _, row in result.metrics_dataframe.iterrows()
+        if isinstance(row.get("resumed_from"), str)
+    ]
     assert len(restarts) == 1 and restarts[0]["resumed_from"].endswith("/checkpoint-10") and restarts[0]["step"] == 20
-    assert restarts[0]["resumed_weights_digest"] == tensors_digest(load_file(os.path.join(restarts[0]["resumed_from"], ADAPTER)))
+    assert restarts[0]["resumed_weights_digest"] == tensors_digest(
+        load_file(os.path.join(restarts[0]["resumed_from"], ADAPTER))
+    )
 
 
 def test_a_checkpoint_holds_the_adapter_of_the_trials_rank_and_no_base_weight(asha_sweep, base):
@@ -86,8 +93,11 @@ def test_best_adapter_loads_onto_the_base_and_reproduces_its_eval_loss(asha_swee
     assert best.checkpoint_bytes == directory_bytes(best.checkpoint_path)
     exported = os.path.join(cfg["cluster"]["storage_path"], "best")
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), exported)
-    untrained = evaluate_model(AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(exported),
-                               prepare_data(cfg).validation_path)
+    untrained = evaluate_model(
+        AutoModelForCausalLM.from_pretrained(base),
+        AutoTokenizer.from_pretrained(exported),
+        prepare_data(cfg).validation_path,
+    )
     loss = evaluate_model(model, AutoTokenizer.from_pretrained(exported), prepare_data(cfg).validation_path)
     assert loss == pytest.approx(best.value, rel=0.01)
     assert loss < untrained - 0.05, "the adapter changed nothing"
@@ -98,7 +108,9 @@ def test_merged_export_loads_with_the_auto_class_and_gives_the_adapters_logits(a
     storage = cfg["cluster"]["storage_path"]
     merged = AutoModelForCausalLM.from_pretrained(os.path.join(storage, "best_merged"))
     adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), os.path.join(storage, "best"))
-    ids = AutoTokenizer.from_pretrained(os.path.join(storage, "best_merged"))("the return statement", return_tensors="pt").input_ids
+    ids = AutoTokenizer.from_pretrained(os.path.join(storage, "best_merged"))(
+        "the return statement", return_tensors="pt"
+    ).input_ids
     with torch.no_grad():
         assert torch.allclose(merged(ids).logits, adapted(ids).logits, atol=1e-4)
         assert not torch.allclose(merged(ids).logits, AutoModelForCausalLM.from_pretrained(base)(ids).logits, atol=1e-4)

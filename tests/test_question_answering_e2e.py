@@ -11,8 +11,8 @@ from transformers import AutoModelForQuestionAnswering
 from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
 from hfsweep.driver.best import best_trial
-from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
 from hfsweep.driver.preflight import preflight
+from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -22,8 +22,15 @@ MARGIN = 20.0  # F1 points (of 100) above the untrained model's that the best tr
 
 def test_bert_squad_offline_learns_answers_and_asha_acts_on_f1(ray_cluster, tmp_path, cache_dir):
     folder = write_offline_data(str(tmp_path / "data"))["squad_proxy"]
-    cfg = resolved_config(["+experiment=bert_squad_offline", f"data.path={folder}",
-                           *sequential_sweep(MAX_STEPS, every=50, learning_rates=[3e-3, 1e-5])], tmp_path / "run", cache_dir)
+    cfg = resolved_config(
+        [
+            "+experiment=bert_squad_offline",
+            f"data.path={folder}",
+            *sequential_sweep(MAX_STEPS, every=50, learning_rates=[3e-3, 1e-5]),
+        ],
+        tmp_path / "run",
+        cache_dir,
+    )
     before = untrained_metrics(cfg, str(tmp_path / "untrained"))
     results = sweep.run(preflight(cfg))
     assert results.errors == [] and len(results) == 2
@@ -31,10 +38,17 @@ def test_bert_squad_offline_learns_answers_and_asha_acts_on_f1(ray_cluster, tmp_
     final_step = {r.config["training"]["learning_rate"]: r.metrics["step"] for r in results}
     assert final_step == {3e-3: MAX_STEPS, 1e-5: 50}, f"ASHA on eval_f1, final steps: {final_step}"
     best = best_trial(results, cfg)
-    assert best.metric == "eval_f1" and best.value >= before["eval_f1"] + MARGIN, f"untrained F1 {before['eval_f1']:.1f}, best {best.value:.1f}"
+    assert best.metric == "eval_f1" and best.value >= before["eval_f1"] + MARGIN, (
+        f"untrained F1 {before['eval_f1']:.1f}, best {best.value:.1f}"
+    )
     history = max(results, key=lambda r: r.config["training"]["learning_rate"]).metrics_dataframe
     assert history["eval_exact_match"].between(0, 100).all() and history["eval_loss"].notna().all()
-    assert AutoModelForQuestionAnswering.from_pretrained(os.path.join(cfg["cluster"]["storage_path"], "best")).config.model_type == "bert"
+    assert (
+        AutoModelForQuestionAnswering.from_pretrained(
+            os.path.join(cfg["cluster"]["storage_path"], "best")
+        ).config.model_type
+        == "bert"
+    )
 
 
 def test_the_accelerate_loop_scores_answers_as_the_trainer_does(ray_cluster, tmp_path, cache_dir):
@@ -45,8 +59,17 @@ def test_the_accelerate_loop_scores_answers_as_the_trainer_does(ray_cluster, tmp
     from hfsweep.driver.evaluation import evaluate_checkpoint
 
     folder = write_offline_data(str(tmp_path / "data"))["squad_proxy"]
-    cfg = resolved_config(["+experiment=bert_squad_offline", f"data.path={folder}", "debug=tiny", "loop=accelerate",
-                           "training.learning_rate=3e-3"], tmp_path / "run", cache_dir)
+    cfg = resolved_config(
+        [
+            "+experiment=bert_squad_offline",
+            f"data.path={folder}",
+            "debug=tiny",
+            "loop=accelerate",
+            "training.learning_rate=3e-3",
+        ],
+        tmp_path / "run",
+        cache_dir,
+    )
     checked = preflight(cfg)
     results = sweep.run(checked)
     assert results.errors == [] and results[0].metrics["step"] == cfg["training"]["max_steps"]

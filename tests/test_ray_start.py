@@ -33,12 +33,25 @@ IMPORTS_ONLY = "import os, hfsweep.driver.sweep; print(len(os.listdir('/proc/sel
 def test_the_cli_starts_ray_holding_no_more_threads_than_its_imports_start(tmp_path):
     """A fresh cache makes the CLI train a tokenizer and tokenize (a `tokenizers` pool, torch's
     threads, tqdm's monitor) before Ray starts: all of it must happen outside the driver."""
-    env = {**os.environ, "HFSWEEP_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline"}
-    baseline = int(subprocess.run([sys.executable, "-c", IMPORTS_ONLY], env=env, capture_output=True, text=True,
-                                  check=True).stdout.split()[-1])
-    run = subprocess.run([sys.executable, "-c", PROBE, "debug=tiny", f"hydra.run.dir={tmp_path / 'run'}"],
-                         env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "HFSWEEP_CACHE": str(tmp_path / "cache"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+    }
+    baseline = int(
+        subprocess.run(
+            [sys.executable, "-c", IMPORTS_ONLY], env=env, capture_output=True, text=True, check=True
+        ).stdout.split()[-1]
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", PROBE, "debug=tiny", f"hydra.run.dir={tmp_path / 'run'}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = [line for line in run.stdout.splitlines() if line.startswith("THREADS")]
     assert lines, run.stdout + run.stderr
     assert int(lines[-1].split()[1]) <= baseline
@@ -46,8 +59,10 @@ def test_the_cli_starts_ray_holding_no_more_threads_than_its_imports_start(tmp_p
 
 def test_a_ray_that_never_registers_its_raylet_is_refused_in_one_line_naming_its_output(monkeypatch):
     def timed_out(**kwargs):
-        raise Exception("The current node timed out during startup. This could happen because some of the "
-                        "raylet failed to startup or the GCS has become overloaded.")
+        raise Exception(
+            "The current node timed out during startup. This could happen because some of the "
+            "raylet failed to startup or the GCS has become overloaded."
+        )
 
     monkeypatch.setattr(ray_cluster.ray, "init", timed_out)
     cluster = {"num_cpus": 8, "num_gpus": None}
@@ -63,10 +78,20 @@ def test_a_two_worker_sweeps_console_carries_no_library_notice_a_user_cannot_act
     """Every Ray Train worker printed transformers' "[INFO] Running in WANDB offline mode" (11
     lines in the default run); DeepSpeed, when installed, warns on each CPU worker that it found no
     GPU (hfsweep tells the workers DS_ACCELERATOR=cpu on a CPU sweep)."""
-    env = {**os.environ, "HFSWEEP_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline"}
-    run = subprocess.run([sys.executable, "-m", "hfsweep", "debug=tiny", "cluster.num_workers=2",
-                          f"hydra.run.dir={tmp_path / 'run'}"], env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "HFSWEEP_CACHE": str(tmp_path / "cache"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "hfsweep", "debug=tiny", "cluster.num_workers=2", f"hydra.run.dir={tmp_path / 'run'}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     console = run.stdout + run.stderr
     assert "Best trial " in run.stdout

@@ -18,8 +18,8 @@ from transformers import AutoModelForCausalLM
 from hfsweep.cli import replay
 from hfsweep.driver import sweep
 from hfsweep.driver.best import best_trial
-from tests.conftest import resolved_config
 from hfsweep.driver.preflight import preflight
+from tests.conftest import resolved_config
 
 pytestmark = pytest.mark.slow
 
@@ -172,4 +172,6 @@ def test_same_seed_and_config_give_the_same_trials_and_metrics(ray_cluster, tmp_
     assert len(first) == 2 and sorted(first) == sorted(second)
     for learning_rate, losses in first.items():
         assert second[learning_rate] == pytest.approx(losses, rel=1e-4)
-    assert not glob.glob(str(tmp_path / "first" / "sweep" / "*" / "events.out.tfevents.*")), "logger=none wrote TensorBoard files"
+    assert not glob.glob(str(tmp_path / "first" / "sweep" / "*" / "events.out.tfevents.*")), (
+        "logger=none wrote TensorBoard files"
+    )

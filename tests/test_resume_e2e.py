@@ -83,7 +83,10 @@ def test_interrupt_then_resume_finishes_the_sweep_without_rerunning(tmp_path, ca
     (run_dir / "resolved_config.yaml").write_text(yaml.safe_dump(saved))
 
     refused = subprocess.run(
-        [sys.executable, "-m", "hfsweep.resume", str(run_dir), "training.max_steps=50"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "hfsweep.resume", str(run_dir), "training.max_steps=50"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1] == (
@@ -91,7 +94,9 @@ def test_interrupt_then_resume_finishes_the_sweep_without_rerunning(tmp_path, ca
         "drop those overrides, or pass --force to resume with them."
     )
 
-    resumed = subprocess.run([sys.executable, "-m", "hfsweep.resume", str(run_dir)], capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hfsweep.resume", str(run_dir)], capture_output=True, text=True, timeout=600
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     table = pd.read_csv(run_dir / "results.csv")
     assert len(table) == 3 and set(table["ended"]) == {"completed"}
@@ -113,7 +118,9 @@ def test_interrupt_then_resume_finishes_the_sweep_without_rerunning(tmp_path, ca
 
 
 def test_resume_of_a_directory_without_a_sweep_is_refused(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "hfsweep.resume", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hfsweep.resume", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
         f"hfsweep: error: resume: '{tmp_path}' holds no sweep (resolved_config.yaml is missing); pass a sweep's run directory."
@@ -131,16 +138,34 @@ def test_an_interrupted_replay_is_finished_by_the_same_command(tmp_path, cache_d
     """Replay's seeds are a sweep too: killed mid-way, the same `python -m hfsweep.replay` command
     keeps the finished seed and continues the other from its checkpoint, then writes the table."""
     run_dir = tmp_path / "run"
-    swept = subprocess.run([sys.executable, "-m", "hfsweep", "debug=tiny", "cluster.max_concurrent_trials=1",
-                            f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"], capture_output=True, text=True, timeout=600)
+    swept = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hfsweep",
+            "debug=tiny",
+            "cluster.max_concurrent_trials=1",
+            f"cache_dir={cache_dir}",
+            f"hydra.run.dir={run_dir}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert swept.returncode == 0, swept.stderr[-3000:]
     saved = yaml.safe_load((run_dir / "resolved_config.yaml").read_text())
-    saved["callbacks"] = {"hold": {"_target_": "tests.faults.HoldAfterStep", "step": 10, "seed": 2}}  # the second seed holds
+    saved["callbacks"] = {
+        "hold": {"_target_": "tests.faults.HoldAfterStep", "step": 10, "seed": 2}
+    }  # the second seed holds
     (run_dir / "resolved_config.yaml").write_text(yaml.safe_dump(saved))
     experiment = run_dir / "replay" / "sweep"
     command = [sys.executable, "-m", "hfsweep.replay", str(run_dir), "--seeds", "1", "2"]
-    driver = subprocess.Popen([sys.executable, "-c", REPLAY_KEEPING_CALLBACKS, *command[3:]], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env={**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"})
+    driver = subprocess.Popen(
+        [sys.executable, "-c", REPLAY_KEEPING_CALLBACKS, *command[3:]],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"},
+    )
     held_pointer = os.path.join(experiment, "run_trial_*_00001", "checkpoint_000000", "hfsweep_checkpoint.json")
     holding = experiment / "train_runs" / "holding"
     deadline = time.time() + 300
@@ -165,14 +190,18 @@ def test_an_interrupted_replay_is_finished_by_the_same_command(tmp_path, cache_d
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert open(os.path.join(first, "result.json")).read() == before, "the finished seed was trained again"
     (held,) = glob.glob(os.path.join(experiment, "run_trial_*_00001", "result.json"))
-    assert [json.loads(line)["step"] for line in open(held) if line.strip()] == [10, 20], "seed 2 did not continue from its checkpoint"
+    assert [json.loads(line)["step"] for line in open(held) if line.strip()] == [10, 20], (
+        "seed 2 did not continue from its checkpoint"
+    )
     table = pd.read_csv(run_dir / "replay" / "replay.csv", dtype={"seed": str}).set_index("seed")
     assert list(table.index) == ["1", "2", "mean", "std"] and list(table.loc[["1", "2"], "step"]) == [20, 20]
     again = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and "already exists; move or delete it to replay again." in again.stderr
 
 
-def test_a_replay_stopped_before_its_first_trial_or_asked_for_other_seeds_is_refused_in_one_line(tmp_path, cache_dir, capsys):
+def test_a_replay_stopped_before_its_first_trial_or_asked_for_other_seeds_is_refused_in_one_line(
+    tmp_path, cache_dir, capsys
+):
     """What `python -m hfsweep.replay` says of a replay/ that holds a saved config but no Tune state."""
     from hfsweep.cli import replay
     from hfsweep.run_dir import write_config

@@ -66,7 +66,9 @@ def test_pb2_takes_bounds_from_the_search_space(tmp_path):
 
 def test_pb2_refuses_a_grid(tmp_path):
     cfg = config(tmp_path, "scheduler=pb2")
-    with pytest.raises(ConfigError, match=r"search_space\.training\.learning_rate: scheduler=pb2 needs a sampler with low and high"):
+    with pytest.raises(
+        ConfigError, match=r"search_space\.training\.learning_rate: scheduler=pb2 needs a sampler with low and high"
+    ):
         build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
 
 
@@ -79,11 +81,17 @@ def sampled_configs(cfg: dict, n: int = 6) -> list:
 
 @pytest.mark.parametrize("name", ["optuna", "hyperopt"])
 def test_seeded_searcher_samples_the_same_configs_twice(name, tmp_path):
-    overrides = [f"search_alg={name}", LOGUNIFORM_LR, "+search_space.training.warmup_steps={sampler:choice,values:[0,5,10]}"]
+    overrides = [
+        f"search_alg={name}",
+        LOGUNIFORM_LR,
+        "+search_space.training.warmup_steps={sampler:choice,values:[0,5,10]}",
+    ]
     first = sampled_configs(config(tmp_path, *overrides))
     assert first == sampled_configs(config(tmp_path, *overrides))
     assert first != sampled_configs(config(tmp_path, *overrides, "seed=7"))
-    assert all(1e-4 <= c["training"]["learning_rate"] <= 1e-2 and c["training"]["warmup_steps"] in (0, 5, 10) for c in first)
+    assert all(
+        1e-4 <= c["training"]["learning_rate"] <= 1e-2 and c["training"]["warmup_steps"] in (0, 5, 10) for c in first
+    )
 
 
 @pytest.mark.parametrize("name", ["optuna", "hyperopt"])
@@ -140,13 +148,18 @@ def test_early_stopping_callback_needs_matching_direction(tmp_path):
 
 def test_scheduler_settings_ray_rejects_are_one_line_config_errors(tmp_path):
     cfg = config(tmp_path, "training.max_steps=10")  # asha's grace_period is 20
-    with pytest.raises(ConfigError, match=r"^scheduler: ASHAScheduler rejects these settings: grace_period must be <= max_t!$"):
+    with pytest.raises(
+        ConfigError, match=r"^scheduler: ASHAScheduler rejects these settings: grace_period must be <= max_t!$"
+    ):
         build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
 
 
 def test_a_setting_the_chosen_scheduler_does_not_take_names_the_key_to_drop(tmp_path):
     cfg = config(tmp_path, "scheduler=fifo", "+scheduler.grace_period=300")  # as a preset tuned for ASHA leaves it
-    with pytest.raises(ConfigError, match=r"^scheduler\.grace_period: FIFOScheduler takes no 'grace_period'; drop it with ~scheduler\.grace_period \(or scheduler\.grace_period=null\)$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^scheduler\.grace_period: FIFOScheduler takes no 'grace_period'; drop it with ~scheduler\.grace_period \(or scheduler\.grace_period=null\)$",
+    ):
         build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
 
 
@@ -156,5 +169,8 @@ def test_population_training_refuses_a_plateau_schedule_even_a_searched_one(tmp_
     from hfsweep.driver.preflight import preflight
 
     cfg = config(tmp_path, f"scheduler={scheduler}", searched)
-    with pytest.raises(ConfigError, match=r"^training\.lr_scheduler_type: under (PopulationBasedTraining|PB2), reduce_lr_on_plateau cannot carry an exploited trial's own learning rate over the donor's reductions; use another type \(e\.g\. linear\), or scheduler=asha\.$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^training\.lr_scheduler_type: under (PopulationBasedTraining|PB2), reduce_lr_on_plateau cannot carry an exploited trial's own learning rate over the donor's reductions; use another type \(e\.g\. linear\), or scheduler=asha\.$",
+    ):
         preflight(cfg)

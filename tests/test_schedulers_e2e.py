@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from hfsweep.driver import sweep
-from tests.conftest import resolved_config
 from hfsweep.driver.preflight import preflight
+from tests.conftest import resolved_config
 
 pytestmark = pytest.mark.slow
 

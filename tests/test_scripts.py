@@ -19,9 +19,14 @@ def test_the_script_parses(script):
     assert parsed.returncode == 0, parsed.stderr
 
 
-@pytest.mark.parametrize("script, variable", [("experiments/glue/run_minilm.sh", "GLUE_DIR"),
-                                              ("experiments/glue/rte_search_methods.sh", "GLUE_DIR"),
-                                              ("experiments/bert_conll2003/run_minilm.sh", "CONLL_DIR")])
+@pytest.mark.parametrize(
+    "script, variable",
+    [
+        ("experiments/glue/run_minilm.sh", "GLUE_DIR"),
+        ("experiments/glue/rte_search_methods.sh", "GLUE_DIR"),
+        ("experiments/bert_conll2003/run_minilm.sh", "CONLL_DIR"),
+    ],
+)
 def test_an_experiment_script_without_its_data_folder_says_which_to_set(script, variable):
     env = {key: value for key, value in os.environ.items() if key not in (variable, "OUT")}
     ran = subprocess.run(["bash", str(ROOT / script)], capture_output=True, text=True, env=env, timeout=60)
@@ -57,35 +62,51 @@ def test_every_stage_of_the_rte_search_method_comparison_passes_its_checks(tmp_p
     shim = tmp_path / "bin" / "python"
     shim.parent.mkdir()
     (tmp_path / "up_to_ray.py").write_text(UP_TO_RAY)
-    shim.write_text(f"#!/bin/sh\nexec {sys.executable} {tmp_path / 'up_to_ray.py'} \"$@\"\n")
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} {tmp_path / "up_to_ray.py"} "$@"\n')
     shim.chmod(0o755)
     glue = tmp_path / "glue"
     (glue / "RTE").mkdir(parents=True)
     for split in ("train", "dev"):  # RTE's columns and labels
-        rows = [f"{i}\tthe river {i} runs past the stone\tthe river runs\t{'entailment' if i % 2 else 'not_entailment'}" for i in range(40)]
+        rows = [
+            f"{i}\tthe river {i} runs past the stone\tthe river runs\t{'entailment' if i % 2 else 'not_entailment'}"
+            for i in range(40)
+        ]
         (glue / "RTE" / f"{split}.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" + "\n".join(rows) + "\n")
-    env = {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}", "GLUE_DIR": str(glue), "OUT": str(tmp_path / "out"),
-           "CALLS": str(tmp_path / "calls"), "HFSWEEP_CACHE": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "PATH": f"{shim.parent}:{os.environ['PATH']}",
+        "GLUE_DIR": str(glue),
+        "OUT": str(tmp_path / "out"),
+        "CALLS": str(tmp_path / "calls"),
+        "HFSWEEP_CACHE": str(tmp_path / "cache"),
+    }
     script = str(ROOT / "experiments/glue/rte_search_methods.sh")
 
     grid = subprocess.run(["bash", script, "grid"], capture_output=True, text=True, env=env, timeout=300)
     assert "grid: exit 0" in grid.stdout, (tmp_path / "out/logs/rte_grid.log").read_text()
     assert "checked up to the start of Ray" in (tmp_path / "out/logs/rte_grid.log").read_text()
     # what the grid's summary says of its spend, which bo is given as its budget
-    (tmp_path / "out/logs/rte_grid.log").write_text("  budget:          1.188 of 1000 trial-hours (4276.8 trial-seconds x 1) used\n")
+    (tmp_path / "out/logs/rte_grid.log").write_text(
+        "  budget:          1.188 of 1000 trial-hours (4276.8 trial-seconds x 1) used\n"
+    )
     ran = subprocess.run(["bash", script, "bo", "pbt", "seeds"], capture_output=True, text=True, env=env, timeout=600)
     for stage in ("bo", "pbt"):
         log = (tmp_path / f"out/logs/rte_{stage}.log").read_text()
         assert f"{stage}: exit 0" in ran.stdout and "checked up to the start of Ray" in log, log
     calls = (tmp_path / "calls").read_text().splitlines()
     assert "budget.trial_hours=1.188" in calls[1].split()
-    assert [call.split()[:2] for call in calls[3:]] == [["hfsweep.replay", str(tmp_path / f"out/rte_methods/{name}")] for name in ("grid", "bo", "pbt")]
+    assert [call.split()[:2] for call in calls[3:]] == [
+        ["hfsweep.replay", str(tmp_path / f"out/rte_methods/{name}")] for name in ("grid", "bo", "pbt")
+    ]
 
 
-@pytest.mark.parametrize("script, variable, args, stages", [
-    ("experiments/bert_conll2003/run_minilm.sh", "CONLL_DIR", [], ["conll", "done"]),
-    ("experiments/glue/rte_search_methods.sh", "GLUE_DIR", ["grid"], ["grid"]),
-])
+@pytest.mark.parametrize(
+    "script, variable, args, stages",
+    [
+        ("experiments/bert_conll2003/run_minilm.sh", "CONLL_DIR", [], ["conll", "done"]),
+        ("experiments/glue/rte_search_methods.sh", "GLUE_DIR", ["grid"], ["grid"]),
+    ],
+)
 def test_an_experiment_script_logs_the_exit_status_of_each_run(tmp_path, script, variable, args, stages):
     """A run that fails is logged as failed: the status is read before `$(date)` in the echo
     that logs it replaces `$?` with its own 0."""
@@ -93,19 +114,37 @@ def test_an_experiment_script_logs_the_exit_status_of_each_run(tmp_path, script,
     shim.parent.mkdir()
     shim.write_text("#!/bin/sh\nexit 3\n")  # every run the script starts fails with status 3
     shim.chmod(0o755)
-    env = {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}", variable: str(tmp_path / "data"), "OUT": str(tmp_path / "out")}
+    env = {
+        **os.environ,
+        "PATH": f"{shim.parent}:{os.environ['PATH']}",
+        variable: str(tmp_path / "data"),
+        "OUT": str(tmp_path / "out"),
+    }
     ran = subprocess.run(["bash", str(ROOT / script), *args], capture_output=True, text=True, env=env, timeout=60)
     logged = [line for line in ran.stdout.splitlines() if ": exit " in line]
     assert [line.split()[2].rstrip(":") for line in logged] == stages, ran.stdout
     assert all(": exit 3" in line for line in logged), ran.stdout
 
 
-@pytest.mark.parametrize("args, line", [
-    (["--bogus"], "gpu.sh: error: unknown argument '--bogus'; use --wheelhouse DIR, --out DIR, --cpu-smoke, --steps a,b"),
-    (["--wheelhouse", "/nonexistent/wh"], "gpu.sh: error: no hfsweep wheel in /nonexistent/wh; build the wheelhouse first (see the top of this script)"),
-])
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            ["--bogus"],
+            "gpu.sh: error: unknown argument '--bogus'; use --wheelhouse DIR, --out DIR, --cpu-smoke, --steps a,b",
+        ),
+        (
+            ["--wheelhouse", "/nonexistent/wh"],
+            "gpu.sh: error: no hfsweep wheel in /nonexistent/wh; build the wheelhouse first (see the top of this script)",
+        ),
+    ],
+)
 def test_the_gpu_check_refuses_a_bad_argument_or_a_missing_wheelhouse_in_one_line(tmp_path, args, line):
-    ran = subprocess.run(["bash", str(ROOT / "benchmarks/gpu.sh"), *args, "--out", str(tmp_path)], capture_output=True,
-                         text=True, timeout=60)
+    ran = subprocess.run(
+        ["bash", str(ROOT / "benchmarks/gpu.sh"), *args, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert ran.returncode == 2 and ran.stderr.splitlines() == [line], ran.stderr
     assert not (tmp_path / "gpu.log").exists()

@@ -66,17 +66,31 @@ def test_nested_model_key_is_searchable():
 @pytest.mark.parametrize(
     "space, message",
     [
-        ({"training": {"learning_rat": {"sampler": "grid", "values": [1]}}}, r"search_space\.training\.learning_rat: 'training\.learning_rat' is not a key of the composed config"),
+        (
+            {"training": {"learning_rat": {"sampler": "grid", "values": [1]}}},
+            r"search_space\.training\.learning_rat: 'training\.learning_rat' is not a key of the composed config",
+        ),
         ({"training": {"learning_rate": {"sampler": "normal", "low": 0, "high": 1}}}, r"unknown sampler 'normal'"),
-        ({"training": {"learning_rate": {"sampler": "uniform", "low": 1, "high": 1}}}, r"low \(1\) must be below high \(1\)"),
-        ({"training": {"learning_rate": {"sampler": "loguniform", "low": 0, "high": 1}}}, r"sampler 'loguniform' needs low > 0, got 0"),
+        (
+            {"training": {"learning_rate": {"sampler": "uniform", "low": 1, "high": 1}}},
+            r"low \(1\) must be below high \(1\)",
+        ),
+        (
+            {"training": {"learning_rate": {"sampler": "loguniform", "low": 0, "high": 1}}},
+            r"sampler 'loguniform' needs low > 0, got 0",
+        ),
         ({"training": {"learning_rate": {"sampler": "uniform", "low": 0}}}, r"sampler 'uniform' needs low and high"),
         ({"training": {"learning_rate": {"sampler": "choice", "values": []}}}, r"needs a non-empty list of values"),
-        ({"training": {"learning_rate": 0.1}}, r"search_space\.training\.learning_rate: expected \{sampler: NAME, \.\.\.\}"),
-        ({"training": {"learning_rate": {"sampler": "grid", "values": [1e-3], "low": 1e-5, "high": 1e-3}}},
-         r"^search_space\.training\.learning_rate: sampler 'grid' reads values, not low, high; set "
-         r"search_space\.training\.learning_rate\.sampler=loguniform \(or uniform\) to sample the range, or remove "
-         r"~search_space\.training\.learning_rate\.low ~search_space\.training\.learning_rate\.high to keep the values\.$"),
+        (
+            {"training": {"learning_rate": 0.1}},
+            r"search_space\.training\.learning_rate: expected \{sampler: NAME, \.\.\.\}",
+        ),
+        (
+            {"training": {"learning_rate": {"sampler": "grid", "values": [1e-3], "low": 1e-5, "high": 1e-3}}},
+            r"^search_space\.training\.learning_rate: sampler 'grid' reads values, not low, high; set "
+            r"search_space\.training\.learning_rate\.sampler=loguniform \(or uniform\) to sample the range, or remove "
+            r"~search_space\.training\.learning_rate\.low ~search_space\.training\.learning_rate\.high to keep the values\.$",
+        ),
     ],
 )
 def test_search_space_errors(space, message):

@@ -14,15 +14,15 @@ import pytest
 import yaml
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.run_dir import RESOLVED_CONFIG
-from hfsweep.driver.preflight import preflight
 from hfsweep.driver import budget as budget_module
 from hfsweep.driver.budget import SweepBudget, build_budget
 from hfsweep.driver.checkpoint_budget import CheckpointBudget, build_checkpoint_budget
 from hfsweep.driver.pareto import best_of_front, pareto_optimal, plot_pareto
+from hfsweep.driver.preflight import preflight
 from hfsweep.driver.schedulers import build_search_alg, build_stopper
 from hfsweep.driver.search_space import compile_search_space
 from hfsweep.driver.warm_start import load_warm_start, searcher_arguments
+from hfsweep.run_dir import RESOLVED_CONFIG
 from tests.conftest import resolved_config
 
 TWO = ["metric=[eval_loss,time_total_s]", "mode=[min,min]", "scheduler=fifo"]
@@ -38,6 +38,7 @@ def config(tmp_path, *overrides):
 def brute_force_front(rows: list[dict], objectives: list[tuple[str, str]]) -> list[bool]:
     """Pareto-optimal by the definition, pair by pair: no other complete row at least as good in
     every objective and strictly better in one."""
+
     def better_or_equal(a, b, metric, mode):
         return a[metric] <= b[metric] if mode == "min" else a[metric] >= b[metric]
 
@@ -48,7 +49,8 @@ def brute_force_front(rows: list[dict], objectives: list[tuple[str, str]]) -> li
     flags = []
     for i, row in enumerate(rows):
         dominated = any(
-            complete[j] and j != i
+            complete[j]
+            and j != i
             and all(better_or_equal(other, row, f"last_{m}", mode) for m, mode in objectives)
             and any(strictly_better(other, row, f"last_{m}", mode) for m, mode in objectives)
             for j, other in enumerate(rows)
@@ -71,7 +73,9 @@ def test_pareto_flags_match_a_brute_force_check(seed):
 
 def test_pareto_best_is_the_front_trial_with_the_best_first_objective():
     objectives = [("eval_loss", "min"), ("eval_accuracy", "max")]
-    table = pd.DataFrame({"last_eval_loss": [2.0, 1.0, 1.0, 3.0], "last_eval_accuracy": [0.9, 0.5, 0.6, 0.95]}, index=list("abcd"))
+    table = pd.DataFrame(
+        {"last_eval_loss": [2.0, 1.0, 1.0, 3.0], "last_eval_accuracy": [0.9, 0.5, 0.6, 0.95]}, index=list("abcd")
+    )
     table["pareto"] = pareto_optimal(table, objectives)
     assert list(table["pareto"]) == [True, False, True, True]  # b is dominated by c (same loss, less accurate)
     assert best_of_front(table, objectives) == "c"
@@ -80,7 +84,13 @@ def test_pareto_best_is_the_front_trial_with_the_best_first_objective():
 
 def test_pareto_plot_is_written(tmp_path):
     objectives = [("eval_loss", "min"), ("time_total_s", "min")]
-    table = pd.DataFrame({"trial_id": ["x_00000", "x_00001", "x_00002"], "last_eval_loss": [2.0, 1.0, 3.0], "last_time_total_s": [5.0, 9.0, 9.5]})
+    table = pd.DataFrame(
+        {
+            "trial_id": ["x_00000", "x_00001", "x_00002"],
+            "last_eval_loss": [2.0, 1.0, 3.0],
+            "last_time_total_s": [5.0, 9.0, 9.5],
+        }
+    )
     table["pareto"] = pareto_optimal(table, objectives)
     plot_pareto(table, objectives, str(tmp_path / "pareto.png"))
     assert (tmp_path / "pareto.png").stat().st_size > 10_000
@@ -89,12 +99,30 @@ def test_pareto_plot_is_written(tmp_path):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["metric=[eval_loss,time_total_s]", "mode=[min,min]"], r"^scheduler: ASHAScheduler stops or pauses trials by one metric, and metric lists 2; use scheduler=fifo"),
-        ([*TWO, "search_alg=hyperopt"], r"^search_alg: HyperOptSearch optimises one metric, and metric lists 2; use search_alg=optuna"),
-        ([*TWO, "stopper=plateau"], r"^stopper\.plateau\.metric: a stopper watches one metric, not \[eval_loss,time_total_s\]; set stopper\.plateau\.metric=eval_loss"),
-        ([*TWO, "callbacks=early_stopping"], r"^training\.metric_for_best_model: the Trainer keeps its best model by one metric"),
-        (["metric=[eval_loss,time_total_s]", "mode=min", "scheduler=fifo"], r"^mode: min does not pair with metric=\[eval_loss,time_total_s\]; give one mode per metric, e.g\. mode=\[min,min\]\.$"),
-        (["metric=[eval_loss,eval_loss]", "mode=[min,min]", "scheduler=fifo"], r"^metric: a list names two or more different metrics"),
+        (
+            ["metric=[eval_loss,time_total_s]", "mode=[min,min]"],
+            r"^scheduler: ASHAScheduler stops or pauses trials by one metric, and metric lists 2; use scheduler=fifo",
+        ),
+        (
+            [*TWO, "search_alg=hyperopt"],
+            r"^search_alg: HyperOptSearch optimises one metric, and metric lists 2; use search_alg=optuna",
+        ),
+        (
+            [*TWO, "stopper=plateau"],
+            r"^stopper\.plateau\.metric: a stopper watches one metric, not \[eval_loss,time_total_s\]; set stopper\.plateau\.metric=eval_loss",
+        ),
+        (
+            [*TWO, "callbacks=early_stopping"],
+            r"^training\.metric_for_best_model: the Trainer keeps its best model by one metric",
+        ),
+        (
+            ["metric=[eval_loss,time_total_s]", "mode=min", "scheduler=fifo"],
+            r"^mode: min does not pair with metric=\[eval_loss,time_total_s\]; give one mode per metric, e.g\. mode=\[min,min\]\.$",
+        ),
+        (
+            ["metric=[eval_loss,eval_loss]", "mode=[min,min]", "scheduler=fifo"],
+            r"^metric: a list names two or more different metrics",
+        ),
     ],
 )
 def test_pareto_sweeps_refuse_what_acts_on_one_metric(tmp_path, overrides, message):
@@ -143,15 +171,28 @@ def earlier_sweep(run_dir: Path, cfg: dict, rows: list[dict]) -> Path:
 
 
 def grid_rows(rates, losses, status="TERMINATED"):
-    return [{"trial_id": f"e_{i:05d}", "training.learning_rate": lr, "status": status, "best_eval_loss": loss, "last_eval_loss": loss}
-            for i, (lr, loss) in enumerate(zip(rates, losses))]
+    return [
+        {
+            "trial_id": f"e_{i:05d}",
+            "training.learning_rate": lr,
+            "status": status,
+            "best_eval_loss": loss,
+            "last_eval_loss": loss,
+        }
+        for i, (lr, loss) in enumerate(zip(rates, losses))
+    ]
 
 
 def test_warm_start_grid_runs_only_the_points_not_run_before(tmp_path):
     first = config(tmp_path, "search_space.training.learning_rate.values=[1e-3,1e-4]")
     rows = grid_rows([1e-3, 1e-4], [3.0, 4.0])
     earlier = earlier_sweep(tmp_path / "first", first, rows)
-    cfg = config(tmp_path, "search_space.training.learning_rate.values=[3e-3,1e-3,1e-4,1e-5]", f"search_alg.warm_start={earlier}", "num_samples=2")
+    cfg = config(
+        tmp_path,
+        "search_space.training.learning_rate.values=[3e-3,1e-3,1e-4,1e-5]",
+        f"search_alg.warm_start={earlier}",
+        "num_samples=2",
+    )
     param_space = compile_search_space(cfg["search_space"], cfg)
     warm = load_warm_start(cfg, param_space)
     assert warm.points == [{"training.learning_rate": 1e-3}, {"training.learning_rate": 1e-4}]
@@ -167,19 +208,32 @@ def test_warm_start_grid_with_nothing_left_is_refused(tmp_path):
     earlier = earlier_sweep(tmp_path / "first", first, grid_rows([1e-3, 1e-4], [3.0, 4.0]))
     cfg = config(tmp_path, "search_space.training.learning_rate.values=[1e-3]", f"search_alg.warm_start={earlier}")
     param_space = compile_search_space(cfg["search_space"], cfg)
-    with pytest.raises(ConfigError, match=r"^search_alg\.warm_start: every grid point of this sweep was run in \[.*first\]; nothing is left to run"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^search_alg\.warm_start: every grid point of this sweep was run in \[.*first\]; nothing is left to run",
+    ):
         searcher_arguments(cfg, param_space, load_warm_start(cfg, param_space))
 
 
 def optuna_config(tmp_path, *overrides):
-    return config(tmp_path, "search_alg=optuna", "search_space=learning_rate_loguniform",
-                  "+search_space.training.warmup_steps={sampler:choice,values:[0,5]}", *overrides)
+    return config(
+        tmp_path,
+        "search_alg=optuna",
+        "search_space=learning_rate_loguniform",
+        "+search_space.training.warmup_steps={sampler:choice,values:[0,5]}",
+        *overrides,
+    )
 
 
 def test_warm_start_uses_this_search_spaces_keys_and_leaves_out_what_cannot_be_told(tmp_path):
     """Only this sweep's keys, a key the earlier sweep kept fixed taken from its config, errored
     and unreported trials and points outside this space left out, other settings reported."""
-    first = config(tmp_path, "search_space.training.learning_rate.values=[1e-3,1e-5]", "+search_space.training.weight_decay={sampler:grid,values:[0.0,0.1]}", "training.max_steps=40")
+    first = config(
+        tmp_path,
+        "search_space.training.learning_rate.values=[1e-3,1e-5]",
+        "+search_space.training.weight_decay={sampler:grid,values:[0.0,0.1]}",
+        "training.max_steps=40",
+    )
     rows = grid_rows([1e-3, 1e-3, 2e-3, 1e-5, 5e-3], [3.0, 2.5, float("nan"), 2.0, 1.0])
     for row, decay in zip(rows, [0.0, 0.1, 0.0, 0.0, 0.1]):
         row["training.weight_decay"] = decay
@@ -187,7 +241,9 @@ def test_warm_start_uses_this_search_spaces_keys_and_leaves_out_what_cannot_be_t
     earlier = earlier_sweep(tmp_path / "first", first, rows)
     cfg = optuna_config(tmp_path, f"search_alg.warm_start=[{earlier}]")
     warm = load_warm_start(cfg, compile_search_space(cfg["search_space"], cfg))
-    assert warm.points == [{"training.learning_rate": 1e-3, "training.warmup_steps": 0}] * 2  # 1e-5: below this space's 1e-4
+    assert (
+        warm.points == [{"training.learning_rate": 1e-3, "training.warmup_steps": 0}] * 2
+    )  # 1e-5: below this space's 1e-4
     assert warm.values == [[3.0], [2.5]]
     notes = " | ".join(warm.notes)
     assert "searched training.weight_decay, which this sweep does not" in notes
@@ -207,12 +263,16 @@ def test_warm_start_optuna_is_told_the_earlier_results(tmp_path, objectives):
     arguments, num_samples = searcher_arguments(cfg, param_space, load_warm_start(cfg, param_space))
     assert num_samples is None
     searcher = build_search_alg(cfg, max_concurrent=2, extra=arguments)
-    assert searcher.set_search_properties(None if len(objectives) > 1 else "eval_loss", None if len(objectives) > 1 else "min", param_space)
+    assert searcher.set_search_properties(
+        None if len(objectives) > 1 else "eval_loss", None if len(objectives) > 1 else "min", param_space
+    )
     searcher.suggest("t0")
     study = optuna.load_study(study_name=arguments["study_name"], storage=arguments["storage"])
     told = [(t.params, t.values) for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     expected_values = [[3.0, 10.0], [2.0, 30.0]] if len(objectives) > 1 else [[3.0], [2.0]]
-    assert told == [({"training/learning_rate": lr, "training/warmup_steps": 0}, v) for lr, v in zip([1e-3, 3e-3], expected_values)]
+    assert told == [
+        ({"training/learning_rate": lr, "training/warmup_steps": 0}, v) for lr, v in zip([1e-3, 3e-3], expected_values)
+    ]
     assert len(study.trials) == 3  # and the searcher's own first suggestion, in the same study
 
 
@@ -229,7 +289,11 @@ def test_an_optuna_warm_start_of_three_trials_steers_the_first_suggestions(tmp_p
     def first_rates(seed: int, *overrides) -> list[float]:
         cfg = optuna_config(tmp_path, f"seed={seed}", *overrides)
         param_space = compile_search_space(cfg["search_space"], cfg)
-        arguments = searcher_arguments(cfg, param_space, load_warm_start(cfg, param_space))[0] if cfg["search_alg"]["warm_start"] else {}
+        arguments = (
+            searcher_arguments(cfg, param_space, load_warm_start(cfg, param_space))[0]
+            if cfg["search_alg"]["warm_start"]
+            else {}
+        )
         searcher = build_search_alg(cfg, max_concurrent=1, extra=arguments)
         assert searcher.set_search_properties("eval_loss", "min", param_space)
         rates = []
@@ -238,7 +302,9 @@ def test_an_optuna_warm_start_of_three_trials_steers_the_first_suggestions(tmp_p
             searcher.on_trial_complete(f"t{i}", {"eval_loss": loss(rates[-1]), "training_iteration": 1})
         return rates
 
-    earlier = earlier_sweep(tmp_path / "first", config(tmp_path), grid_rows([best, 1e-4, 1e-3], [loss(r) for r in (best, 1e-4, 1e-3)]))
+    earlier = earlier_sweep(
+        tmp_path / "first", config(tmp_path), grid_rows([best, 1e-4, 1e-3], [loss(r) for r in (best, 1e-4, 1e-3)])
+    )
     distance = {"cold": [], "warm": []}  # from the best, in decades
     for seed in range(5):
         cold, warm = first_rates(seed), first_rates(seed, f"search_alg.warm_start={earlier}")
@@ -246,15 +312,26 @@ def test_an_optuna_warm_start_of_three_trials_steers_the_first_suggestions(tmp_p
         assert warm != cold
         for name, rates in (("cold", cold), ("warm", warm)):
             distance[name] += [abs(np.log10(rate / best)) for rate in rates]
-    assert np.mean(distance["warm"]) < 0.85 * np.mean(distance["cold"]), distance  # 0.66 against 0.89 decades with Optuna 5.0
+    assert np.mean(distance["warm"]) < 0.85 * np.mean(distance["cold"]), (
+        distance
+    )  # 0.66 against 0.89 decades with Optuna 5.0
 
 
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["metric=eval_perplexity"], r"^search_alg\.warm_start: '.*first' swept metric=eval_loss mode=min, this sweep metric=eval_perplexity mode=min; warm-start from a sweep of the same objectives\.$"),
-        (["search_alg=hyperopt"], r"^search_alg\.warm_start: HyperOptSearch cannot be told earlier results; use search_alg=optuna or a grid"),
-        (["search_alg=random", "search_space=learning_rate_loguniform"], r"^search_alg\.warm_start: random search learns nothing from earlier trials"),
+        (
+            ["metric=eval_perplexity"],
+            r"^search_alg\.warm_start: '.*first' swept metric=eval_loss mode=min, this sweep metric=eval_perplexity mode=min; warm-start from a sweep of the same objectives\.$",
+        ),
+        (
+            ["search_alg=hyperopt"],
+            r"^search_alg\.warm_start: HyperOptSearch cannot be told earlier results; use search_alg=optuna or a grid",
+        ),
+        (
+            ["search_alg=random", "search_space=learning_rate_loguniform"],
+            r"^search_alg\.warm_start: random search learns nothing from earlier trials",
+        ),
     ],
 )
 def test_warm_start_refuses_a_sweep_it_cannot_use(tmp_path, overrides, message):
@@ -300,7 +377,10 @@ def test_budget_of_wall_clock_counts_from_the_first_check_and_across_a_resume(mo
     assert not budget.stop_all()
     saved = budget.get_state()  # what Tune saves with the callbacks' state
     monkeypatch.setattr(budget_module, "_SPENDS", {})  # a new process resumes the sweep
-    callback, stopper = pickle.loads(pickled), pickle.loads(pickled)  # Tune restores the state into one, stops with a copy
+    callback, stopper = (
+        pickle.loads(pickled),
+        pickle.loads(pickled),
+    )  # Tune restores the state into one, stops with a copy
     callback.set_state(saved)
     clock.now += 3600  # the time the sweep lay stopped does not count
     assert not stopper.stop_all()
@@ -323,14 +403,20 @@ def test_budget_waits_for_the_checkpoint_of_the_report_that_spent_it(tmp_path):
 
 def test_budget_is_none_unless_set_and_must_be_positive(tmp_path):
     assert build_budget(config(tmp_path)) is None
-    with pytest.raises(ConfigError, match=r"^budget\.wall_clock_s: must be positive, not -1\.0; e\.g\. budget\.wall_clock_s=3600, or null for none\.$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^budget\.wall_clock_s: must be positive, not -1\.0; e\.g\. budget\.wall_clock_s=3600, or null for none\.$",
+    ):
         preflight(config(tmp_path, "budget.wall_clock_s=-1"))
 
 
 def test_bohb_pairs_its_scheduler_and_searcher(tmp_path):
     from ray.tune.search.bohb import TuneBOHB
 
-    with pytest.raises(ConfigError, match=r"^scheduler: HyperBandForBOHB works only with BOHB's search_alg; set scheduler=bohb search_alg=bohb"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^scheduler: HyperBandForBOHB works only with BOHB's search_alg; set scheduler=bohb search_alg=bohb",
+    ):
         preflight(config(tmp_path, "scheduler=bohb", "search_space=learning_rate_loguniform"))
     cfg = config(tmp_path, "scheduler=bohb", "search_alg=bohb", "search_space=learning_rate_loguniform")
     preflight(cfg)

@@ -9,20 +9,28 @@ import pandas as pd
 import pytest
 
 from hfsweep.driver import sweep
+from hfsweep.driver.preflight import preflight
 from tests.conftest import resolved_config
 from tests.test_search_objectives import brute_force_front
-from hfsweep.driver.preflight import preflight
 
 pytestmark = pytest.mark.slow
 
 OBJECTIVES = [("eval_loss", "min"), ("time_total_s", "min")]
-TWO = ["debug=tiny", "metric=[eval_loss,time_total_s]", "mode=[min,min]", "training.max_steps=10", "cluster.max_concurrent_trials=1"]
+TWO = [
+    "debug=tiny",
+    "metric=[eval_loss,time_total_s]",
+    "mode=[min,min]",
+    "training.max_steps=10",
+    "cluster.max_concurrent_trials=1",
+]
 
 
 @pytest.fixture(scope="module")
 def pareto_sweep(ray_cluster, tmp_path_factory, cache_dir):
     storage = tmp_path_factory.mktemp("pareto")
-    sweep.run(preflight(resolved_config([*TWO, "search_space.training.learning_rate.values=[3e-3,1e-5]"], storage, cache_dir)))
+    sweep.run(
+        preflight(resolved_config([*TWO, "search_space.training.learning_rate.values=[3e-3,1e-5]"], storage, cache_dir))
+    )
     return storage
 
 
@@ -35,14 +43,20 @@ def test_pareto_front_is_marked_plotted_and_best_is_on_it(pareto_sweep):
     best = json.loads((pareto_sweep / "best.json").read_text())
     row = table.set_index("trial_id").loc[best["trial_id"]]
     assert row["pareto"] and best["metric"] == "eval_loss"
-    assert best["objectives"] == pytest.approx({"eval_loss": row["last_eval_loss"], "time_total_s": row["last_time_total_s"]})
+    assert best["objectives"] == pytest.approx(
+        {"eval_loss": row["last_eval_loss"], "time_total_s": row["last_time_total_s"]}
+    )
     assert best["value"] == table.loc[table["pareto"], "last_eval_loss"].min()
     assert (pareto_sweep / "best" / "config.json").is_file()
 
 
 def test_warm_start_grid_sweep_runs_none_of_the_earlier_configurations(pareto_sweep, tmp_path, cache_dir, capsys):
     rates = [3e-3, 1e-3, 1e-5]
-    overrides = [*TWO, f"search_space.training.learning_rate.values=[{','.join(map(str, rates))}]", f"search_alg.warm_start={pareto_sweep}"]
+    overrides = [
+        *TWO,
+        f"search_space.training.learning_rate.values=[{','.join(map(str, rates))}]",
+        f"search_alg.warm_start={pareto_sweep}",
+    ]
     sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
     table = pd.read_csv(tmp_path / "results.csv")
     assert list(table["training.learning_rate"]) == [1e-3], "only the grid point the first sweep did not run"
@@ -54,8 +68,13 @@ def test_warm_start_grid_sweep_runs_none_of_the_earlier_configurations(pareto_sw
 
 def test_budget_ends_the_sweep_and_every_trial_has_a_final_state(ray_cluster, tmp_path, cache_dir, capsys):
     # 3 trials of 40 steps one at a time; the first report (step 10, several seconds in) spends the budget
-    overrides = ["debug=tiny", "training.max_steps=40", "cluster.max_concurrent_trials=1", "budget.trial_hours=0.0003",
-                 "search_space.training.learning_rate.values=[3e-3,1e-3,1e-4]"]
+    overrides = [
+        "debug=tiny",
+        "training.max_steps=40",
+        "cluster.max_concurrent_trials=1",
+        "budget.trial_hours=0.0003",
+        "search_space.training.learning_rate.values=[3e-3,1e-3,1e-4]",
+    ]
     results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
     assert results.errors == []
     table = pd.read_csv(tmp_path / "results.csv")
@@ -67,14 +86,23 @@ def test_budget_ends_the_sweep_and_every_trial_has_a_final_state(ray_cluster, tm
     # the moment the budget was spent: the first report after which the trials' time, times the
     # CPUs each holds, reaches it; no trial may start after that moment
     resources = float(out.split("trial-seconds x ")[1].split(")")[0])
-    reports = sorted((row["timestamp"], row["trial_id"], row["time_total_s"]) for result in results
-                     for _, row in result.metrics_dataframe.iterrows())
+    reports = sorted(
+        (row["timestamp"], row["trial_id"], row["time_total_s"])
+        for result in results
+        for _, row in result.metrics_dataframe.iterrows()
+    )
     latest, spent_at = {}, None
     for timestamp, trial_id, seconds in reports:
         latest[trial_id] = seconds
         if spent_at is None and sum(latest.values()) * resources / 3600 >= 0.0003:
             spent_at = timestamp
     assert spent_at is not None, "the reports never spent the budget"
-    starts = {result.metrics["trial_id"]: result.metrics_dataframe["timestamp"].iloc[0] - result.metrics_dataframe["time_total_s"].iloc[0]
-              for result in results if result.metrics_dataframe is not None and len(result.metrics_dataframe)}
-    assert starts and all(start < spent_at for start in starts.values()), f"spent at {spent_at}, trials started at {starts}"
+    starts = {
+        result.metrics["trial_id"]: result.metrics_dataframe["timestamp"].iloc[0]
+        - result.metrics_dataframe["time_total_s"].iloc[0]
+        for result in results
+        if result.metrics_dataframe is not None and len(result.metrics_dataframe)
+    }
+    assert starts and all(start < spent_at for start in starts.values()), (
+        f"spent at {spent_at}, trials started at {starts}"
+    )

@@ -30,9 +30,14 @@ def test_the_steadier_configuration_with_the_better_mean_wins_over_the_luckiest_
     assert selection.median_seed() == 3  # steady's scores ordered best first: 2.0 (seed 1), 2.05 (seed 3), 2.1 (seed 2)
 
 
-@pytest.mark.parametrize("values, confidence", [
-    ([2.0, 2.1, 2.05], 0.95), ([1.0, 3.0], 0.95), ([5.0, 4.0, 4.5, 4.7, 3.9], 0.9),
-])
+@pytest.mark.parametrize(
+    "values, confidence",
+    [
+        ([2.0, 2.1, 2.05], 0.95),
+        ([1.0, 3.0], 0.95),
+        ([5.0, 4.0, 4.5, 4.7, 3.9], 0.9),
+    ],
+)
 def test_the_interval_is_scipys_student_t_interval(values, confidence):
     mean, low, high = confidence_interval(values, confidence)
     expected = stats.t.interval(confidence, len(values) - 1, loc=stats.tmean(values), scale=stats.sem(values))
@@ -61,15 +66,17 @@ def test_a_configuration_without_a_finished_run_is_not_ranked():
 
 def test_a_winner_with_fewer_than_two_finished_seeds_is_named_in_one_line(tmp_path):
     """No interval (NaN) for one seed: the summary and selection.md say so instead of crowning it silently."""
-    from hfsweep.driver.select import selection_summary, write_selection
-
     from types import SimpleNamespace
+
+    from hfsweep.driver.select import selection_summary, write_selection
 
     selection = rank(candidates({1: 1.0}, {1: 2.0, 2: 2.1, 3: 2.05}), "eval_loss", "min", 0.95)
     assert selection.winner.hyperparameters == LUCKY
     selection.winner.runs[1] = SimpleNamespace(trial_id="t1", metric="eval_loss", value=1.0, step=10)
-    note = ("the winner finished one seed only (1): no interval, its mean is that run's score; re-run the seeds "
-            "that failed (see the errors above), or add seeds (select.seeds).")
+    note = (
+        "the winner finished one seed only (1): no interval, its mean is that run's score; re-run the seeds "
+        "that failed (see the errors above), or add seeds (select.seeds)."
+    )
     assert write_selection(selection, str(tmp_path)).splitlines().count(note) == 1
     assert [line.strip() for line in selection_summary(selection, "best").splitlines()].count(note) == 1
     steady = rank(candidates({}, {1: 2.0, 2: 2.1}), "eval_loss", "min", 0.95)
@@ -92,32 +99,49 @@ def test_best_json_is_strict_json_when_a_selection_has_no_p_value_or_interval(tm
 
 
 def test_the_selection_sweep_runs_each_configuration_once_per_seed(tmp_path):
-    cfg = {"search_space": {"training": {"learning_rate": {"sampler": "loguniform", "low": 1e-4, "high": 1e-2}}},
-           "select": {"top_k": 2, "seeds": [1, 2], "confidence": 0.95}, "cluster": {"storage_path": "run"},
-           "scheduler": {"_target_": "asha"}, "num_samples": 8}
+    cfg = {
+        "search_space": {"training": {"learning_rate": {"sampler": "loguniform", "low": 1e-4, "high": 1e-2}}},
+        "select": {"top_k": 2, "seeds": [1, 2], "confidence": 0.95},
+        "cluster": {"storage_path": "run"},
+        "scheduler": {"_target_": "asha"},
+        "num_samples": 8,
+    }
     sub = selection_config(cfg, [STEADY, LUCKY], str(tmp_path))
     assert selection_points(cfg, [STEADY, LUCKY]) == [
         {"training": {"learning_rate": lr}, "seed": seed} for lr in (1e-3, 3e-3) for seed in (1, 2)
     ]
     assert sub["select"]["top_k"] == 0 and sub["cluster"]["storage_path"] == str(tmp_path)
-    assert sub["search_space"] == {"training": {"learning_rate": {"sampler": "grid", "values": [1e-3, 3e-3]}},
-                                   "seed": {"sampler": "grid", "values": [1, 2]}}
+    assert sub["search_space"] == {
+        "training": {"learning_rate": {"sampler": "grid", "values": [1e-3, 3e-3]}},
+        "seed": {"sampler": "grid", "values": [1, 2]},
+    }
     assert sub["scheduler"]["_target_"] == "ray.tune.schedulers.FIFOScheduler"
     assert cfg["select"]["top_k"] == 2, "the sweep's own config is left as it was"
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["select.top_k=2", "select.seeds=[1]"],
-     "select.seeds: needs at least two different seeds, got [1]; e.g. select.seeds=[1,2,3]."),
-    (["select.top_k=2", "select.seeds=[1,1,2]"],
-     "select.seeds: [1,1,2] names seed 1 more than once, which would train the same run twice; give each seed once, "
-     "e.g. select.seeds=[1,2]."),
-    (["select.top_k=2", "select.confidence=1.5"],
-     "select.confidence: must lie between 0 and 1, not 1.5; e.g. select.confidence=0.95."),
-    (["select.top_k=-1"], "select.top_k: must be 0 (off) or the number of configurations to re-train, not -1."),
-    (["select.top_k=2", "metric=[eval_loss,time_total_s]", "mode=[min,min]", "scheduler=fifo"],
-     "select.top_k: picks a winner by the mean of one metric; several objectives have none (set select.top_k=0)."),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            ["select.top_k=2", "select.seeds=[1]"],
+            "select.seeds: needs at least two different seeds, got [1]; e.g. select.seeds=[1,2,3].",
+        ),
+        (
+            ["select.top_k=2", "select.seeds=[1,1,2]"],
+            "select.seeds: [1,1,2] names seed 1 more than once, which would train the same run twice; give each seed once, "
+            "e.g. select.seeds=[1,2].",
+        ),
+        (
+            ["select.top_k=2", "select.confidence=1.5"],
+            "select.confidence: must lie between 0 and 1, not 1.5; e.g. select.confidence=0.95.",
+        ),
+        (["select.top_k=-1"], "select.top_k: must be 0 (off) or the number of configurations to re-train, not -1."),
+        (
+            ["select.top_k=2", "metric=[eval_loss,time_total_s]", "mode=[min,min]", "scheduler=fifo"],
+            "select.top_k: picks a winner by the mean of one metric; several objectives have none (set select.top_k=0).",
+        ),
+    ],
+)
 def test_a_selection_that_cannot_run_is_refused_in_one_line(tmp_path, cache_dir, overrides, message):
     from hfsweep.driver.search_rules import check_search
     from tests.conftest import resolved_config

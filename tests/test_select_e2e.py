@@ -19,12 +19,22 @@ LEARNING_RATES = [3e-3, 1e-3, 1e-4]
 
 def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_wins(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
-    command = [sys.executable, "-m", "hfsweep", "debug=tiny",
-               f"search_space.training.learning_rate.values={LEARNING_RATES}", "select.top_k=2", "select.seeds=[1,2]",
-               # the recipe's own value: the defaults trial, re-trained beside the top 2
-               "training.learning_rate=1e-4", "search_alg.defaults_trial=true",
-               "cluster.price_per_cpu_hour=0.04", "budget.usd=100",  # a budget the selection draws on, never spent
-               f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+    command = [
+        sys.executable,
+        "-m",
+        "hfsweep",
+        "debug=tiny",
+        f"search_space.training.learning_rate.values={LEARNING_RATES}",
+        "select.top_k=2",
+        "select.seeds=[1,2]",
+        # the recipe's own value: the defaults trial, re-trained beside the top 2
+        "training.learning_rate=1e-4",
+        "search_alg.defaults_trial=true",
+        "cluster.price_per_cpu_hour=0.04",
+        "budget.usd=100",  # a budget the selection draws on, never spent
+        f"cache_dir={cache_dir}",
+        f"hydra.run.dir={run_dir}",
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     searched = pd.read_csv(run_dir / "results.csv")["cost_usd"].sum()
@@ -76,9 +86,18 @@ def test_a_search_that_spent_its_budget_skips_the_selection_in_one_line(tmp_path
     """The budget bounds everything one command launches: `select.top_k` after a spent budget
     trains nothing more (it trained six unbudgeted runs before)."""
     run_dir = tmp_path / "run"
-    command = [sys.executable, "-m", "hfsweep", "debug=tiny", "search_space.training.learning_rate.values=[1e-3,1e-4]",
-               "select.top_k=2", "cluster.price_per_cpu_hour=0.04", "budget.usd=0.000001",
-               f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+    command = [
+        sys.executable,
+        "-m",
+        "hfsweep",
+        "debug=tiny",
+        "search_space.training.learning_rate.values=[1e-3,1e-4]",
+        "select.top_k=2",
+        "cluster.price_per_cpu_hour=0.04",
+        "budget.usd=0.000001",
+        f"cache_dir={cache_dir}",
+        f"hydra.run.dir={run_dir}",
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "the sweep ended on its USD budget" in proc.stdout

@@ -10,12 +10,18 @@ from datasets import Dataset
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
-from hfsweep.tasks.base import EvalContext
 from hfsweep.tasks import with_options
+from hfsweep.tasks.base import EvalContext
 from hfsweep.tasks.seq2seq import IGNORED, TASK
 
 TEXTS = [f"the river number {i} runs past the old mill and into the sea" for i in range(60)]
-DATA_CFG = {"text_column": "document", "target_column": "summary", "source_lang": None, "target_lang": None, "max_length": 24}
+DATA_CFG = {
+    "text_column": "document",
+    "target_column": "summary",
+    "source_lang": None,
+    "target_lang": None,
+    "max_length": 24,
+}
 T5_XSUM = with_options(TASK, {"source_prefix": "summarize: ", "max_target_length": 16})
 
 
@@ -30,7 +36,7 @@ def test_sources_get_the_prefix_and_targets_become_labels_padded_with_minus_100(
     assert tokenizer.decode(row["input_ids"], skip_special_tokens=True).startswith("summarize: the river")
     labels = [t for t in row["labels"] if t != IGNORED]
     assert tokenizer.decode(labels, skip_special_tokens=True) == "the river" and labels[-1] == tokenizer.eos_token_id
-    assert row["labels"][len(labels):] == [IGNORED] * (16 - len(labels))
+    assert row["labels"][len(labels) :] == [IGNORED] * (16 - len(labels))
 
 
 def test_translation_rows_are_read_by_language(tokenizer):
@@ -60,13 +66,37 @@ def test_generation_runs_only_at_every_kth_evaluation_and_eval_loss_at_each(toke
     from hfsweep.loops.trainers import GenerationEvalTrainer
 
     transformers.set_seed(0)
-    config = AutoConfig.for_model("t5", vocab_size=len(tokenizer), d_model=32, d_ff=64, d_kv=16, num_layers=1, num_heads=2,
-                                  decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
-    ds = T5_XSUM.preprocess(Dataset.from_dict({"document": TEXTS[:12], "summary": [t[:10] for t in TEXTS[:12]]}), tokenizer, DATA_CFG, "validation")
-    args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none", per_device_eval_batch_size=4)
-    trainer = GenerationEvalTrainer(model=AutoModelForSeq2SeqLM.from_config(config), args=args, eval_dataset=ds, processing_class=tokenizer,
-                                    compute_metrics=TASK.compute_metrics(["rouge"], EvalContext(tokenizer=tokenizer)),
-                                    every_k_evals=2, max_eval_samples=5, max_new_tokens=4)
+    config = AutoConfig.for_model(
+        "t5",
+        vocab_size=len(tokenizer),
+        d_model=32,
+        d_ff=64,
+        d_kv=16,
+        num_layers=1,
+        num_heads=2,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+        eos_token_id=1,
+    )
+    ds = T5_XSUM.preprocess(
+        Dataset.from_dict({"document": TEXTS[:12], "summary": [t[:10] for t in TEXTS[:12]]}),
+        tokenizer,
+        DATA_CFG,
+        "validation",
+    )
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path), use_cpu=True, report_to="none", per_device_eval_batch_size=4
+    )
+    trainer = GenerationEvalTrainer(
+        model=AutoModelForSeq2SeqLM.from_config(config),
+        args=args,
+        eval_dataset=ds,
+        processing_class=tokenizer,
+        compute_metrics=TASK.compute_metrics(["rouge"], EvalContext(tokenizer=tokenizer)),
+        every_k_evals=2,
+        max_eval_samples=5,
+        max_new_tokens=4,
+    )
     first, second = trainer.evaluate(), trainer.evaluate()
     assert "eval_loss" in first and "eval_rouge1" not in first
     assert first["eval_loss"] == pytest.approx(second["eval_loss"])  # teacher-forced, on the whole split

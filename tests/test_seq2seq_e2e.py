@@ -12,8 +12,8 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
 from hfsweep.driver.best import best_trial
-from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
 from hfsweep.driver.preflight import preflight
+from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -37,11 +37,17 @@ def test_t5_summarization_offline_learns_rouge_and_asha_stops_the_slow_learning_
     final_step = {r.config["training"]["learning_rate"]: r.metrics["step"] for r in results}
     assert final_step == {3e-3: MAX_STEPS, 1e-5: 50}, f"ASHA on eval_loss, final steps: {final_step}"
     learnt = max(results, key=lambda r: r.config["training"]["learning_rate"]).metrics_dataframe
-    assert learnt["eval_rouge1"].iloc[-1] >= before["eval_rouge1"] + MARGIN, f"untrained {before['eval_rouge1']:.3f}, then {list(learnt['eval_rouge1'])}"
-    assert (learnt["eval_gen_len"] <= 16).all() and learnt["eval_gen_len"].iloc[-1] > 1  # trainer.max_new_tokens; more than </s>
+    assert learnt["eval_rouge1"].iloc[-1] >= before["eval_rouge1"] + MARGIN, (
+        f"untrained {before['eval_rouge1']:.3f}, then {list(learnt['eval_rouge1'])}"
+    )
+    assert (learnt["eval_gen_len"] <= 16).all() and learnt["eval_gen_len"].iloc[
+        -1
+    ] > 1  # trainer.max_new_tokens; more than </s>
     assert best_trial(results, cfg).metric == "eval_loss"
 
     best = os.path.join(cfg["cluster"]["storage_path"], "best")
     model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(best), AutoTokenizer.from_pretrained(best)
-    generated = model.generate(**tokenizer(["summarize: The simple form is equivalent to this."], return_tensors="pt"), max_new_tokens=8)
+    generated = model.generate(
+        **tokenizer(["summarize: The simple form is equivalent to this."], return_tensors="pt"), max_new_tokens=8
+    )
     assert tokenizer.decode(generated[0], skip_special_tokens=True).strip()

@@ -10,11 +10,11 @@ import random
 import pytest
 from datasets import Dataset
 
+from hfsweep.driver.preflight import preflight
 from hfsweep.tasks import with_options
 from hfsweep.tasks.base import IGNORED
 from hfsweep.tasks.sft import TASK
 from tests.conftest import WORDS
-from hfsweep.driver.preflight import preflight
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n"
@@ -27,9 +27,13 @@ OPTIONS = {"chat_template": CHAT_TEMPLATE}  # the sft task's, beside its default
 def chat(i: int, rng: random.Random) -> dict:
     """A question whose answer is its words in reverse order."""
     words = rng.choices(WORDS.split(), k=4)
-    return {"messages": [{"role": "system", "content": "You reverse words."},
-                         {"role": "user", "content": f"reverse {i % 10}: {' '.join(words)}"},
-                         {"role": "assistant", "content": " ".join(reversed(words))}]}
+    return {
+        "messages": [
+            {"role": "system", "content": "You reverse words."},
+            {"role": "user", "content": f"reverse {i % 10}: {' '.join(words)}"},
+            {"role": "assistant", "content": " ".join(reversed(words))},
+        ]
+    }
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +41,9 @@ def tokenizer():
     from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
 
     rng = random.Random(0)
-    texts = [m["content"] for i in range(200) for m in chat(i, rng)["messages"]] + ["<|user|> <|assistant|> <|system|>"] * 5
+    texts = [m["content"] for i in range(200) for m in chat(i, rng)["messages"]] + [
+        "<|user|> <|assistant|> <|system|>"
+    ] * 5
     return TOKENIZER_TRAINERS["byte_level_bpe"](texts, 400)
 
 
@@ -49,15 +55,22 @@ def rows(tokenizer, examples: list, max_length: int = 48, **options) -> Dataset:
 def test_completion_only_loss_labels_the_prompt_minus_100_and_trains_on_the_answer(tokenizer):
     example = chat(3, random.Random(1))
     (row,) = rows(tokenizer, [example])
-    prompt = tokenizer.apply_chat_template(example["messages"][:-1], chat_template=CHAT_TEMPLATE, add_generation_prompt=True,
-                                           tokenize=True, return_dict=True)["input_ids"]
+    prompt = tokenizer.apply_chat_template(
+        example["messages"][:-1],
+        chat_template=CHAT_TEMPLATE,
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
+    )["input_ids"]
     length = sum(row["attention_mask"])
     assert row["labels"][: len(prompt)] == [IGNORED] * len(prompt)
     assert row["input_ids"][: len(prompt)] == prompt
-    assert row["labels"][len(prompt):length] == row["input_ids"][len(prompt):length]
+    assert row["labels"][len(prompt) : length] == row["input_ids"][len(prompt) : length]
     assert row["labels"][length:] == [IGNORED] * (DATA["max_length"] - length)
-    answer = tokenizer.decode(row["labels"][len(prompt):length])
-    assert answer.strip() == example["messages"][-1]["content"] + tokenizer.eos_token  # and the template's newline, if it keeps it
+    answer = tokenizer.decode(row["labels"][len(prompt) : length])
+    assert (
+        answer.strip() == example["messages"][-1]["content"] + tokenizer.eos_token
+    )  # and the template's newline, if it keeps it
 
 
 def test_without_completion_only_loss_every_real_token_is_trained_on(tokenizer):
@@ -95,11 +108,24 @@ def test_assistant_only_loss_trains_on_every_assistant_turn_and_nothing_else(tok
 def test_assistant_only_loss_refuses_plain_text_and_a_template_that_renders_beginnings_otherwise(tokenizer):
     from hfsweep.config.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^task_options\.assistant_only_loss: .* these rows are plain text; set task_options\.assistant_only_loss=false\.$"):
-        rows(tokenizer, [{"prompt": "reverse: apple river", "completion": " river apple"}], chat_template=None, assistant_only_loss=True)
-    marks_the_last = CHAT_TEMPLATE.replace("{{ m['content'] }}", "{{ m['content'] }}{% if loop.last %} (end){% endif %}")
+    with pytest.raises(
+        ConfigError,
+        match=r"^task_options\.assistant_only_loss: .* these rows are plain text; set task_options\.assistant_only_loss=false\.$",
+    ):
+        rows(
+            tokenizer,
+            [{"prompt": "reverse: apple river", "completion": " river apple"}],
+            chat_template=None,
+            assistant_only_loss=True,
+        )
+    marks_the_last = CHAT_TEMPLATE.replace(
+        "{{ m['content'] }}", "{{ m['content'] }}{% if loop.last %} (end){% endif %}"
+    )
     example = {"messages": chat(0, random.Random(0))["messages"] * 2}
-    with pytest.raises(ConfigError, match=r"^task_options\.assistant_only_loss: the chat template renders a conversation's first 3 messages otherwise"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^task_options\.assistant_only_loss: the chat template renders a conversation's first 3 messages otherwise",
+    ):
         rows(tokenizer, [example], chat_template=marks_the_last, assistant_only_loss=True)
 
 
@@ -108,7 +134,7 @@ def test_prompt_completion_text_rows_end_with_eos_and_mask_the_prompt(tokenizer)
     prompt = tokenizer("reverse: apple river")["input_ids"]
     length = sum(row["attention_mask"])
     assert row["labels"][: len(prompt)] == [IGNORED] * len(prompt)
-    assert tokenizer.decode(row["input_ids"][len(prompt):length]) == " river apple" + tokenizer.eos_token
+    assert tokenizer.decode(row["input_ids"][len(prompt) : length]) == " river apple" + tokenizer.eos_token
 
 
 def test_packing_fills_blocks_of_max_length_and_keeps_the_prompt_masked(tokenizer):
@@ -137,9 +163,20 @@ def test_a_lora_sft_sweep_runs_and_its_best_adapter_generates(ray_cluster, tmp_p
     for split, count in (("train", 200), ("validation", 20)):
         (data / f"{split}.jsonl").write_text("".join(json.dumps(chat(i, rng)) + "\n" for i in range(count)))
     (tmp_path / "chat.jinja").write_text(CHAT_TEMPLATE)
-    overrides = ["debug=tiny", "model.task=sft", "trainer=sft", "peft=lora", "peft.target_modules=all-linear", f"model.pretrained={base}",
-                 f"model.tokenizer.pretrained={base}", "data.source=local", f"data.path={data}", "data.max_length=128",
-                 f"task_options.chat_template={tmp_path / 'chat.jinja'}", "search_space.training.learning_rate.values=[1e-2]"]
+    overrides = [
+        "debug=tiny",
+        "model.task=sft",
+        "trainer=sft",
+        "peft=lora",
+        "peft.target_modules=all-linear",
+        f"model.pretrained={base}",
+        f"model.tokenizer.pretrained={base}",
+        "data.source=local",
+        f"data.path={data}",
+        "data.max_length=128",
+        f"task_options.chat_template={tmp_path / 'chat.jinja'}",
+        "search_space.training.learning_rate.values=[1e-2]",
+    ]
     cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
     results = sweep.run(preflight(cfg))
     assert results.errors == [] and results[0].metrics["step"] == cfg["training"]["max_steps"]
@@ -151,10 +188,12 @@ def test_a_lora_sft_sweep_runs_and_its_best_adapter_generates(ray_cluster, tmp_p
     tokenizer = AutoTokenizer.from_pretrained(best)
     assert tokenizer.chat_template == CHAT_TEMPLATE  # the template the data was rendered with travels with the adapter
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), best)
-    prompt = tokenizer.apply_chat_template(chat(1, rng)["messages"][:-1], add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    prompt = tokenizer.apply_chat_template(
+        chat(1, rng)["messages"][:-1], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
     generated = model.generate(**prompt, max_new_tokens=8, do_sample=False, pad_token_id=tokenizer.pad_token_id)
     assert generated.shape[1] > prompt["input_ids"].shape[1]
-    assert tokenizer.decode(generated[0, prompt["input_ids"].shape[1]:]).strip()
+    assert tokenizer.decode(generated[0, prompt["input_ids"].shape[1] :]).strip()
 
 
 def test_rows_of_another_shape_and_chats_without_a_template_are_refused_in_one_line(tokenizer):
@@ -162,7 +201,9 @@ def test_rows_of_another_shape_and_chats_without_a_template_are_refused_in_one_l
 
     from hfsweep.config.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^data: model.task=sft reads rows with `messages`.*the train split has text\.$"):
+    with pytest.raises(
+        ConfigError, match=r"^data: model.task=sft reads rows with `messages`.*the train split has text\.$"
+    ):
         TASK.prepare_raw(DatasetDict(train=Dataset.from_list([{"text": "a"}])), DATA)
     with pytest.raises(ConfigError, match=r"^task_options.chat_template: the tokenizer has none"):
         rows(tokenizer, [chat(0, random.Random(0))], chat_template=None)
@@ -172,8 +213,16 @@ def test_trl_sft_trainers_are_refused_in_one_line_off_sft_rows_or_without_the_sh
     from hfsweep.config.errors import ConfigError
     from tests.conftest import resolved_config
 
-    with pytest.raises(ConfigError, match=r"^trainer\._target_: hfsweep\.loops\.sft_trainer\.RayDataSFTTrainer trains on chat or instruction rows, "
-                                          r"which model\.task=causal_lm does not make; set model\.task=sft, or trainer=default\.$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^trainer\._target_: hfsweep\.loops\.sft_trainer\.RayDataSFTTrainer trains on chat or instruction rows, "
+        r"which model\.task=causal_lm does not make; set model\.task=sft, or trainer=default\.$",
+    ):
         preflight(resolved_config(["debug=tiny", "trainer=sft"], tmp_path, tmp_path))
-    with pytest.raises(ConfigError, match=r"^trainer\._target_: trl\.SFTTrainer takes only a `datasets` Dataset, not a worker's Ray Data shard; use trainer=sft"):
-        preflight(resolved_config(["debug=tiny", "model.task=sft", "trainer._target_=trl.SFTTrainer"], tmp_path, tmp_path))
+    with pytest.raises(
+        ConfigError,
+        match=r"^trainer\._target_: trl\.SFTTrainer takes only a `datasets` Dataset, not a worker's Ray Data shard; use trainer=sft",
+    ):
+        preflight(
+            resolved_config(["debug=tiny", "model.task=sft", "trainer._target_=trl.SFTTrainer"], tmp_path, tmp_path)
+        )

@@ -60,8 +60,13 @@ def fifo_grid(ray_cluster, tmp_path_factory):
 def test_fifo_replay_is_the_sweep_itself(fifo_grid):
     path, results = fifo_grid
     best = results.get_best_result(metric="score", mode="max", scope="all")
-    sim = simulate(read_recording([str(path)]), build_replay_scheduler(["scheduler=fifo"], BARE, "score", "max"),
-                   "score", "max", name="fifo")
+    sim = simulate(
+        read_recording([str(path)]),
+        build_replay_scheduler(["scheduler=fifo"], BARE, "score", "max"),
+        "score",
+        "max",
+        name="fifo",
+    )
     assert sim.compute_share == 1.0
     assert sim.regret == 0
     assert sim.best.trial_id == best.metrics["trial_id"] and sim.best.config == best.config

@@ -15,11 +15,11 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hfsweep.driver import sweep
-from hfsweep.models import weights_digest
 from hfsweep.driver.best import best_trial
 from hfsweep.driver.evaluation import evaluate_model
-from tests.conftest import prepare_data, resolved_config
 from hfsweep.driver.preflight import preflight
+from hfsweep.models import weights_digest
+from tests.conftest import prepare_data, resolved_config
 
 pytestmark = pytest.mark.slow
 
@@ -56,9 +56,13 @@ def test_every_trial_finishes_and_asha_stops_some(finished_sweep):
 def test_fifo_runs_to_the_end_every_trial_of_the_grid_asha_stopped(finished_sweep, tmp_path, cache_dir):
     _, asha = finished_sweep
     grid = [o for o in SWEEP if not o.startswith("scheduler.")]
-    fifo = sweep.run(preflight(resolved_config([*grid, "scheduler=fifo", "cluster.num_workers=1"], tmp_path, cache_dir)))
+    fifo = sweep.run(
+        preflight(resolved_config([*grid, "scheduler=fifo", "cluster.num_workers=1"], tmp_path, cache_dir))
+    )
     assert fifo.errors == []
-    assert sorted(r.config["training"]["learning_rate"] for r in fifo) == sorted(r.config["training"]["learning_rate"] for r in asha)
+    assert sorted(r.config["training"]["learning_rate"] for r in fifo) == sorted(
+        r.config["training"]["learning_rate"] for r in asha
+    )
     assert [r.metrics["step"] for r in fifo] == [MAX_STEPS] * 2
     assert min(r.metrics["step"] for r in asha) < MAX_STEPS
 
@@ -77,7 +81,9 @@ def test_every_report_says_the_workers_trained_ddp_on_cpu_in_float32(finished_sw
     for result in results:
         history = result.metrics_dataframe
         ran = history[["device", "param_dtype", "autocast_dtype", "distributed"]].drop_duplicates().to_dict("records")
-        assert ran == [{"device": "cpu", "param_dtype": "float32", "autocast_dtype": "none", "distributed": "MULTI_CPU"}]
+        assert ran == [
+            {"device": "cpu", "param_dtype": "float32", "autocast_dtype": "none", "distributed": "MULTI_CPU"}
+        ]
         assert (history["peak_memory_mb"] > 0).all()
 
 
@@ -132,7 +138,9 @@ def test_report_command_regenerates_the_table(finished_sweep):
     cfg, _ = finished_sweep
     storage = cfg["cluster"]["storage_path"]
     os.remove(os.path.join(storage, "results.csv"))
-    proc = subprocess.run([sys.executable, "-m", "hfsweep.report", storage], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hfsweep.report", storage], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(pd.read_csv(os.path.join(storage, "results.csv"))) == 2
 

@@ -31,7 +31,9 @@ CONLL_VALIDATION = "-DOCSTART- O\n\nBrussels B-LOC\nvisits O\n"  # two columns a
 def local_data_cfg(tmp_path, files: dict, **overrides) -> dict:
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    cfg = resolved_config(["+experiment=bert_conll2003_offline", f"data.path={tmp_path}"], tmp_path / "run", tmp_path / "cache")
+    cfg = resolved_config(
+        ["+experiment=bert_conll2003_offline", f"data.path={tmp_path}"], tmp_path / "run", tmp_path / "cache"
+    )
     return {**cfg["data"], **overrides}
 
 
@@ -52,13 +54,18 @@ def test_the_tag_list_comes_from_the_training_split(tmp_path):
 
 def test_a_validation_tag_the_training_split_lacks_is_refused(tmp_path):
     data_cfg = local_data_cfg(tmp_path, {"train.txt": CONLL_TRAIN, "validation.txt": CONLL_VALIDATION})
-    with pytest.raises(ConfigError, match=r"^data\.label_column: the validation split has tags the train split lacks \(B-LOC\); add them to train\.$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^data\.label_column: the validation split has tags the train split lacks \(B-LOC\); add them to train\.$",
+    ):
         TASK.prepare_raw(load_raw(data_cfg, str(tmp_path / "cache"), TASK), data_cfg)
 
 
 def test_a_line_without_a_tag_is_refused_with_its_file_and_line(tmp_path):
     data_cfg = local_data_cfg(tmp_path, {"train.txt": "EU B-ORG\nrejects\n", "validation.txt": CONLL_VALIDATION})
-    with pytest.raises(ConfigError, match=r"^data\.path: '.*/train\.txt' line 2 is not CoNLL: 'rejects' has no tag column; "):
+    with pytest.raises(
+        ConfigError, match=r"^data\.path: '.*/train\.txt' line 2 is not CoNLL: 'rejects' has no tag column; "
+    ):
         load_raw(data_cfg, str(tmp_path / "cache"), TASK)
 
 
@@ -82,15 +89,22 @@ def wordpiece_tokenizer(words: list[str]):
     return PreTrainedTokenizerFast(tokenizer_object=wordpiece._tokenizer, **BERT_SPECIAL_TOKENS)
 
 
-@pytest.mark.parametrize(("label_all_tokens", "expected"), [(False, ["B-PER", None, "O"]), (True, ["B-PER", "I-PER", "O"])])
+@pytest.mark.parametrize(
+    ("label_all_tokens", "expected"), [(False, ["B-PER", None, "O"]), (True, ["B-PER", "I-PER", "O"])]
+)
 def test_a_words_tag_goes_on_its_first_sub_token_or_on_all_of_them(label_all_tokens, expected):
     tokenizer = wordpiece_tokenizer(["Black", "##burn", "runs"])
-    rows = {"tokens": [["Blackburn", "runs"], ["runs", "Blackburn"], ["runs"]], "ner_tags": [["B-PER", "O"], ["O", "I-PER"], ["O"]]}
+    rows = {
+        "tokens": [["Blackburn", "runs"], ["runs", "Blackburn"], ["runs"]],
+        "ner_tags": [["B-PER", "O"], ["O", "I-PER"], ["O"]],
+    }
     raw = DatasetDict(train=Dataset.from_dict(rows))
     raw["validation"] = raw["train"]
     data_cfg = {"text_column": "tokens", "label_column": "ner_tags", "max_length": 8, "pad_to_max_length": False}
     raw = TASK.prepare_raw(raw, data_cfg)
-    prepared = with_options(TASK, {"label_all_tokens": label_all_tokens}).preprocess(raw["train"], tokenizer, data_cfg, "train")
+    prepared = with_options(TASK, {"label_all_tokens": label_all_tokens}).preprocess(
+        raw["train"], tokenizer, data_cfg, "train"
+    )
     names = raw["train"].features["ner_tags"].feature.names
     tokens = tokenizer.convert_ids_to_tokens(prepared[0]["input_ids"])
     assert tokens == ["[CLS]", "Black", "##burn", "runs", "[SEP]"]  # "Blackburn" is two sub-tokens; no padding stored
@@ -99,7 +113,10 @@ def test_a_words_tag_goes_on_its_first_sub_token_or_on_all_of_them(label_all_tok
     # the workers' collator pads each batch to its longest row, labels with -100
     batch = TASK.train_collator(tokenizer, data_cfg, seed=0)(prepared.with_format("numpy")[[0, 2]])
     assert batch["input_ids"].shape == batch["labels"].shape == (2, 5)
-    assert batch["attention_mask"][1].tolist() == [1, 1, 1, 0, 0] and batch["labels"][1, 3:].tolist() == [IGNORED, IGNORED]
+    assert batch["attention_mask"][1].tolist() == [1, 1, 1, 0, 0] and batch["labels"][1, 3:].tolist() == [
+        IGNORED,
+        IGNORED,
+    ]
     padded = TASK.preprocess(raw["train"], tokenizer, {**data_cfg, "pad_to_max_length": True}, "train")
     assert len(padded[0]["input_ids"]) == len(padded[0]["labels"]) == 8  # data.pad_to_max_length: run_ner's padding
 
@@ -107,9 +124,23 @@ def test_a_words_tag_goes_on_its_first_sub_token_or_on_all_of_them(label_all_tok
 def test_files_named_as_conll_2003_ships_them_are_read_through_data_files(tmp_path):
     (tmp_path / "eng.train").write_text(CONLL_TRAIN)
     (tmp_path / "eng.testa").write_text(CONLL_VALIDATION)
-    cfg = resolved_config(["+experiment=bert_conll2003_offline", f"data.path={tmp_path}", "+data.data_files.train=eng.train",
-                           "+data.data_files.validation=eng.testa"], tmp_path / "run", tmp_path / "cache")
+    cfg = resolved_config(
+        [
+            "+experiment=bert_conll2003_offline",
+            f"data.path={tmp_path}",
+            "+data.data_files.train=eng.train",
+            "+data.data_files.validation=eng.testa",
+        ],
+        tmp_path / "run",
+        tmp_path / "cache",
+    )
     raw = load_raw(cfg["data"], str(tmp_path / "cache"), TASK)
     assert raw["train"].num_rows == 2 and raw["validation"]["tokens"] == [["Brussels", "visits"]]
-    with pytest.raises(ConfigError, match=r"^data\.data_files: '.*/eng\.testb' is not a file; names are relative to data\.path\.$"):
-        load_raw({**cfg["data"], "data_files": {"train": "eng.train", "validation": "eng.testb"}}, str(tmp_path / "cache"), TASK)
+    with pytest.raises(
+        ConfigError, match=r"^data\.data_files: '.*/eng\.testb' is not a file; names are relative to data\.path\.$"
+    ):
+        load_raw(
+            {**cfg["data"], "data_files": {"train": "eng.train", "validation": "eng.testb"}},
+            str(tmp_path / "cache"),
+            TASK,
+        )

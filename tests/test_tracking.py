@@ -6,21 +6,29 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import pyarrow.fs
 import pytest
 import yaml
 from ray.air.integrations.mlflow import MLflowLoggerCallback
-import pyarrow.fs
 
 from hfsweep.cli import replay
-from hfsweep.driver.checkpoint_budget import CheckpointBudget, build_checkpoint_budget
 from hfsweep.config.errors import ConfigError
-from hfsweep.driver.preflight import preflight
+from hfsweep.driver.checkpoint_budget import CheckpointBudget, build_checkpoint_budget
 from hfsweep.driver.loggers import (
-    FlushingWandbLoggerCallback, HistoryCSVLoggerCallback, HistoryJsonLoggerCallback, HParamsTBXLoggerCallback, build_loggers,
+    FlushingWandbLoggerCallback,
+    HistoryCSVLoggerCallback,
+    HistoryJsonLoggerCallback,
+    HParamsTBXLoggerCallback,
+    build_loggers,
 )
+from hfsweep.driver.preflight import preflight
 from tests.conftest import CONF_DIR, resolved_config
 
-LOGGERS = {"tensorboard": HParamsTBXLoggerCallback, "wandb": FlushingWandbLoggerCallback, "mlflow": MLflowLoggerCallback}
+LOGGERS = {
+    "tensorboard": HParamsTBXLoggerCallback,
+    "wandb": FlushingWandbLoggerCallback,
+    "mlflow": MLflowLoggerCallback,
+}
 
 
 def test_every_logger_option_is_tested():
@@ -28,7 +36,10 @@ def test_every_logger_option_is_tested():
 
 
 def test_csv_and_json_always_and_loggers_combine(tmp_path):
-    assert [type(c) for c in build_loggers(resolved_config([], tmp_path, tmp_path))] == [HistoryCSVLoggerCallback, HistoryJsonLoggerCallback]
+    assert [type(c) for c in build_loggers(resolved_config([], tmp_path, tmp_path))] == [
+        HistoryCSVLoggerCallback,
+        HistoryJsonLoggerCallback,
+    ]
     loggers = build_loggers(resolved_config(["logger=[tensorboard,wandb,mlflow]"], tmp_path, tmp_path))
     assert [type(c) for c in loggers] == [HistoryCSVLoggerCallback, HistoryJsonLoggerCallback, *LOGGERS.values()]
     tensorboard, wandb, mlflow = loggers[2:]
@@ -45,6 +56,7 @@ def restarted_trial(tmp_path, local_rows: int, storage_rows: int):
         folder.mkdir()
         if rows:
             (folder / "result.json").write_text("".join(json.dumps({"step": 10 * (i + 1)}) + "\n" for i in range(rows)))
+
     class Trial:  # the parts of a Tune Trial the loggers read; hashable, as they key files by trial
         checkpoint, config, local_path, trial_id = object(), {}, str(local_dir), "t"
         storage = SimpleNamespace(trial_fs_path=str(storage_dir), storage_filesystem=pyarrow.fs.LocalFileSystem())
@@ -75,7 +87,9 @@ def test_a_resumed_driver_restores_the_history_from_storage(tmp_path):
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_logger_without_its_package_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setattr("ray.air.integrations.wandb.wandb", None)
-    with pytest.raises(ConfigError, match=r"^logger\.wandb: .*WandbLoggerCallback cannot start .*pip install 'hfsweep\[loggers\]'\.$"):
+    with pytest.raises(
+        ConfigError, match=r"^logger\.wandb: .*WandbLoggerCallback cannot start .*pip install 'hfsweep\[loggers\]'\.$"
+    ):
         build_loggers(resolved_config(["logger=wandb"], tmp_path, tmp_path))
 
 
@@ -83,7 +97,9 @@ def test_keep_per_trial_must_keep_the_best(tmp_path):
     with pytest.raises(ConfigError, match=r"^checkpoints\.keep_per_trial: must be at least 1 .*, not 0; or null"):
         preflight(resolved_config(["checkpoints.keep_per_trial=0"], tmp_path, tmp_path))
     assert build_checkpoint_budget(resolved_config([], tmp_path, tmp_path)) is None
-    assert build_checkpoint_budget(resolved_config(["checkpoints.keep_per_trial=2", "scheduler=pbt"], tmp_path, tmp_path)).defer
+    assert build_checkpoint_budget(
+        resolved_config(["checkpoints.keep_per_trial=2", "scheduler=pbt"], tmp_path, tmp_path)
+    ).defer
 
 
 class Sweep:
@@ -100,7 +116,9 @@ class Sweep:
         return str(path)
 
     def end(self, trial_id: str, finished: bool) -> None:
-        self.budget.on_trial_complete(0, [], SimpleNamespace(trial_id=trial_id, last_result={"trainer_finished": finished}))
+        self.budget.on_trial_complete(
+            0, [], SimpleNamespace(trial_id=trial_id, last_result={"trainer_finished": finished})
+        )
 
     def on_disk(self) -> set[str]:
         return {str(p) for p in self.root.glob("*/checkpoint-*")}
@@ -173,9 +191,18 @@ def test_replay_config_runs_the_best_hyperparameters_over_seeds_to_the_end(tmp_p
 @pytest.mark.parametrize(
     "setup, message",
     [
-        (lambda d: d / "missing", "replay: '{d}/missing' holds no resolved_config.yaml; pass the run directory of a finished sweep."),
-        (lambda d: (finished_sweep_dir(d) / "best.json").unlink() or d, "replay: '{d}' holds no best.json; pass the run directory of a finished sweep."),
-        (lambda d: (finished_sweep_dir(d) / "replay").mkdir() or d, "replay: '{d}/replay' already exists; move or delete it to replay again."),
+        (
+            lambda d: d / "missing",
+            "replay: '{d}/missing' holds no resolved_config.yaml; pass the run directory of a finished sweep.",
+        ),
+        (
+            lambda d: (finished_sweep_dir(d) / "best.json").unlink() or d,
+            "replay: '{d}' holds no best.json; pass the run directory of a finished sweep.",
+        ),
+        (
+            lambda d: (finished_sweep_dir(d) / "replay").mkdir() or d,
+            "replay: '{d}/replay' already exists; move or delete it to replay again.",
+        ),
     ],
 )
 def test_replay_refuses_in_one_line_with_exit_2(setup, message, tmp_path, capsys):

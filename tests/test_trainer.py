@@ -9,12 +9,12 @@ import torch
 from torch.nn import functional as F
 from transformers import Trainer
 
-from hfsweep.tasks.sequence_classification import TASK as CLASSIFICATION
-from hfsweep.models import build_model
-from hfsweep.loops.trainers import ClassWeightedTrainer
 from hfsweep.loops.hf_trainer import build_trainer, training_arguments
-from tests.conftest import resolved_config
+from hfsweep.loops.trainers import ClassWeightedTrainer
+from hfsweep.models import build_model
 from hfsweep.tasks import get_task
+from hfsweep.tasks.sequence_classification import TASK as CLASSIFICATION
+from tests.conftest import resolved_config
 
 ADVANCED = [
     "+training.optim=adafactor",
@@ -40,7 +40,16 @@ def trainer_from(overrides: list[str], tmp_path) -> Trainer:
     model = build_model(cfg["model"], OneToken(), ["negative", "positive"], task=get_task(cfg["model"]["task"]))
     args = training_arguments(cfg, str(tmp_path / "out"), get_task(cfg["model"]["task"]))
     validation = [{"input_ids": torch.arange(1, 13), "labels": torch.tensor(1)}]
-    return build_trainer(cfg, get_task(cfg["model"]["task"]), model=model, tokenizer=None, args=args, train_dataset=None, eval_dataset=validation, callbacks=[])
+    return build_trainer(
+        cfg,
+        get_task(cfg["model"]["task"]),
+        model=model,
+        tokenizer=None,
+        args=args,
+        train_dataset=None,
+        eval_dataset=validation,
+        callbacks=[],
+    )
 
 
 def test_advanced_training_arguments_reach_the_trainer_untouched(tmp_path):
@@ -78,9 +87,13 @@ def test_classification_scores_the_argmax_of_the_logits_binary_for_two_classes_m
     labels = np.array([0, 1, 0, 1])
     assert CLASSIFICATION.compute_metrics(["accuracy", "f1"])((logits, labels)) == {"accuracy": 0.5, "f1": 0.5}
     three = np.eye(3)[[0, 1, 2, 2]]
-    assert CLASSIFICATION.compute_metrics(["f1"])((three, np.array([0, 1, 2, 0])))["f1"] == pytest.approx((2 / 3 + 1 + 2 / 3) / 3)
+    assert CLASSIFICATION.compute_metrics(["f1"])((three, np.array([0, 1, 2, 0])))["f1"] == pytest.approx(
+        (2 / 3 + 1 + 2 / 3) / 3
+    )
     scores = np.array([[0.5], [1.5], [2.5]])  # one output: a regression (STS-B), scored as it is
-    assert CLASSIFICATION.compute_metrics(["pearsonr"])((scores, np.array([1.0, 2.0, 3.0])))["pearsonr"] == pytest.approx(1.0)
+    assert CLASSIFICATION.compute_metrics(["pearsonr"])((scores, np.array([1.0, 2.0, 3.0])))[
+        "pearsonr"
+    ] == pytest.approx(1.0)
     assert CLASSIFICATION.compute_metrics([]) is None
 
 

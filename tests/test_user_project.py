@@ -16,7 +16,9 @@ EXAMPLE = REPO / "examples" / "score_regression"
 
 
 def hfsweep(*args: str, cwd: Path, timeout: int = 120, executable: str = sys.executable) -> subprocess.CompletedProcess:
-    return subprocess.run([executable, "-m", "hfsweep", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [executable, "-m", "hfsweep", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def write_primary_config(folder: Path) -> Path:
@@ -45,7 +47,9 @@ def test_a_user_config_folder_adds_experiments_models_and_search_spaces(how, tmp
     assert "weight_decay:" in proc.stdout.split("search_space:")[1]  # conf/search_space/score_lr.yaml
     refused = hfsweep(*how, "+experiment=score_regresion", f"hydra.run.dir={tmp_path / 'run'}", cwd=EXAMPLE)
     assert refused.returncode == 2 and not (tmp_path / "run").exists()
-    options = sorted([p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml")] + ["score_regression"])  # hfsweep's and the user's
+    options = sorted(
+        [p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml")] + ["score_regression"]
+    )  # hfsweep's and the user's
     assert refused.stderr.strip().splitlines() == [
         f"hfsweep: error: experiment=score_regresion: no such option (did you mean 'score_regression'?); choose one of {', '.join(options)}."
     ]
@@ -63,16 +67,28 @@ def test_a_user_primary_config_pulls_in_hfsweeps_defaults(tmp_path):
 
 @pytest.mark.slow
 def test_the_example_project_sweeps_its_own_task_metric_and_loss_from_its_folder(tmp_path, cache_dir):
-    data = subprocess.run([sys.executable, "-m", "score_project.data", str(tmp_path / "data")], cwd=EXAMPLE, capture_output=True, text=True)
+    data = subprocess.run(
+        [sys.executable, "-m", "score_project.data", str(tmp_path / "data")],
+        cwd=EXAMPLE,
+        capture_output=True,
+        text=True,
+    )
     assert data.returncode == 0, data.stderr[-2000:]
     run_dir = tmp_path / "run"
     proc = hfsweep(
-        "--config-dir", "conf", "+experiment=score_regression", f"data.path={tmp_path / 'data'}",
-        "training.max_steps=20", "scheduler.grace_period=20", "search_space.training.learning_rate.values=[3e-3]",
+        "--config-dir",
+        "conf",
+        "+experiment=score_regression",
+        f"data.path={tmp_path / 'data'}",
+        "training.max_steps=20",
+        "scheduler.grace_period=20",
+        "search_space.training.learning_rate.values=[3e-3]",
         "search_space.training.weight_decay.values=[0.0]",
         "trainer.delta=0.001",  # the Huber loss is at most delta * |error|: far below the MSE's
-        f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}",
-        cwd=EXAMPLE, timeout=600,
+        f"cache_dir={cache_dir}",
+        f"hydra.run.dir={run_dir}",
+        cwd=EXAMPLE,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pd.read_csv(run_dir / "results.csv")
@@ -92,7 +108,9 @@ def venv_on_this_pythons_packages(venv: Path) -> str:
     itself a virtual environment, whose packages `venv --system-site-packages` would not see."""
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = str(venv / "bin" / "python")
-    own = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True, check=True)
+    own = subprocess.run(
+        [python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True, check=True
+    )
     ours = site.getsitepackages() + ([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])
     added = "; ".join(f"site.addsitedir({folder!r})" for folder in ours)
     (Path(own.stdout.strip()) / "tests_parent_site_packages.pth").write_text(f"import site; {added}\n")
@@ -106,22 +124,39 @@ def test_the_wheel_installs_and_runs_from_any_folder(tmp_path, cache_dir):
     then run from a folder that is not the checkout."""
     repo = EXAMPLE.parents[1]
     wheels = tmp_path / "wheels"
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(repo)],
-                           capture_output=True, text=True, timeout=300)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr[-2000:]
     venv = tmp_path / "venv"
     python = venv_on_this_pythons_packages(venv)
     (wheel,) = wheels.glob("hfsweep-*.whl")
-    installed = subprocess.run([python, "-m", "pip", "install", "--no-deps", "-q", str(wheel)], capture_output=True, text=True, timeout=300)
+    installed = subprocess.run(
+        [python, "-m", "pip", "install", "--no-deps", "-q", str(wheel)], capture_output=True, text=True, timeout=300
+    )
     assert installed.returncode == 0, installed.stderr[-2000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    where = subprocess.run([python, "-c", "import hfsweep; print(hfsweep.__file__)"], cwd=elsewhere, capture_output=True, text=True)
+    where = subprocess.run(
+        [python, "-c", "import hfsweep; print(hfsweep.__file__)"], cwd=elsewhere, capture_output=True, text=True
+    )
     assert where.stdout.startswith(str(venv)), where.stdout + where.stderr
-    shown = subprocess.run([str(venv / "bin" / "hfsweep"), "--cfg", "job"], cwd=elsewhere, capture_output=True, text=True, timeout=120)
+    shown = subprocess.run(
+        [str(venv / "bin" / "hfsweep"), "--cfg", "job"], cwd=elsewhere, capture_output=True, text=True, timeout=120
+    )
     assert shown.returncode == 0 and "ASHAScheduler" in shown.stdout, shown.stderr[-2000:]
     run_dir = tmp_path / "run"
-    swept = hfsweep("debug=tiny", "training.max_steps=10", f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}",
-                    cwd=elsewhere, timeout=600, executable=python)
+    swept = hfsweep(
+        "debug=tiny",
+        "training.max_steps=10",
+        f"cache_dir={cache_dir}",
+        f"hydra.run.dir={run_dir}",
+        cwd=elsewhere,
+        timeout=600,
+        executable=python,
+    )
     assert swept.returncode == 0, swept.stderr[-3000:]
     assert list(pd.read_csv(run_dir / "results.csv")["ended"]) == ["completed"]

@@ -11,22 +11,23 @@ import sys
 import zipfile
 
 import pytest
-
-from hfsweep.wheelhouse import (WheelhouseError, expand_platforms, marker_environment, needed, read_target,
-                                slim_wheel)
 from packaging.requirements import Requirement
+
+from hfsweep.wheelhouse import WheelhouseError, expand_platforms, marker_environment, needed, read_target, slim_wheel
 
 
 def test_a_pip_freeze_and_a_list_of_names_both_say_what_the_target_has():
-    have = read_target([
-        "# the GPU node",
-        "torch==2.13.0+cpu",          # a local version label: ==2.13.0 matches it
-        "typing_extensions==4.16.0",
-        "Jinja2",                     # a bare name: version unknown
-        "peft @ file:///tmp/peft-0.18.0-py3-none-any.whl",
-        "-e git+https://example.invalid/x.git@abc#egg=my_pkg",
-        "",
-    ])
+    have = read_target(
+        [
+            "# the GPU node",
+            "torch==2.13.0+cpu",  # a local version label: ==2.13.0 matches it
+            "typing_extensions==4.16.0",
+            "Jinja2",  # a bare name: version unknown
+            "peft @ file:///tmp/peft-0.18.0-py3-none-any.whl",
+            "-e git+https://example.invalid/x.git@abc#egg=my_pkg",
+            "",
+        ]
+    )
     assert have == {"torch": "2.13.0", "typing-extensions": "4.16.0", "jinja2": None, "peft": None, "my-pkg": None}
 
 
@@ -38,10 +39,16 @@ def test_a_line_that_is_no_package_is_refused_naming_it():
 def test_a_bad_have_file_is_refused_in_one_line_with_status_2(tmp_path):
     have = tmp_path / "have.txt"
     have.write_text("numpy\nnot a package!\n")
-    ran = subprocess.run([sys.executable, "-m", "hfsweep.wheelhouse", str(tmp_path / "wh"), "--have", str(have)],
-                         capture_output=True, text=True, timeout=60)
+    ran = subprocess.run(
+        [sys.executable, "-m", "hfsweep.wheelhouse", str(tmp_path / "wh"), "--have", str(have)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert ran.returncode == 2 and ran.stdout == ""
-    assert ran.stderr.splitlines() == [f"wheelhouse: error: --have {have}: line 2 ('not a package!') is neither a package name nor `name==version`"]
+    assert ran.stderr.splitlines() == [
+        f"wheelhouse: error: --have {have}: line 2 ('not a package!') is neither a package name nor `name==version`"
+    ]
     assert not (tmp_path / "wh").exists()
 
 
@@ -60,18 +67,43 @@ def item(name, version, *requires):
 
 
 def test_the_wheelhouse_keeps_what_hfsweep_needs_through_packages_the_target_lacks():
-    report = {"install": [
-        item("hfsweep", "0.1.0", "ray[default,train]>=2.60", "torch>=2.4", "datasets>=4",
-             "colorama; sys_platform == 'win32'", "optuna; extra == 'search'"),
-        item("ray", "2.60.0", "click", "aiohttp-cors; extra == 'default'", "pydantic<3; extra == 'train'",
-             "gymnasium; extra == 'rllib'", "pyarrow; python_version < '3.12'"),
-        item("torch", "2.11.0", "nvidia-cublas; platform_system == 'Linux'", "sympy"),
-        item("datasets", "4.1.0", "dill<0.4", "Fsspec[http]<=2025.9"),
-        item("aiohttp-cors", "0.8.1", "aiohttp"), item("pydantic", "2.14.0", "pydantic-core==2.50"),
-        item("pydantic-core", "2.50.0"), item("click", "8.3.0"), item("dill", "0.3.8"), item("fsspec", "2025.9.0"),
-        item("nvidia-cublas", "13.0"), item("sympy", "1.14"), item("aiohttp", "3.12"), item("colorama", "0.4"),
-        item("optuna", "4.0"), item("gymnasium", "1.0"), item("pyarrow", "20.0"),
-    ]}
+    report = {
+        "install": [
+            item(
+                "hfsweep",
+                "0.1.0",
+                "ray[default,train]>=2.60",
+                "torch>=2.4",
+                "datasets>=4",
+                "colorama; sys_platform == 'win32'",
+                "optuna; extra == 'search'",
+            ),
+            item(
+                "ray",
+                "2.60.0",
+                "click",
+                "aiohttp-cors; extra == 'default'",
+                "pydantic<3; extra == 'train'",
+                "gymnasium; extra == 'rllib'",
+                "pyarrow; python_version < '3.12'",
+            ),
+            item("torch", "2.11.0", "nvidia-cublas; platform_system == 'Linux'", "sympy"),
+            item("datasets", "4.1.0", "dill<0.4", "Fsspec[http]<=2025.9"),
+            item("aiohttp-cors", "0.8.1", "aiohttp"),
+            item("pydantic", "2.14.0", "pydantic-core==2.50"),
+            item("pydantic-core", "2.50.0"),
+            item("click", "8.3.0"),
+            item("dill", "0.3.8"),
+            item("fsspec", "2025.9.0"),
+            item("nvidia-cublas", "13.0"),
+            item("sympy", "1.14"),
+            item("aiohttp", "3.12"),
+            item("colorama", "0.4"),
+            item("optuna", "4.0"),
+            item("gymnasium", "1.0"),
+            item("pyarrow", "20.0"),
+        ]
+    }
     have = {"torch": "2.11.0", "click": None, "fsspec": None, "aiohttp": None}
     keep = needed(report, [Requirement("hfsweep")], have, marker_environment("3.12", ["manylinux_2_28_x86_64"]))
     # torch's own needs (nvidia-cublas, sympy) are the target's; markers are the target's (Linux, 3.12);
@@ -79,7 +111,9 @@ def test_the_wheelhouse_keeps_what_hfsweep_needs_through_packages_the_target_lac
     assert sorted(keep) == ["aiohttp-cors", "datasets", "dill", "hfsweep", "pydantic", "pydantic-core", "ray"]
     on_311 = needed(report, [Requirement("hfsweep")], have, marker_environment("3.11", ["manylinux_2_28_x86_64"]))
     assert "pyarrow" in on_311
-    with_extra = needed(report, [Requirement("hfsweep[search]")], have, marker_environment("3.12", ["manylinux_2_28_x86_64"]))
+    with_extra = needed(
+        report, [Requirement("hfsweep[search]")], have, marker_environment("3.12", ["manylinux_2_28_x86_64"])
+    )
     assert "optuna" in with_extra
 
 
@@ -117,8 +151,24 @@ def test_slim_leaves_the_jars_out_of_the_wheel_and_its_record_and_pip_installs_i
     assert "ray/jars/ray_dist.jar" not in names and "ray/_private/runtime_env/java_jars.py" in names
     assert "ray/jars/" not in record and "ray/__init__.py,sha256=" in record
     target = tmp_path / "site"
-    installed = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                                "--target", str(target), str(wheel)], capture_output=True, text=True, timeout=120)
+    installed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert installed.returncode == 0, installed.stderr
     assert (target / "ray" / "__init__.py").is_file() and not (target / "ray" / "jars").exists()
     installed_record = (target / "ray-9.9.9.dist-info" / "RECORD").read_text()
@@ -139,9 +189,29 @@ def test_a_left_out_requirement_is_a_metadata_only_stand_in_that_pip_resolves(tm
     wheel = fake_ray_wheel(tmp_path)
     assert stand_in(wheel) > 0
     with zipfile.ZipFile(wheel) as zf:
-        assert sorted(zf.namelist()) == ["ray-9.9.9.dist-info/METADATA", "ray-9.9.9.dist-info/RECORD", "ray-9.9.9.dist-info/WHEEL"]
+        assert sorted(zf.namelist()) == [
+            "ray-9.9.9.dist-info/METADATA",
+            "ray-9.9.9.dist-info/RECORD",
+            "ray-9.9.9.dist-info/WHEEL",
+        ]
     target = tmp_path / "site"
-    installed = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(tmp_path),
-                                "--target", str(target), "ray==9.9.9"], capture_output=True, text=True, timeout=120)
+    installed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--find-links",
+            str(tmp_path),
+            "--target",
+            str(target),
+            "ray==9.9.9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert installed.returncode == 0, installed.stderr
     assert (target / "ray-9.9.9.dist-info").is_dir() and not (target / "ray").exists()

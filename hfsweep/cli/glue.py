@@ -39,8 +39,17 @@ OFFICIAL = {
     "rte": [("Acc", last_column("eval_accuracy"))],
     "wnli": [("Acc", last_column("eval_accuracy"))],
 }
-NAMES = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "qqp": "QQP", "mnli": "MNLI", "qnli": "QNLI",
-         "rte": "RTE", "wnli": "WNLI"}
+NAMES = {
+    "cola": "CoLA",
+    "sst2": "SST-2",
+    "mrpc": "MRPC",
+    "stsb": "STS-B",
+    "qqp": "QQP",
+    "mnli": "MNLI",
+    "qnli": "QNLI",
+    "rte": "RTE",
+    "wnli": "WNLI",
+}
 
 
 def glue_jobs(multirun_dir: str) -> dict[str, str]:
@@ -51,18 +60,24 @@ def glue_jobs(multirun_dir: str) -> dict[str, str]:
         cfg = read_config(str(job))
         tasks = [e.get("config_name") for e in cfg["eval_metrics"] if isinstance(e, dict) and e.get("name") == "glue"]
         if not tasks or tasks[0] not in OFFICIAL:
-            raise ConfigError(f"glue: job '{job}' scores no GLUE task; its eval_metrics need "
-                              f"{{name: glue, config_name: TASK}} (+experiment=glue).")
+            raise ConfigError(
+                f"glue: job '{job}' scores no GLUE task; its eval_metrics need "
+                f"{{name: glue, config_name: TASK}} (+experiment=glue)."
+            )
         if tasks[0] in jobs:
-            raise ConfigError(f"glue: '{jobs[tasks[0]]}' and '{job}' both sweep {tasks[0]}; "
-                              f"give one multirun per table.")
+            raise ConfigError(
+                f"glue: '{jobs[tasks[0]]}' and '{job}' both sweep {tasks[0]}; give one multirun per table."
+            )
         if tasks[0] == "mnli" and "mismatched" not in cfg["extra_validation"]:
-            raise ConfigError(f"glue: job '{job}' (mnli) has no extra_validation.mismatched set; "
-                              f"compose it with glue=mnli.")
+            raise ConfigError(
+                f"glue: job '{job}' (mnli) has no extra_validation.mismatched set; compose it with glue=mnli."
+            )
         jobs[tasks[0]] = str(job)
     if not jobs:
-        raise ConfigError(f"glue: '{multirun_dir}' holds no finished sweep (*/{BEST_FILE}); "
-                          f"pass the directory of a finished multirun.")
+        raise ConfigError(
+            f"glue: '{multirun_dir}' holds no finished sweep (*/{BEST_FILE}); "
+            f"pass the directory of a finished multirun."
+        )
     return {task: jobs[task] for task in OFFICIAL if task in jobs}
 
 
@@ -75,8 +90,10 @@ def replayed(job: str, seeds: list[int]) -> pd.DataFrame:
         table = pd.read_csv(table_path, dtype={"seed": str}).set_index("seed")
         found = sorted(int(s) for s in table.index if s not in ("mean", "std"))
         if found != sorted(seeds):
-            raise ConfigError(f"glue: '{table_path}' replayed seeds {found}, not {sorted(seeds)}; "
-                              f"move it away or ask for those seeds.")
+            raise ConfigError(
+                f"glue: '{table_path}' replayed seeds {found}, not {sorted(seeds)}; "
+                f"move it away or ask for those seeds."
+            )
         print(f"glue: reusing the replay in {os.path.dirname(table_path)}")
         return table
     print(f"glue: replaying {job} over seeds {seeds}")
@@ -91,8 +108,9 @@ def glue_table(tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, float]:
         per_seed = table.drop(index=["mean", "std"])
         for label, column in OFFICIAL[task]:
             values = per_seed[column].astype(float) * 100
-            rows.append({"task": NAMES[task], "metric": label, "mean": values.mean(), "std": values.std(),
-                         "seeds": len(values)})
+            rows.append(
+                {"task": NAMES[task], "metric": label, "mean": values.mean(), "std": values.std(), "seeds": len(values)}
+            )
     long = pd.DataFrame(rows)
     return long, long.groupby("task", sort=False)["mean"].mean().mean()
 
@@ -123,8 +141,9 @@ def write_tables(multirun_dir: str, long: pd.DataFrame, score: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hfsweep.glue", description=__doc__.splitlines()[0])
     parser.add_argument("multirun_dir", help="a finished `python -m hfsweep -m +experiment=glue glue=...` directory")
-    parser.add_argument("--seeds", type=int, nargs="+", required=True,
-                        help="the replay's seeds, the same for every task")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", required=True, help="the replay's seeds, the same for every task"
+    )
     args = parser.parse_args(argv)
     try:
         jobs = glue_jobs(args.multirun_dir)

@@ -24,10 +24,10 @@ import pandas as pd
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import saved_config
 from hfsweep.config.objectives import first_objective
+from hfsweep.contract import read_pointer
 from hfsweep.driver.rerun import FULL_BUDGET
 from hfsweep.driver.tables import markdown
 from hfsweep.run_dir import BEST_FILE, RESOLVED_CONFIG, RESULTS_FILE, best_config, last_column
-from hfsweep.contract import read_pointer
 
 REPLAY_DIR = "replay"
 
@@ -70,8 +70,11 @@ def replay_table(out: str, metric: str, final: pd.DataFrame) -> pd.DataFrame:
     """replay.csv and replay.md: per seed its status, last step, final scores (`final_scores`) and
     best metric; then their mean and sample std (rows `mean`, `std`; `mean ± std` in Markdown)."""
     results = pd.read_csv(os.path.join(out, RESULTS_FILE)).astype({"seed": str})
-    per_seed = (results[["seed", "status", "step", f"best_{metric}"]].merge(final, on="seed")
-                .sort_values("seed", key=lambda s: s.astype(int)))
+    per_seed = (
+        results[["seed", "status", "step", f"best_{metric}"]]
+        .merge(final, on="seed")
+        .sort_values("seed", key=lambda s: s.astype(int))
+    )
     columns = [c for c in per_seed.columns if c not in ("seed", "status", "step")]
     mean, std = per_seed[columns].mean(), per_seed[columns].std()
     table = pd.concat([per_seed, pd.DataFrame([{"seed": "mean", **mean}, {"seed": "std", **std}])], ignore_index=True)
@@ -94,11 +97,14 @@ def interrupted_replay(run_dir: str, seeds: list[int]) -> Optional[str]:
     started = saved["search_space"]["seed"]["values"]
     if sorted(seeds) != sorted(started):
         listed = " ".join(map(str, started))
-        raise ConfigError(f"replay: '{out}' holds an unfinished replay of seeds {listed}; "
-                          f"pass --seeds {listed} to finish it, or move it aside to replay other seeds.")
+        raise ConfigError(
+            f"replay: '{out}' holds an unfinished replay of seeds {listed}; "
+            f"pass --seeds {listed} to finish it, or move it aside to replay other seeds."
+        )
     if not glob.glob(os.path.join(out, saved["name"], "experiment_state-*.json")):
-        raise ConfigError(f"replay: '{out}' was stopped before its first trial started; "
-                          f"move or delete it to replay again.")
+        raise ConfigError(
+            f"replay: '{out}' was stopped before its first trial started; move or delete it to replay again."
+        )
     return out
 
 

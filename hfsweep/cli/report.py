@@ -15,10 +15,10 @@ import importlib.util
 import os
 import sys
 
-from hfsweep.run_dir import RESOLVED_CONFIG, holds_sweep, read_config
-from hfsweep.driver.insight import IMPORTANCE_PLOT, PARALLEL_PLOT, study_name
 from hfsweep.driver.anytime import ANYTIME_PLOT, plot_anytime, summary_row
+from hfsweep.driver.insight import IMPORTANCE_PLOT, PARALLEL_PLOT, study_name
 from hfsweep.driver.report import sweep_anytime, write_report
+from hfsweep.run_dir import RESOLVED_CONFIG, holds_sweep, read_config
 
 
 def storage_problem(url: str) -> str | None:
@@ -38,11 +38,18 @@ def storage_problem(url: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hfsweep.report", description=__doc__.splitlines()[0])
-    parser.add_argument("run_dirs", nargs="+", metavar="run_dir",
-                        help="a sweep's run directory (holds resolved_config.yaml); several with --compare")
+    parser.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="run_dir",
+        help="a sweep's run directory (holds resolved_config.yaml); several with --compare",
+    )
     parser.add_argument("--compare", metavar="OUT", help="draw the sweeps' anytime curves on one plot in OUT")
-    parser.add_argument("--optuna-storage", metavar="URL",
-                        help="also write the sweep as an Optuna study into this storage (e.g. sqlite:///sweep.db)")
+    parser.add_argument(
+        "--optuna-storage",
+        metavar="URL",
+        help="also write the sweep as an Optuna study into this storage (e.g. sqlite:///sweep.db)",
+    )
     args = parser.parse_args(argv)
     missing = [run_dir for run_dir in args.run_dirs if not holds_sweep(run_dir)]
     if missing:
@@ -64,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     written = [name for name in plots if os.path.isfile(os.path.join(run_dir, name))]
     print(f"Wrote results.csv, results.md, {', '.join(written)} in {run_dir}")
     if args.optuna_storage:
-        print(f"Wrote the Optuna study '{study_name(read_config(run_dir), run_dir)}' ({len(table)} trials) into "
-              f"{args.optuna_storage}; see it with: optuna-dashboard {args.optuna_storage}")
+        print(
+            f"Wrote the Optuna study '{study_name(read_config(run_dir), run_dir)}' ({len(table)} trials) into "
+            f"{args.optuna_storage}; see it with: optuna-dashboard {args.optuna_storage}"
+        )
     return 0
 
 
@@ -86,8 +95,10 @@ def compare(run_dirs: list[str], out: str) -> int:
         curves[label] = curve
         rows.append(summary_row(label, curve, target, mode))
     if len(metrics) > 1:
-        print(f"hfsweep.report: error: --compare needs one metric and mode in every sweep, got {sorted(metrics)}.",
-              file=sys.stderr)
+        print(
+            f"hfsweep.report: error: --compare needs one metric and mode in every sweep, got {sorted(metrics)}.",
+            file=sys.stderr,
+        )
         return 2
     ((metric, mode),) = metrics
     os.makedirs(out, exist_ok=True)
@@ -96,9 +107,11 @@ def compare(run_dirs: list[str], out: str) -> int:
     table.to_csv(os.path.join(out, "anytime.csv"), index=False)
     better = "lower" if mode == "min" else "higher"
     with open(os.path.join(out, "anytime.md"), "w") as f:
-        f.write(f"Best {metric} so far against trial-hours ({ANYTIME_PLOT}); area: the mean best so far over the "
-                f"trial-hours spent ({better} is better); hours_to_defaults: trial-hours until the sweep's own "
-                f"defaults trial's score was reached.\n\n{markdown(table)}")
+        f.write(
+            f"Best {metric} so far against trial-hours ({ANYTIME_PLOT}); area: the mean best so far over the "
+            f"trial-hours spent ({better} is better); hours_to_defaults: trial-hours until the sweep's own "
+            f"defaults trial's score was reached.\n\n{markdown(table)}"
+        )
     print(table.to_string(index=False))
     print(f"Wrote {ANYTIME_PLOT}, anytime.csv and anytime.md in {out}")
     return 0

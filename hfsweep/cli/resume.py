@@ -20,8 +20,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", help="the interrupted sweep's run directory (holds resolved_config.yaml)")
     parser.add_argument("overrides", nargs="*", help="KEY=VALUE changes to the saved config (need --force)")
     parser.add_argument("--force", action="store_true", help="resume even though the overrides change the config")
-    parser.add_argument("--extend", nargs="+", metavar="KEY=VALUE", default=[],
-                        help="add trials to a finished sweep: num_samples=N, or search_space.* values")
+    parser.add_argument(
+        "--extend",
+        nargs="+",
+        metavar="KEY=VALUE",
+        default=[],
+        help="add trials to a finished sweep: num_samples=N, or search_space.* values",
+    )
     args = parser.parse_args(argv)
     if args.extend and (args.overrides or args.force):
         parser.error("--extend takes its KEY=VALUE changes itself; give no other overrides or --force with it")

@@ -22,13 +22,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hfsweep.simulate", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", help="a finished sweep's run directory, or a Tune experiment directory")
     parser.add_argument("overrides", nargs="*", help="scheduler=NAME[,NAME...] and scheduler.KEY=VALUE overrides")
-    parser.add_argument("-m", "--multirun", action="store_true",
-                        help="Hydra's spelling, accepted: comma-separated values always replay every combination")
-    parser.add_argument("--shuffle", type=int, metavar="SEED",
-                        help="start the trials in this seed's shuffle of the recorded order")
+    parser.add_argument(
+        "-m",
+        "--multirun",
+        action="store_true",
+        help="Hydra's spelling, accepted: comma-separated values always replay every combination",
+    )
+    parser.add_argument(
+        "--shuffle", type=int, metavar="SEED", help="start the trials in this seed's shuffle of the recorded order"
+    )
     parser.add_argument("--concurrency", type=int, metavar="N", help="trials at once (default: as recorded)")
-    parser.add_argument("--treat-stopped-as-final", action="store_true",
-                        help="replay a sweep whose trials were stopped early, taking their last report as their end")
+    parser.add_argument(
+        "--treat-stopped-as-final",
+        action="store_true",
+        help="replay a sweep whose trials were stopped early, taking their last report as their end",
+    )
     parser.add_argument("--metric", help="the metric to optimise (default: the sweep's)")
     parser.add_argument("--mode", choices=["min", "max"], help="(default: the sweep's)")
     args = parser.parse_intermixed_args(argv)  # flags anywhere among the overrides
@@ -48,25 +56,38 @@ def run(args) -> None:
     sweep_cfg, experiment_dirs = sweep_records(args.run_dir)
     metric, mode = args.metric or sweep_cfg.get("metric"), args.mode or sweep_cfg.get("mode")
     if not isinstance(metric, str) or mode not in ("min", "max"):
-        raise ConfigError(f"{args.run_dir}: give the one metric to optimise and its mode, "
-                          f"e.g. --metric eval_loss --mode min.")
+        raise ConfigError(
+            f"{args.run_dir}: give the one metric to optimise and its mode, e.g. --metric eval_loss --mode min."
+        )
     recording = simulate.read_recording(experiment_dirs)
     if not recording.trials:
         raise ConfigError(f"{args.run_dir}: no trial reported a result; replay a sweep that ran.")
     stopped = recording.stopped_early()
     if stopped and not args.treat_stopped_as_final:
         names = ", ".join(f"{t.trial_id} ({recording.progress} {recording.last(t)})" for t in stopped)
-        raise ConfigError(f"{args.run_dir}: {len(stopped)} trials ended before {recording.progress} "
-                          f"{recording.max_progress()}: {names}; replay a sweep run with scheduler=fifo, "
-                          f"or pass --treat-stopped-as-final to take their last report as their end.")
+        raise ConfigError(
+            f"{args.run_dir}: {len(stopped)} trials ended before {recording.progress} "
+            f"{recording.max_progress()}: {names}; replay a sweep run with scheduler=fifo, "
+            f"or pass --treat-stopped-as-final to take their last report as their end."
+        )
     if "metric" not in sweep_cfg:  # a bare Tune experiment: its furthest trial's progress is the budget
         sweep_cfg = {"training": {"max_steps": recording.max_progress()}}
     schedulers = [simulate.build_replay_scheduler(job, sweep_cfg, metric, mode) for job in jobs]  # all refused or none
     sims = []
     for job, scheduler in zip(jobs, schedulers):
         stopper = build_stopper(sweep_cfg) if "stopper" in sweep_cfg else None  # they see a report first, as in Tune
-        sims.append(simulate.simulate(recording, scheduler, metric, mode, name=simulate.job_name(job),
-                                      concurrency=args.concurrency, shuffle=args.shuffle, stopper=stopper))
+        sims.append(
+            simulate.simulate(
+                recording,
+                scheduler,
+                metric,
+                mode,
+                name=simulate.job_name(job),
+                concurrency=args.concurrency,
+                shuffle=args.shuffle,
+                stopper=stopper,
+            )
+        )
         print(simulate.describe(sims[-1], metric, recording.progress))
     out_dir = os.path.join(args.run_dir, simulate.SIMULATE_DIR)
     comparison = simulate.write_simulations(sims, out_dir, metric, recording.progress)
@@ -84,10 +105,14 @@ def sweep_records(run_dir: str) -> tuple[dict, list[str]]:
         cfg = read_config(run_dir)
         experiment_dirs = [os.path.join(run_dir, name) for name in experiment_names(run_dir, cfg["name"])]
     elif not glob.glob(os.path.join(run_dir, "experiment_state-*.json")):
-        raise ConfigError(f"{run_dir}: neither a sweep's run directory (resolved_config.yaml) nor a Tune experiment "
-                          f"directory (experiment_state-*.json); pass one of those.")
+        raise ConfigError(
+            f"{run_dir}: neither a sweep's run directory (resolved_config.yaml) nor a Tune experiment "
+            f"directory (experiment_state-*.json); pass one of those."
+        )
     if not glob.glob(os.path.join(experiment_dirs[0], "experiment_state-*.json")):
-        raise ConfigError(f"{run_dir}: no results (no Tune experiment in {experiment_dirs[0]}); replay a sweep that ran.")
+        raise ConfigError(
+            f"{run_dir}: no results (no Tune experiment in {experiment_dirs[0]}); replay a sweep that ran."
+        )
     return cfg, experiment_dirs
 
 

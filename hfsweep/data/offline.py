@@ -58,8 +58,16 @@ from hfsweep.data.cache import atomic_dir
 from hfsweep.data.sources import write_pydoc_topics
 
 SEED = 0
-PROXIES = ("mrpc_proxy", "yelp_proxy", "wikitext_proxy", "conll_proxy", "summary_proxy", "translation_proxy",
-           "squad_proxy", "chat_proxy")
+PROXIES = (
+    "mrpc_proxy",
+    "yelp_proxy",
+    "wikitext_proxy",
+    "conll_proxy",
+    "summary_proxy",
+    "translation_proxy",
+    "squad_proxy",
+    "chat_proxy",
+)
 DIGITS = "digits"
 PIXEL_SCALE = 255 / 16  # scikit-learn's digits hold 0..16 per pixel
 MIN_TOPIC_SENTENCES = 10  # topics with fewer take no part in the pairs (validation then has 2 or more)
@@ -122,15 +130,74 @@ def largest_topic_sentences(splits: dict, rng: random.Random) -> dict[str, list[
 
 
 ENTITIES = {
-    "PER": ("by", ["Ada Lovelace", "Alan Turing", "Grace Hopper", "Guido van Rossum", "Barbara Liskov",
-                   "Edsger Dijkstra", "Donald Knuth", "Margaret Hamilton", "Ken Thompson", "Frances Allen",
-                   "John Backus", "Niklaus Wirth"]),
-    "LOC": ("in", ["Oslo", "Lisbon", "Nairobi", "Kyoto", "Santiago", "Reykjavik", "Montreal", "Zurich", "Hanoi",
-                   "Lagos", "Buenos Aires", "New Delhi"]),
-    "ORG": ("at", ["Acme Corp", "Globex", "Initech", "Umbrella Labs", "Stark Industries", "Wayne Enterprises", "Hooli",
-                   "Vandelay Industries", "Cyberdyne Systems", "Soylent Co", "Tyrell Corporation", "Aperture Science"]),
-    "MISC": ("the", ["Olympics", "Nobel Prize", "Turing Award", "World Cup", "Renaissance", "Esperanto", "Byzantine",
-                     "Victorian", "Mandarin", "Gothic", "Baroque", "Celtic"]),
+    "PER": (
+        "by",
+        [
+            "Ada Lovelace",
+            "Alan Turing",
+            "Grace Hopper",
+            "Guido van Rossum",
+            "Barbara Liskov",
+            "Edsger Dijkstra",
+            "Donald Knuth",
+            "Margaret Hamilton",
+            "Ken Thompson",
+            "Frances Allen",
+            "John Backus",
+            "Niklaus Wirth",
+        ],
+    ),
+    "LOC": (
+        "in",
+        [
+            "Oslo",
+            "Lisbon",
+            "Nairobi",
+            "Kyoto",
+            "Santiago",
+            "Reykjavik",
+            "Montreal",
+            "Zurich",
+            "Hanoi",
+            "Lagos",
+            "Buenos Aires",
+            "New Delhi",
+        ],
+    ),
+    "ORG": (
+        "at",
+        [
+            "Acme Corp",
+            "Globex",
+            "Initech",
+            "Umbrella Labs",
+            "Stark Industries",
+            "Wayne Enterprises",
+            "Hooli",
+            "Vandelay Industries",
+            "Cyberdyne Systems",
+            "Soylent Co",
+            "Tyrell Corporation",
+            "Aperture Science",
+        ],
+    ),
+    "MISC": (
+        "the",
+        [
+            "Olympics",
+            "Nobel Prize",
+            "Turing Award",
+            "World Cup",
+            "Renaissance",
+            "Esperanto",
+            "Byzantine",
+            "Victorian",
+            "Mandarin",
+            "Gothic",
+            "Baroque",
+            "Celtic",
+        ],
+    ),
 }
 
 
@@ -162,7 +229,7 @@ def squad_articles(texts: list[str], rng: random.Random) -> dict:
     """SQuAD v1.1's layout: one article per 20 contexts, each context with its two questions."""
     paragraphs = []
     for i in range(0, len(texts) - 2, 3):
-        words = [(w, None) for w in " ".join(texts[i:i + 3]).split()]
+        words = [(w, None) for w in " ".join(texts[i : i + 3]).split()]
         for kind in ("PER", "LOC"):
             hint, names = ENTITIES[kind]
             # not inside a name
@@ -170,25 +237,33 @@ def squad_articles(texts: list[str], rng: random.Random) -> dict:
             words[at:at] = [(hint, None)] + [(w, kind) for w in rng.choice(names).split()]
         context, answers = "", {}
         for word, kind in words:
-            context += (" " if context else "")
+            context += " " if context else ""
             if kind and kind not in answers:
                 answers[kind] = {"text": word, "answer_start": len(context)}
             elif kind:
                 answers[kind]["text"] += " " + word
             context += word
-        qas = [{"id": f"{len(paragraphs)}-{kind}", "question": question, "answers": [answers[kind]]}
-               for kind, question in (("PER", "Which person is named?"), ("LOC", "Which place is named?"))]
+        qas = [
+            {"id": f"{len(paragraphs)}-{kind}", "question": question, "answers": [answers[kind]]}
+            for kind, question in (("PER", "Which person is named?"), ("LOC", "Which place is named?"))
+        ]
         paragraphs.append({"context": context, "qas": qas})
-    return {"version": "1.1", "data": [{"title": f"topics {i}", "paragraphs": paragraphs[i:i + 20]}
-                                       for i in range(0, len(paragraphs), 20)]}
+    return {
+        "version": "1.1",
+        "data": [{"title": f"topics {i}", "paragraphs": paragraphs[i : i + 20]} for i in range(0, len(paragraphs), 20)],
+    }
 
 
 def continuation_chat(sentence: str) -> dict:
     """A conversation: the user gives a sentence's first half, the assistant the rest."""
     words = sentence.split()
     half = len(words) // 2
-    return {"messages": [{"role": "user", "content": "Continue: " + " ".join(words[:half])},
-                         {"role": "assistant", "content": " ".join(words[half:])}]}
+    return {
+        "messages": [
+            {"role": "user", "content": "Continue: " + " ".join(words[:half])},
+            {"role": "assistant", "content": " ".join(words[half:])},
+        ]
+    }
 
 
 def write_jsonl(path: str, rows: list[dict]) -> None:
@@ -210,8 +285,9 @@ def write(out_dir: str) -> dict[str, str]:
     rng = random.Random(SEED)
     splits = topic_sentences()
     folders = {name: os.path.join(out_dir, name) for name in PROXIES}
-    pair_topics = {n for n in splits["train"]
-                   if len(splits["train"][n]) + len(splits["validation"][n]) >= MIN_TOPIC_SENTENCES}
+    pair_topics = {
+        n for n in splits["train"] if len(splits["train"][n]) + len(splits["validation"][n]) >= MIN_TOPIC_SENTENCES
+    }
     for split, count in PAIRS.items():
         by_topic = {n: s for n, s in splits[split].items() if n in pair_topics}
         write_csv(os.path.join(folders["mrpc_proxy"], f"{split}.csv"), restatement_pairs(by_topic, count, rng))
@@ -223,11 +299,14 @@ def write(out_dir: str) -> dict[str, str]:
         tagged = [tagged_sentence(s, rng) for name in sorted(by_topic) for s in by_topic[name]]
         write_conll(os.path.join(folders["conll_proxy"], f"{split}.txt"), tagged)
         texts = [s for name in sorted(by_topic) for s in by_topic[name]]
-        write_jsonl(os.path.join(folders["summary_proxy"], f"{split}.jsonl"),
-                    [{"document": s, "summary": " ".join(s.split()[:6])} for s in texts])
-        write_jsonl(os.path.join(folders["translation_proxy"], f"{split}.jsonl"),
-                    [{"translation": {"ro": " ".join(s.split()[:8][::-1]), "en": " ".join(s.split()[:8])}}
-                     for s in texts])
+        write_jsonl(
+            os.path.join(folders["summary_proxy"], f"{split}.jsonl"),
+            [{"document": s, "summary": " ".join(s.split()[:6])} for s in texts],
+        )
+        write_jsonl(
+            os.path.join(folders["translation_proxy"], f"{split}.jsonl"),
+            [{"translation": {"ro": " ".join(s.split()[:8][::-1]), "en": " ".join(s.split()[:8])}} for s in texts],
+        )
         write_jsonl(os.path.join(folders["chat_proxy"], f"{split}.jsonl"), [continuation_chat(s) for s in texts])
         os.makedirs(folders["squad_proxy"], exist_ok=True)
         with open(os.path.join(folders["squad_proxy"], f"{split}.json"), "w", encoding="utf-8") as f:
@@ -248,7 +327,8 @@ def write_digits(folder: str, validation_share: float = 0.2, seed: int = 0) -> s
     images = [PILImage.fromarray(np.round(image * PIXEL_SCALE).astype(np.uint8), mode="L") for image in digits.images]
     features = Features({"image": Image(), "label": ClassLabel(names=[str(d) for d in range(10)])})
     split = Dataset.from_dict({"image": images, "label": digits.target.tolist()}, features=features).train_test_split(
-        test_size=validation_share, seed=seed)
+        test_size=validation_share, seed=seed
+    )
     os.makedirs(folder, exist_ok=True)
     split["train"].to_parquet(os.path.join(folder, "train.parquet"))
     split["test"].to_parquet(os.path.join(folder, "validation.parquet"))

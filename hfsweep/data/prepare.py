@@ -25,7 +25,6 @@ from hfsweep.data.cache import atomic_dir
 from hfsweep.data.shards import write_shards
 from hfsweep.data.sources import load_raw, source_identity
 
-
 PREPARED_LAYOUT = 2  # what a prepared folder holds; a change makes earlier caches miss instead of misread
 
 
@@ -91,12 +90,19 @@ def prepare(cfg: dict, task) -> PreparedData:
     raw = raw_splits(data_cfg, cache_dir, task)
     tokenizer_path = task.prepare_processor(cfg["model"], raw["train"], data_cfg, cache_dir)
     tokenized_by = what_is_prepared(data_cfg)
-    train_identity = (source_identity(data_cfg, cache_dir) if data_cfg["streaming"]
-                      else dataset_fingerprint(raw["train"]))
+    train_identity = (
+        source_identity(data_cfg, cache_dir) if data_cfg["streaming"] else dataset_fingerprint(raw["train"])
+    )
     key = hashlib.sha256(
         json.dumps(
-            [PREPARED_LAYOUT, train_identity, dataset_fingerprint(raw["validation"]), tokenizer_path, tokenized_by,
-             task.identity()],
+            [
+                PREPARED_LAYOUT,
+                train_identity,
+                dataset_fingerprint(raw["validation"]),
+                tokenizer_path,
+                tokenized_by,
+                task.identity(),
+            ],
             sort_keys=True,
         ).encode()
     ).hexdigest()[:16]
@@ -111,8 +117,15 @@ def prepare(cfg: dict, task) -> PreparedData:
             )
         write_validation(raw["validation"], task, task.load_processor(tokenizer_path), data_cfg, tmp)
         with open(os.path.join(tmp, "train_summary.json"), "w") as f:
-            json.dump({"shards": written.num_shards, "rows": written.num_rows, "tokens": written.num_tokens,
-                       "label_names": task.label_names(raw["train"], data_cfg)}, f)
+            json.dump(
+                {
+                    "shards": written.num_shards,
+                    "rows": written.num_rows,
+                    "tokens": written.num_tokens,
+                    "label_names": task.label_names(raw["train"], data_cfg),
+                },
+                f,
+            )
 
     atomic_dir(out, write)
     validation = datasets.load_from_disk(os.path.join(out, "validation"))
@@ -135,7 +148,9 @@ def prepare_apart(cfg: dict, task) -> PreparedData:
     fork with a Python `preexec_fn`, which Python documents as unsafe beside other threads (on a
     16-core machine `ray.init` timed out at start-up after tokenizing). A refusal comes back as the
     same ConfigError."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_stand_in_for_driver) as pool:
+    with ProcessPoolExecutor(
+        1, mp_context=multiprocessing.get_context("spawn"), initializer=_stand_in_for_driver
+    ) as pool:
         return pool.submit(prepare, cfg, task).result()
 
 

@@ -48,8 +48,12 @@ def _start(task, tokenizer_path: str, data_cfg: dict, in_pool: bool = False) -> 
     if in_pool:
         datasets.disable_progress_bars()
         datasets.logging.set_verbosity_error()
-    _worker.update(task=task, tokenizer=task.load_processor(tokenizer_path), data_cfg=data_cfg,
-                   setup=(task, tokenizer_path, data_cfg))
+    _worker.update(
+        task=task,
+        tokenizer=task.load_processor(tokenizer_path),
+        data_cfg=data_cfg,
+        setup=(task, tokenizer_path, data_cfg),
+    )
 
 
 def _process_on_node(setup: tuple, index: int, chunk, out_dir: str) -> tuple[str, np.ndarray]:
@@ -146,8 +150,10 @@ def _runner(num_proc: int, task, tokenizer_path: str, data_cfg: dict):
                 datasets.enable_progress_bars()
         return
     pool = ProcessPoolExecutor(
-        num_proc, mp_context=multiprocessing.get_context("spawn"), initializer=_start,
-        initargs=(task, tokenizer_path, data_cfg, True)
+        num_proc,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start,
+        initargs=(task, tokenizer_path, data_cfg, True),
     )
 
     try:
@@ -166,13 +172,16 @@ def _on_cluster(num_proc: int, task, tokenizer_path: str, data_cfg: dict):
     import ray
 
     if not ray.is_initialized():
-        raise RuntimeError("data.prepare_on=cluster: Ray is not initialized; hfsweep.driver.sweep connects to the "
-                           "cluster before preparing.")
+        raise RuntimeError(
+            "data.prepare_on=cluster: Ray is not initialized; hfsweep.driver.sweep connects to the "
+            "cluster before preparing."
+        )
     process = ray.remote(num_cpus=1)(_process_on_node)
     in_flight = 2 * max(1, int(ray.cluster_resources().get("CPU", 1)))
     setup = (task, tokenizer_path, data_cfg)
-    yield lambda jobs: _in_order(((setup, i, _in_memory(chunk), out) for i, chunk, out in jobs), process.remote,
-                                 ray.get, in_flight)
+    yield lambda jobs: _in_order(
+        ((setup, i, _in_memory(chunk), out) for i, chunk, out in jobs), process.remote, ray.get, in_flight
+    )
 
 
 def _in_order(jobs, submit, result, in_flight: int):

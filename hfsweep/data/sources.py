@@ -13,8 +13,16 @@ from datasets import DatasetDict
 from hfsweep.config.errors import ConfigError, HubUnreachableError
 from hfsweep.data.cache import atomic_dir
 
-LOCAL_BUILDERS = {".txt": "text", ".raw": "text", ".conll": "text", ".csv": "csv", ".tsv": "csv", ".json": "json",
-                  ".jsonl": "json", ".parquet": "parquet"}
+LOCAL_BUILDERS = {
+    ".txt": "text",
+    ".raw": "text",
+    ".conll": "text",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".parquet": "parquet",
+}
 SPLITS = ("train", "validation")  # what a sweep reads; datasets' patterns also map valid, val and dev to validation
 # What usually fixes a file its builder cannot parse.
 PARSE_FIXES = {
@@ -51,15 +59,19 @@ def _named_data_files(path: str, named: dict) -> tuple[str, dict]:
     knows is read as text."""
     missing = [split for split in SPLITS if not named.get(split)]
     if missing:
-        raise ConfigError(f"data.data_files: names no {' or '.join(missing)} file; "
-                          f"e.g. data.data_files.validation=dev.txt.")
-    files = {split: [os.path.join(path, f) for f in ([named[split]] if isinstance(named[split], str) else named[split])]
-             for split in SPLITS}
+        raise ConfigError(
+            f"data.data_files: names no {' or '.join(missing)} file; e.g. data.data_files.validation=dev.txt."
+        )
+    files = {
+        split: [os.path.join(path, f) for f in ([named[split]] if isinstance(named[split], str) else named[split])]
+        for split in SPLITS
+    }
     absent = [f for split_files in files.values() for f in split_files if not os.path.isfile(f)]
     if absent:
         raise ConfigError(f"data.data_files: '{absent[0]}' is not a file; names are relative to data.path.")
-    builders = {LOCAL_BUILDERS.get(os.path.splitext(f)[1], "text")
-                for split_files in files.values() for f in split_files}
+    builders = {
+        LOCAL_BUILDERS.get(os.path.splitext(f)[1], "text") for split_files in files.values() for f in split_files
+    }
     if len(builders) > 1:
         raise ConfigError(f"data.data_files: mixes file types {sorted(builders)}; use one type.")
     return builders.pop(), files
@@ -144,8 +156,10 @@ def _refuse_empty(builder: str, files: dict, options: dict) -> None:
                 header_only = header and lines == 1
             if lines <= header:
                 what = "holds a header and no rows" if header_only else "is empty"
-                raise ConfigError(f"data.path: '{path}' ({split}) {what}; put the {split} split's examples in it, "
-                                  f"or point data.path at the right folder.")
+                raise ConfigError(
+                    f"data.path: '{path}' ({split}) {what}; put the {split} split's examples in it, "
+                    f"or point data.path at the right folder."
+                )
 
 
 def _parse_error(builder: str, files: dict, options: dict, err: Exception) -> ConfigError:
@@ -161,8 +175,9 @@ def _parse_error(builder: str, files: dict, options: dict, err: Exception) -> Co
         reason = reason.__cause__
     what = " ".join(str(reason).split()) or type(reason).__name__
     where = f"'{culprit}'" if culprit else f"the files of {sorted(files)}"
-    return ConfigError(f"data.path: cannot parse {where} as {builder} ({type(reason).__name__}: {what}); "
-                       f"{PARSE_FIXES[builder]}.")
+    return ConfigError(
+        f"data.path: cannot parse {where} as {builder} ({type(reason).__name__}: {what}); {PARSE_FIXES[builder]}."
+    )
 
 
 def source_identity(data_cfg: dict, cache_dir: str) -> list:
@@ -181,8 +196,9 @@ def load_raw(data_cfg: dict, cache_dir: str, task=None) -> DatasetDict:
     streaming = data_cfg["streaming"]
     if data_cfg["source"] == "hub":
         try:
-            raw = datasets.load_dataset(data_cfg["name"], data_cfg["config_name"], streaming=streaming,
-                                        **data_cfg["load_kwargs"])
+            raw = datasets.load_dataset(
+                data_cfg["name"], data_cfg["config_name"], streaming=streaming, **data_cfg["load_kwargs"]
+            )
         except (ConnectionError, OSError) as err:
             raise HubUnreachableError(
                 f"data: cannot load '{data_cfg['name']}' from the Hugging Face hub ({type(err).__name__}); "

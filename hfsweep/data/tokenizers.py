@@ -7,15 +7,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from hfsweep.compat import dataset_fingerprint
 from hfsweep.config.errors import HubUnreachableError
 from hfsweep.data.cache import atomic_dir
 
 SPECIAL_TOKEN = "<|endoftext|>"
-BERT_SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
-                       "mask_token": "[MASK]"}
+BERT_SPECIAL_TOKENS = {
+    "pad_token": "[PAD]",
+    "unk_token": "[UNK]",
+    "cls_token": "[CLS]",
+    "sep_token": "[SEP]",
+    "mask_token": "[MASK]",
+}
 
 
 def _byte_level_bpe(texts: Iterable[str], vocab_size: int):
@@ -53,8 +58,13 @@ def _wordpiece(texts: Iterable[str], vocab_size: int):
     )
 
 
-ROBERTA_SPECIAL_TOKENS = {"bos_token": "<s>", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>",
-                          "mask_token": "<mask>"}
+ROBERTA_SPECIAL_TOKENS = {
+    "bos_token": "<s>",
+    "pad_token": "<pad>",
+    "eos_token": "</s>",
+    "unk_token": "<unk>",
+    "mask_token": "<mask>",
+}
 
 
 def _roberta_bpe(texts: Iterable[str], vocab_size: int):
@@ -65,12 +75,15 @@ def _roberta_bpe(texts: Iterable[str], vocab_size: int):
     from transformers import PreTrainedTokenizerFast
 
     bpe = ByteLevelBPETokenizer(add_prefix_space=True)
-    bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2,
-                            special_tokens=list(ROBERTA_SPECIAL_TOKENS.values()))
-    bpe.post_processor = processors.RobertaProcessing(("</s>", bpe.token_to_id("</s>")),
-                                                      ("<s>", bpe.token_to_id("<s>")), add_prefix_space=True)
-    return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, model_input_names=["input_ids", "attention_mask"],
-                                   **ROBERTA_SPECIAL_TOKENS)
+    bpe.train_from_iterator(
+        texts, vocab_size=vocab_size, min_frequency=2, special_tokens=list(ROBERTA_SPECIAL_TOKENS.values())
+    )
+    bpe.post_processor = processors.RobertaProcessing(
+        ("</s>", bpe.token_to_id("</s>")), ("<s>", bpe.token_to_id("<s>")), add_prefix_space=True
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer, model_input_names=["input_ids", "attention_mask"], **ROBERTA_SPECIAL_TOKENS
+    )
 
 
 T5_SPECIAL_TOKENS = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}  # ids 0, 1, 2, as T5's
@@ -83,16 +96,23 @@ def _unigram(texts: Iterable[str], vocab_size: int):
     from transformers import PreTrainedTokenizerFast
 
     unigram = SentencePieceUnigramTokenizer()
-    unigram.train_from_iterator(texts, vocab_size=vocab_size, special_tokens=list(T5_SPECIAL_TOKENS.values()),
-                                unk_token="<unk>")
-    unigram.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
-                                                           special_tokens=[("</s>", 1)])
-    return PreTrainedTokenizerFast(tokenizer_object=unigram._tokenizer,
-                                   model_input_names=["input_ids", "attention_mask"], **T5_SPECIAL_TOKENS)
+    unigram.train_from_iterator(
+        texts, vocab_size=vocab_size, special_tokens=list(T5_SPECIAL_TOKENS.values()), unk_token="<unk>"
+    )
+    unigram.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=unigram._tokenizer, model_input_names=["input_ids", "attention_mask"], **T5_SPECIAL_TOKENS
+    )
 
 
-TOKENIZER_TRAINERS = {"byte_level_bpe": _byte_level_bpe, "wordpiece": _wordpiece, "roberta_bpe": _roberta_bpe,
-                      "unigram": _unigram}
+TOKENIZER_TRAINERS = {
+    "byte_level_bpe": _byte_level_bpe,
+    "wordpiece": _wordpiece,
+    "roberta_bpe": _roberta_bpe,
+    "unigram": _unigram,
+}
 
 
 def tokenizer_for(tok_cfg: dict, train, texts_of: Callable, read_from: list, cache_dir: str) -> str:

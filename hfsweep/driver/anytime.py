@@ -29,7 +29,8 @@ def anytime_curve(histories: dict, metric: str, mode: str, resources: float) -> 
     then (every trial's latest `time_total_s`, summed), and the best `metric` so far."""
     reports = [
         (row["timestamp"], trial_id, row["time_total_s"], row[metric])
-        for trial_id, history in histories.items() if metric in history
+        for trial_id, history in histories.items()
+        if metric in history
         for _, row in history.iterrows()
     ]
     reports.sort(key=lambda r: (r[0], r[2]))
@@ -39,8 +40,9 @@ def anytime_curve(histories: dict, metric: str, mode: str, resources: float) -> 
         spent[trial_id] = elapsed
         if not pd.isna(value) and (math.isnan(best) or sign * value > sign * best):
             best = value
-        rows.append({"wall_s": timestamp - reports[0][0], "trial_hours": sum(spent.values()) * resources / 3600,
-                     "best": best})
+        rows.append(
+            {"wall_s": timestamp - reports[0][0], "trial_hours": sum(spent.values()) * resources / 3600, "best": best}
+        )
     return pd.DataFrame(rows, columns=["wall_s", "trial_hours", "best"])
 
 
@@ -63,9 +65,13 @@ def hours_to_reach(curve: pd.DataFrame, target: Optional[float], mode: str) -> f
 
 
 def summary_row(label: str, curve: pd.DataFrame, target: Optional[float], mode: str) -> dict:
-    return {"sweep": label, "final_best": curve["best"].iloc[-1] if len(curve) else math.nan,
-            "trial_hours": curve["trial_hours"].iloc[-1] if len(curve) else 0.0,
-            "area": area(curve), "hours_to_defaults": hours_to_reach(curve, target, mode)}
+    return {
+        "sweep": label,
+        "final_best": curve["best"].iloc[-1] if len(curve) else math.nan,
+        "trial_hours": curve["trial_hours"].iloc[-1] if len(curve) else 0.0,
+        "area": area(curve),
+        "hours_to_defaults": hours_to_reach(curve, target, mode),
+    }
 
 
 def plot_anytime(curves: dict, metric: str, path: str) -> None:

@@ -78,7 +78,9 @@ def best_of_pareto_front(results: tune.ResultGrid, cfg: dict) -> BestTrial:
             reports = history.dropna(subset=names)
             if len(reports):
                 last[reports["trial_id"].iloc[-1]] = reports.iloc[-1]
-    table = pd.DataFrame([{last_column(name): report[name] for name in names} for report in last.values()], index=list(last))
+    table = pd.DataFrame(
+        [{last_column(name): report[name] for name in names} for report in last.values()], index=list(last)
+    )
     table["pareto"] = pareto_optimal(table, objectives(cfg))
     report = last[best_of_front(table, objectives(cfg))]
     return BestTrial(

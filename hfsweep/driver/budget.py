@@ -49,8 +49,9 @@ def spent_before(analyses: list) -> dict:
         reported = [trial for trial in analysis.trials if trial.last_result]
         trial_s.update({trial.trial_id: trial.last_result.get("time_total_s", 0.0) for trial in reported})
         if reported:
-            spent_s += (max(trial.run_metadata.last_result_time for trial in reported)
-                        - min(trial.run_metadata.start_time for trial in reported))
+            spent_s += max(trial.run_metadata.last_result_time for trial in reported) - min(
+                trial.run_metadata.start_time for trial in reported
+            )
     return {"spent_s": spent_s, "trial_s": trial_s, "reason": None}
 
 
@@ -64,8 +65,14 @@ def trial_cost_usd(cluster: dict, time_total_s: float) -> Optional[float]:
 class SweepBudget(tune.Stopper, tune.Callback):
     usd = price = None  # what a budget pickled before budget.usd existed (a sweep to resume) reads
 
-    def __init__(self, wall_clock_s: Optional[float], trial_hours: Optional[float], resources_per_trial: float,
-                 usd: Optional[float] = None, price_per_resource_hour: Optional[float] = None):
+    def __init__(
+        self,
+        wall_clock_s: Optional[float],
+        trial_hours: Optional[float],
+        resources_per_trial: float,
+        usd: Optional[float] = None,
+        price_per_resource_hour: Optional[float] = None,
+    ):
         self.wall_clock_s, self.trial_hours, self.resources = wall_clock_s, trial_hours, resources_per_trial
         self.usd, self.price = usd, price_per_resource_hour
         self.key = uuid.uuid4().hex
@@ -75,15 +82,17 @@ class SweepBudget(tune.Stopper, tune.Callback):
         it held its spend in its own fields and had no key. Its copies (the stopper and the callback
         Tune restores) get one key from their settings, so they share one ledger again."""
         state = dict(state)
-        own = {name: state.pop(name) for name in ("spent_s", "trial_s", "reason", "last_check", "saving")
-               if name in state}
+        own = {
+            name: state.pop(name) for name in ("spent_s", "trial_s", "reason", "last_check", "saving") if name in state
+        }
         self.__dict__.update(state)
         if "key" not in state:
             self.key = "pre-ledger:" + repr((self.wall_clock_s, self.trial_hours, self.resources))
             earlier = _SPENDS.get(self.key)
             if earlier is None or own.get("spent_s", 0.0) > earlier.spent_s:
-                _SPENDS[self.key] = Spend(spent_s=own.get("spent_s", 0.0), trial_s=dict(own.get("trial_s", {})),
-                                          reason=own.get("reason"))
+                _SPENDS[self.key] = Spend(
+                    spent_s=own.get("spent_s", 0.0), trial_s=dict(own.get("trial_s", {})), reason=own.get("reason")
+                )
 
     @property
     def spend(self) -> Spend:
@@ -123,7 +132,9 @@ class SweepBudget(tune.Stopper, tune.Callback):
         if spend.reason is None and self.wall_clock_s is not None and spend.spent_s >= self.wall_clock_s:
             spend.reason = f"its wall-clock budget (budget.wall_clock_s={self.wall_clock_s:g}: {spend.spent_s:.0f} s)"
         if spend.reason is None and self.trial_hours is not None and self.trial_hours_used() >= self.trial_hours:
-            spend.reason = f"its trial-hours budget (budget.trial_hours={self.trial_hours:g}: {self.trial_hours_used():.3g} used)"
+            spend.reason = (
+                f"its trial-hours budget (budget.trial_hours={self.trial_hours:g}: {self.trial_hours_used():.3g} used)"
+            )
         if spend.reason is None and self.usd is not None and self.usd_used() >= self.usd:
             spend.reason = f"its USD budget (budget.usd={self.usd:g}: ${self.usd_used():.3g} spent)"
         return spend.reason is not None and not spend.saving
@@ -143,8 +154,10 @@ class SweepBudget(tune.Stopper, tune.Callback):
         if self.wall_clock_s is not None:
             spent.append(f"{self.spend.spent_s:.0f} of {self.wall_clock_s:g} s of wall clock")
         if self.trial_hours is not None:
-            spent.append(f"{self.trial_hours_used():.4g} of {self.trial_hours:g} trial-hours "
-                         f"({sum(self.spend.trial_s.values()):.1f} trial-seconds x {self.resources:g})")
+            spent.append(
+                f"{self.trial_hours_used():.4g} of {self.trial_hours:g} trial-hours "
+                f"({sum(self.spend.trial_s.values()):.1f} trial-seconds x {self.resources:g})"
+            )
         if self.usd is not None:
             spent.append(f"${self.usd_used():.4g} of ${self.usd:g}")
         return "; ".join(spent) + " used"
@@ -156,5 +169,10 @@ def build_budget(cfg: dict) -> Optional[SweepBudget]:
     budget, cluster = cfg["budget"], cfg["cluster"]
     if budget["wall_clock_s"] is None and budget["trial_hours"] is None and budget["usd"] is None:
         return None
-    return SweepBudget(budget["wall_clock_s"], budget["trial_hours"], billed_resources(cluster), budget["usd"],
-                       cluster[price_key(cluster)])
+    return SweepBudget(
+        budget["wall_clock_s"],
+        budget["trial_hours"],
+        billed_resources(cluster),
+        budget["usd"],
+        cluster[price_key(cluster)],
+    )

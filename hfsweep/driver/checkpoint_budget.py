@@ -16,8 +16,8 @@ from typing import Optional
 from ray import tune
 
 from hfsweep.config.objectives import first_objective, is_multi_objective
-from hfsweep.driver.search_rules import is_population_training
 from hfsweep.contract import checkpoint_step
+from hfsweep.driver.search_rules import is_population_training
 
 
 class CheckpointBudget(tune.Callback):
@@ -82,7 +82,10 @@ class CheckpointBudget(tune.Callback):
         if ended == "stopped":
             return latest
         order = {path: i for i, path in enumerate(checkpoints)}  # report order
-        return set(sorted(checkpoints, key=lambda path: (checkpoints[path], order[path]), reverse=True)[: self.keep]) | latest
+        return (
+            set(sorted(checkpoints, key=lambda path: (checkpoints[path], order[path]), reverse=True)[: self.keep])
+            | latest
+        )
 
     def _prune(self) -> None:
         if self.defer:

@@ -45,13 +45,25 @@ def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: dict, raw) ->
     tokenizer = task.load_processor(checkpoint_path)
     model = task.auto_model_class().from_pretrained(checkpoint_path)
     # One process, no distributed strategy: the strategy's arguments (DeepSpeed, FSDP) stay out.
-    here = {**cfg, "data": data_cfg, "cluster": {**cfg["cluster"], "use_gpu": torch.cuda.is_available()},
-            "strategy": {**cfg["strategy"], "training_args": {}}}
+    here = {
+        **cfg,
+        "data": data_cfg,
+        "cluster": {**cfg["cluster"], "use_gpu": torch.cuda.is_available()},
+        "strategy": {**cfg["strategy"], "training_args": {}},
+    }
     with tempfile.TemporaryDirectory() as folder:
         validation_path = write_validation(raw["validation"], task, tokenizer, data_cfg, folder)
         trainer = build_trainer(
-            here, task, model=model, tokenizer=tokenizer, args=training_arguments(here, folder, task), train_dataset=None,
-            eval_dataset=datasets.load_from_disk(validation_path), callbacks=[], label_names=task.label_names(raw["train"], data_cfg), validation_path=validation_path,
+            here,
+            task,
+            model=model,
+            tokenizer=tokenizer,
+            args=training_arguments(here, folder, task),
+            train_dataset=None,
+            eval_dataset=datasets.load_from_disk(validation_path),
+            callbacks=[],
+            label_names=task.label_names(raw["train"], data_cfg),
+            validation_path=validation_path,
         )
         trainer.remove_callback(PrinterCallback)  # the caller tabulates the scores
         return scores(trainer.evaluate())
@@ -64,7 +76,11 @@ def evaluate_model(model, tokenizer, validation_path: str, batch_size: int = 16,
     from transformers import PrinterCallback, Trainer, TrainingArguments, default_data_collator
 
     with tempfile.TemporaryDirectory() as out:
-        args = TrainingArguments(output_dir=out, use_cpu=True, per_device_eval_batch_size=batch_size, report_to="none", disable_tqdm=True)
-        trainer = Trainer(model=model, args=args, data_collator=data_collator or default_data_collator, processing_class=tokenizer)
+        args = TrainingArguments(
+            output_dir=out, use_cpu=True, per_device_eval_batch_size=batch_size, report_to="none", disable_tqdm=True
+        )
+        trainer = Trainer(
+            model=model, args=args, data_collator=data_collator or default_data_collator, processing_class=tokenizer
+        )
         trainer.remove_callback(PrinterCallback)  # it prints the metrics dict; the summary says what matters
         return trainer.evaluate(datasets.load_from_disk(validation_path))["eval_loss"]

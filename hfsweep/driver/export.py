@@ -25,7 +25,9 @@ def export_best(best: BestTrial, cfg: dict, task, out_dir: str, label_names: Opt
         task.auto_model_class().from_pretrained(best.checkpoint_path).save_pretrained(out_dir)
         tokenizer.save_pretrained(out_dir)
         return out_dir
-    model = load_adapter_checkpoint(best.checkpoint_path, apply_sampled(cfg, nested(best.hyperparameters)), task, tokenizer, label_names)
+    model = load_adapter_checkpoint(
+        best.checkpoint_path, apply_sampled(cfg, nested(best.hyperparameters)), task, tokenizer, label_names
+    )
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     if cfg["peft"]["export_merged"]:
@@ -50,4 +52,6 @@ def load_adapter_checkpoint(checkpoint_path: str, trial_cfg: dict, task, tokeniz
     from hfsweep.models import build_model
 
     set_seed(trial_cfg["seed"])
-    return PeftModel.from_pretrained(build_model(trial_cfg["model"], tokenizer, label_names, task=task), checkpoint_path)
+    return PeftModel.from_pretrained(
+        build_model(trial_cfg["model"], tokenizer, label_names, task=task), checkpoint_path
+    )

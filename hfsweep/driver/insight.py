@@ -40,8 +40,15 @@ DIRECTIONS = {"min": "minimize", "max": "maximize"}
 # How a trial ended (the `ended` column) as an Optuna state; a live trial is RUNNING, a pending one WAITING.
 # A trial still paused when the sweep ends (BOHB's HyperBand pauses at each rung) was never resumed:
 # the scheduler stopped it there, as Optuna's pruned.
-STATES = {"completed": "COMPLETE", "early-stopped": "COMPLETE", "stopped by scheduler/stopper": "PRUNED",
-          "paused": "PRUNED", "errored": "FAIL", "never started": "WAITING", "pending": "WAITING"}
+STATES = {
+    "completed": "COMPLETE",
+    "early-stopped": "COMPLETE",
+    "stopped by scheduler/stopper": "PRUNED",
+    "paused": "PRUNED",
+    "errored": "FAIL",
+    "never started": "WAITING",
+    "pending": "WAITING",
+}
 
 
 def best_column(metric: str) -> str:
@@ -71,8 +78,10 @@ def distributions(cfg: dict, table: pd.DataFrame) -> dict:
 
 
 def _params(row: dict, cfg: dict) -> dict:
-    return {path: _category(row[path]) if spec["sampler"] in CATEGORICAL_SAMPLERS else row[path]
-            for path, spec in iter_leaves(cfg["search_space"])}
+    return {
+        path: _category(row[path]) if spec["sampler"] in CATEGORICAL_SAMPLERS else row[path]
+        for path, spec in iter_leaves(cfg["search_space"])
+    }
 
 
 @contextlib.contextmanager
@@ -98,8 +107,10 @@ def scored(table: pd.DataFrame, cfg: dict) -> pd.DataFrame:
 def why_not(table: pd.DataFrame, cfg: dict) -> Optional[str]:
     """Why there is nothing to plot or rank, in one line; None when there is."""
     if is_population_training(cfg):
-        return ("PBT changes a trial's searched values as it trains: no importance or parallel plot, which "
-                "would credit each trial's best value to its last values.")
+        return (
+            "PBT changes a trial's searched values as it trains: no importance or parallel plot, which "
+            "would credit each trial's best value to its last values."
+        )
     trials = scored(table, cfg)
     if len(trials) < 2:
         return f"{len(trials)} trial(s) reported {first_objective(cfg)[0]}: importance and the parallel plot need 2."
@@ -124,8 +135,12 @@ def param_importances(table: pd.DataFrame, cfg: dict) -> dict[str, dict[str, flo
     for metric, _ in objectives(cfg):
         with _quiet_optuna():
             study = optuna.create_study()  # in memory
-        study.add_trials([create_trial(params=_params(row, cfg), distributions=dists, value=row[best_column(metric)])
-                          for row in trials.to_dict("records")])
+        study.add_trials(
+            [
+                create_trial(params=_params(row, cfg), distributions=dists, value=row[best_column(metric)])
+                for row in trials.to_dict("records")
+            ]
+        )
         found = optuna.importance.get_param_importances(study, evaluator=FanovaImportanceEvaluator(seed=cfg["seed"]))
         importances[metric] = {path: float(found.get(path, 0.0)) for path in dists}
     return importances
@@ -143,9 +158,11 @@ def importance_section(table: pd.DataFrame, cfg: dict) -> tuple[str, Optional[di
         return f"\n## Importance\n\n{reason}\n", None
     frame = pd.DataFrame(importances).rename_axis("searched key").reset_index()
     frame = frame.sort_values(frame.columns[1], ascending=False)
-    text = (f"\n## Importance\n\nfANOVA importance of each searched key for each trial's best value (Optuna's "
-            f"FanovaImportanceEvaluator, seed {cfg['seed']}, {len(scored(table, cfg))} trials); each column sums to 1. "
-            f"See {IMPORTANCE_PLOT} and {PARALLEL_PLOT}.\n\n")
+    text = (
+        f"\n## Importance\n\nfANOVA importance of each searched key for each trial's best value (Optuna's "
+        f"FanovaImportanceEvaluator, seed {cfg['seed']}, {len(scored(table, cfg))} trials); each column sums to 1. "
+        f"See {IMPORTANCE_PLOT} and {PARALLEL_PLOT}.\n\n"
+    )
     return text + markdown(frame.round(4)), importances
 
 
@@ -177,15 +194,28 @@ def plot_parallel(table: pd.DataFrame, cfg: dict, path: str) -> None:
         positions.append(heights)
         ax.axvline(x, color="black", linewidth=0.8)
         for height, label in ticks:
-            ax.text(x - 0.03, height, label, ha="right", va="center", fontsize="small", zorder=3,
-                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 1})
+            ax.text(
+                x - 0.03,
+                height,
+                label,
+                ha="right",
+                va="center",
+                fontsize="small",
+                zorder=3,
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 1},
+            )
     metric, mode = first_objective(cfg)
     colours = plt.get_cmap("viridis" if mode == "max" else "viridis_r")  # the best trials in yellow
     values = trials[best_column(metric)]
     span = (values.max() - values.min()) or 1.0
     for i, value in enumerate(values):
-        ax.plot(range(len(axes)), [heights.iloc[i] for heights in positions],
-                color=colours((value - values.min()) / span), alpha=0.8, linewidth=1.5)
+        ax.plot(
+            range(len(axes)),
+            [heights.iloc[i] for heights in positions],
+            color=colours((value - values.min()) / span),
+            alpha=0.8,
+            linewidth=1.5,
+        )
     mappable = plt.cm.ScalarMappable(cmap=colours, norm=plt.Normalize(values.min(), values.max()))
     fig.colorbar(mappable, ax=ax, label=metric, pad=0.02)
     ax.set_xticks(range(len(axes)), [column for column, _ in axes], rotation=15)
@@ -208,7 +238,7 @@ def _axis(values: pd.Series, spec: dict) -> tuple[pd.Series, list[tuple[float, s
     scale = math.log10 if spec["sampler"] in LOG_SAMPLERS else float
     low, high = scale(values.min()), scale(values.max())
     heights = values.map(lambda v: (scale(v) - low) / (high - low) if high > low else 0.5)
-    unscale = (lambda h: 10 ** h) if spec["sampler"] in LOG_SAMPLERS else float
+    unscale = (lambda h: 10**h) if spec["sampler"] in LOG_SAMPLERS else float
     return heights, [(h, f"{unscale(low + h * (high - low)):.3g}") for h in ((0.0, 0.5, 1.0) if high > low else (0.5,))]
 
 
@@ -237,15 +267,23 @@ def export_study(table: pd.DataFrame, histories: dict[str, pd.DataFrame], cfg: d
     for row in table.to_dict("records"):
         state = TrialState[STATES.get(row["ended"], "RUNNING")]
         values = [row[last_column(metric)] for metric in metrics]
-        study.add_trial(create_trial(
-            state=state,
-            params=_params(row, cfg),
-            distributions=dists,
-            values=values if state in (TrialState.COMPLETE, TrialState.PRUNED) and not any(pd.isna(values)) else None,
-            intermediate_values=_reports(histories.get(row["trial_id"]), metrics[0]),
-            user_attrs={"tune_trial_id": row["trial_id"], "ended": row["ended"], "step": int(row["step"]),
-                        "error": row["error"]},
-        ))
+        study.add_trial(
+            create_trial(
+                state=state,
+                params=_params(row, cfg),
+                distributions=dists,
+                values=values
+                if state in (TrialState.COMPLETE, TrialState.PRUNED) and not any(pd.isna(values))
+                else None,
+                intermediate_values=_reports(histories.get(row["trial_id"]), metrics[0]),
+                user_attrs={
+                    "tune_trial_id": row["trial_id"],
+                    "ended": row["ended"],
+                    "step": int(row["step"]),
+                    "error": row["error"],
+                },
+            )
+        )
     return len(table)
 
 

@@ -64,10 +64,17 @@ class HParamsTBXLoggerCallback(TBXLoggerCallback):
 
     def compared(self, last: dict) -> list[str]:
         """The metrics of the session: the objectives first, then the eval metrics, loss and cost."""
-        others = [name for name in last if name not in self.objectives and (
-            name in COST_METRICS or name == "loss" or (name.startswith("eval_") and name not in EVAL_SPEED))]
-        return [name for name in [*self.objectives, *others]
-                if isinstance(last.get(name), (int, float)) and not isinstance(last[name], bool)]
+        others = [
+            name
+            for name in last
+            if name not in self.objectives
+            and (name in COST_METRICS or name == "loss" or (name.startswith("eval_") and name not in EVAL_SPEED))
+        ]
+        return [
+            name
+            for name in [*self.objectives, *others]
+            if isinstance(last.get(name), (int, float)) and not isinstance(last[name], bool)
+        ]
 
     def _try_log_hparams(self, trial, result: dict) -> None:  # compat.TBX_LOG_HPARAMS: Tune calls it as a trial ends
         from tensorboardX import SummaryWriter
@@ -75,8 +82,10 @@ class HParamsTBXLoggerCallback(TBXLoggerCallback):
 
         last = trial.last_result
         final = {f"final/{name}": last[name] for name in self.compared(last)}
-        searched = {path: value if isinstance(value, (bool, int, float, str)) else str(value)
-                    for path, value in flatten_dict(trial.config, delimiter=".").items()}
+        searched = {
+            path: value if isinstance(value, (bool, int, float, str)) else str(value)
+            for path, value in flatten_dict(trial.config, delimiter=".").items()
+        }
         with SummaryWriter(os.path.join(trial.local_path, HPARAMS_RUN)) as writer:
             for summary in hparams(searched, final):
                 writer.file_writer.add_summary(summary)
@@ -113,5 +122,7 @@ def build_loggers(cfg: dict) -> list:
         try:
             loggers.append(instantiate_at(f"logger.{key}", node))
         except (ImportError, RuntimeError) as err:  # Ray's W&B callback raises RuntimeError without wandb
-            raise ConfigError(f"logger.{key}: {node['_target_']} cannot start ({err}); pip install 'hfsweep[loggers]'.") from err
+            raise ConfigError(
+                f"logger.{key}: {node['_target_']} cannot start ({err}); pip install 'hfsweep[loggers]'."
+            ) from err
     return loggers

@@ -40,7 +40,6 @@ class MultirunSummary(Callback):
             return
         import pandas as pd
 
-
         table = pd.DataFrame(rows)
         table.to_csv(sweep_dir / "multirun_summary.csv", index=False)
         (sweep_dir / "multirun_summary.md").write_text(markdown(table))

@@ -9,10 +9,10 @@ order of `metric` says which objective picks the exported model.
 
 from __future__ import annotations
 
-from hfsweep.run_dir import last_column
-
 import numpy as np
 import pandas as pd
+
+from hfsweep.run_dir import last_column
 
 PARETO_PLOT = "pareto.png"
 
@@ -54,8 +54,13 @@ def plot_pareto(table: pd.DataFrame, objectives: list[tuple[str, str]], path: st
     front = table[table["pareto"]].sort_values(last_column(x))
     ax.plot(front[last_column(x)], front[last_column(y)], "o-", color="C3", label="Pareto-optimal")
     for _, row in front.iterrows():
-        ax.annotate(row["trial_id"].rsplit("_", 1)[-1], (row[last_column(x)], row[last_column(y)]), fontsize="x-small",
-                    xytext=(3, 3), textcoords="offset points")
+        ax.annotate(
+            row["trial_id"].rsplit("_", 1)[-1],
+            (row[last_column(x)], row[last_column(y)]),
+            fontsize="x-small",
+            xytext=(3, 3),
+            textcoords="offset points",
+        )
     ax.set_xlabel(f"{x} ({x_mode})")
     ax.set_ylabel(f"{y} ({y_mode})")
     title = "Pareto front" + (f" of the first two of {len(objectives)} objectives" if len(objectives) > 2 else "")

@@ -34,7 +34,10 @@ class CheckedConfig:
 def preflight(cfg: dict) -> CheckedConfig:
     """Check `cfg` by owner; raise ConfigError naming the first bad key."""
     task = task_of(cfg)  # refuses an unknown task or option
-    cfg = {**with_proxy_data(cfg), "task_options": task.options()}  # every option the family uses, as resolved_config.yaml records it
+    cfg = {
+        **with_proxy_data(cfg),
+        "task_options": task.options(),
+    }  # every option the family uses, as resolved_config.yaml records it
     check_config(cfg, generates=task.generates)
     check_hardware(cfg)
     task.check(cfg)
@@ -53,6 +56,8 @@ def with_proxy_data(cfg: dict) -> dict:
     from hfsweep.data.offline import DIGITS, PROXIES, proxy_folder  # imports datasets: only where needed
 
     if data["proxy"] not in (*PROXIES, DIGITS):
-        raise ConfigError(f"data.proxy: no stand-in data named '{data['proxy']}'; "
-                          f"choose one of {', '.join((*PROXIES, DIGITS))}, or set data.path.")
+        raise ConfigError(
+            f"data.proxy: no stand-in data named '{data['proxy']}'; "
+            f"choose one of {', '.join((*PROXIES, DIGITS))}, or set data.path."
+        )
     return {**cfg, "data": {**data, "path": proxy_folder(data["proxy"], cfg["cache_dir"])}}

@@ -14,7 +14,17 @@ from pathlib import Path
 from typing import Optional
 
 PROVENANCE_FILE = "provenance.json"
-PROVENANCE_PACKAGES = ("torch", "transformers", "ray", "hydra-core", "omegaconf", "datasets", "accelerate", "tokenizers", "numpy")
+PROVENANCE_PACKAGES = (
+    "torch",
+    "transformers",
+    "ray",
+    "hydra-core",
+    "omegaconf",
+    "datasets",
+    "accelerate",
+    "tokenizers",
+    "numpy",
+)
 
 
 def _git(*args: str) -> str:
@@ -42,8 +52,16 @@ def hardware() -> dict:
     if os.path.exists("/proc/cpuinfo"):
         names = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")]
         cpu = names[0] if names else cpu
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
-    return {"cpu": cpu, "cpu_count": os.cpu_count(), "gpus": gpus, "gpu_count": len(gpus), "platform": platform.platform()}
+    gpus = (
+        [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    )
+    return {
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "gpus": gpus,
+        "gpu_count": len(gpus),
+        "platform": platform.platform(),
+    }
 
 
 def write_provenance(run_dir: str, cfg: dict) -> None:
@@ -55,7 +73,10 @@ def write_provenance(run_dir: str, cfg: dict) -> None:
         "python": sys.version.split()[0],
         "packages": {name: _version(name) for name in PROVENANCE_PACKAGES},
         "hardware": hardware(),
-        "seeds": {"seed": cfg["seed"], "search_alg": cfg["search_alg"].get("seed", cfg["search_alg"].get("random_state"))},
+        "seeds": {
+            "seed": cfg["seed"],
+            "search_alg": cfg["search_alg"].get("seed", cfg["search_alg"].get("random_state")),
+        },
     }
     with open(os.path.join(run_dir, PROVENANCE_FILE), "w") as f:
         json.dump(manifest, f, indent=2)

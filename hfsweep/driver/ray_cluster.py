@@ -16,12 +16,25 @@ import ray
 
 from hfsweep.compat import gcs_port, quiet_ray_auth_notice
 from hfsweep.config.errors import ConfigError, RayStartError
-from hfsweep.config.resources import (DATA_CPUS, resource_names, trial_resources, trial_shape, trains_in_process,
-                                      usable_cores)
+from hfsweep.config.resources import (
+    DATA_CPUS,
+    resource_names,
+    trains_in_process,
+    trial_resources,
+    trial_shape,
+    usable_cores,
+)
 from hfsweep.driver.search_rules import is_population_training, population_size
 
-FORWARDED_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "WANDB_MODE", "HF_HOME",
-                 "HFSWEEP_CACHE", "DS_ACCELERATOR")
+FORWARDED_ENV = (
+    "HF_HUB_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "WANDB_MODE",
+    "HF_HOME",
+    "HFSWEEP_CACHE",
+    "DS_ACCELERATOR",
+)
 # A Ray started for one sweep on one machine: notice a finished worker group sooner, and skip the
 # spot-preemption watcher (one more actor per trial) since nothing here is preemptible.
 LOCAL_RAY_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "1", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
@@ -74,8 +87,10 @@ def auth_hint() -> str:
     ~/.ray/auth_token exists, but a client given an address sends the token only when told to."""
     if os.environ.get("RAY_AUTH_MODE"):
         return ""
-    return ("; if the cluster uses token authentication, set RAY_AUTH_MODE=token "
-            "(token in RAY_AUTH_TOKEN or ~/.ray/auth_token)")
+    return (
+        "; if the cluster uses token authentication, set RAY_AUTH_MODE=token "
+        "(token in RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+    )
 
 
 def with_env_vars(runtime_env: dict, env: dict) -> dict:
@@ -99,8 +114,13 @@ def start_local_ray(cluster: dict, env: dict, runtime_env: dict) -> None:
     with gcs_port(port), raylet_startup_concurrency(cluster["num_cpus"]):
         try:
             # "local": a new Ray even when `ray start` left one that a bare ray.init() would join
-            ray.init(address="local", num_cpus=cluster["num_cpus"], num_gpus=cluster["num_gpus"],
-                     resources={TRIAL_SLOT: local_trial_slots(cluster)}, runtime_env=with_env_vars(runtime_env, env))
+            ray.init(
+                address="local",
+                num_cpus=cluster["num_cpus"],
+                num_gpus=cluster["num_gpus"],
+                resources={TRIAL_SLOT: local_trial_slots(cluster)},
+                runtime_env=with_env_vars(runtime_env, env),
+            )
         except Exception as err:
             if STARTUP_TIMEOUT not in str(err):
                 raise
@@ -165,9 +185,7 @@ def check_trial_fits(cluster: dict) -> None:
     bundle = resource_names(cluster["resources_per_worker"])
     nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
     if not any(all(node.get(k, 0) >= v for k, v in bundle.items()) for node in nodes):
-        raise ConfigError(
-            f"cluster.resources_per_worker: no node has {bundle} for one worker; lower it."
-        )
+        raise ConfigError(f"cluster.resources_per_worker: no node has {bundle} for one worker; lower it.")
 
 
 def local_trial_slots(cluster: dict) -> int:

@@ -26,12 +26,18 @@ from hfsweep import run_dir as run_files  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
 from hfsweep.config.resources import billed_resources, price_key  # noqa: E402
 from hfsweep.contract import COST_METRICS  # noqa: E402
-from hfsweep.driver.best import BestTrial, lookup, searched_paths  # noqa: E402
 from hfsweep.driver import defaults_trial  # noqa: E402
 from hfsweep.driver.anytime import ANYTIME_PLOT, anytime_curve, plot_anytime, summary_row  # noqa: E402
+from hfsweep.driver.best import BestTrial, lookup, searched_paths  # noqa: E402
 from hfsweep.driver.budget import trial_cost_usd  # noqa: E402
 from hfsweep.driver.insight import (  # noqa: E402
-    IMPORTANCE_PLOT, PARALLEL_PLOT, export_study, importance_section, plot_importance, plot_parallel, why_not,
+    IMPORTANCE_PLOT,
+    PARALLEL_PLOT,
+    export_study,
+    importance_section,
+    plot_importance,
+    plot_parallel,
+    why_not,
 )
 from hfsweep.driver.pareto import PARETO_PLOT, pareto_optimal, plot_pareto  # noqa: E402
 from hfsweep.driver.tables import markdown  # noqa: E402
@@ -106,8 +112,10 @@ def cost_line(table: pd.DataFrame, cfg: dict) -> str:
     if "cost_usd" not in table:
         return ""
     key = price_key(cfg["cluster"])
-    return (f"\nTotal cost: ${table['cost_usd'].sum():.4g} over {len(table)} trials (each trial's hours x the "
-            f"{'GPUs' if cfg['cluster']['use_gpu'] else 'CPUs'} it holds x cluster.{key}={cfg['cluster'][key]:g}).\n")
+    return (
+        f"\nTotal cost: ${table['cost_usd'].sum():.4g} over {len(table)} trials (each trial's hours x the "
+        f"{'GPUs' if cfg['cluster']['use_gpu'] else 'CPUs'} it holds x cluster.{key}={cfg['cluster'][key]:g}).\n"
+    )
 
 
 LEGEND_MAX_TRIALS = 20  # curves.png names its trials up to this many
@@ -166,7 +174,8 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     curves = {trial_id: history for analysis in analyses for trial_id, history in analysis.trial_dataframes.items()}
     progress = anytime_section(curves, table, cfg, os.path.join(run_dir, ANYTIME_PLOT))
     Path(run_dir, run_files.RESULTS_TABLE).write_text(
-        markdown(table) + cost_line(table, cfg) + progress + section + tail)
+        markdown(table) + cost_line(table, cfg) + progress + section + tail
+    )
     plot_curves(curves, cfg, os.path.join(run_dir, "curves.png"))
     plot_hyperparameters(table, cfg, os.path.join(run_dir, "hyperparameters.png"))
     for name in (IMPORTANCE_PLOT, PARALLEL_PLOT):  # an earlier report's, which this one may not replace
@@ -185,8 +194,10 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
 def experiment_analyses(run_dir: str, cfg: dict) -> list:
     """Tune's analysis of each experiment of a run directory (the sweep, and its extensions)."""
     metric, mode = first_objective(cfg)
-    return [tune.ExperimentAnalysis(os.path.join(run_dir, name), default_metric=metric, default_mode=mode)
-            for name in run_files.experiment_names(run_dir, cfg["name"])]
+    return [
+        tune.ExperimentAnalysis(os.path.join(run_dir, name), default_metric=metric, default_mode=mode)
+        for name in run_files.experiment_names(run_dir, cfg["name"])
+    ]
 
 
 def defaults_score(table: pd.DataFrame, metric: str) -> Optional[float]:
@@ -215,11 +226,16 @@ def anytime_section(histories: dict, table: pd.DataFrame, cfg: dict, path: str) 
         return ""
     plot_anytime({cfg["name"]: curve}, metric, path)
     row = summary_row(cfg["name"], curve, defaults_score(table, metric), mode)
-    reached = ("; the defaults trial's score was first reached after "
-               f"{row['hours_to_defaults']:.4g} trial-hours" if not math.isnan(row["hours_to_defaults"]) else "")
-    return (f"\n## Best so far against compute ({ANYTIME_PLOT})\n\nBest {metric} {row['final_best']:.4g} after "
-            f"{row['trial_hours']:.4g} trial-hours; area under the curve (the mean best so far over the trial-hours) "
-            f"{row['area']:.4g}{reached}.\n")
+    reached = (
+        f"; the defaults trial's score was first reached after {row['hours_to_defaults']:.4g} trial-hours"
+        if not math.isnan(row["hours_to_defaults"])
+        else ""
+    )
+    return (
+        f"\n## Best so far against compute ({ANYTIME_PLOT})\n\nBest {metric} {row['final_best']:.4g} after "
+        f"{row['trial_hours']:.4g} trial-hours; area under the curve (the mean best so far over the trial-hours) "
+        f"{row['area']:.4g}{reached}.\n"
+    )
 
 
 def summary(best: BestTrial, run_dir: str, untrained_loss: Optional[float] = None, perplexity: bool = False) -> str:
@@ -235,7 +251,9 @@ def summary(best: BestTrial, run_dir: str, untrained_loss: Optional[float] = Non
             lines.append(f"  untrained eval_loss = {untrained_loss:.4f} ({drop:.0%} lower after training)")
     lines.append(f"  best checkpoint: {best.checkpoint_path} ({best.checkpoint_bytes / 2**20:.2f} MiB)")
     lines.append(f"  exported model:  {os.path.join(run_dir, 'best')}")
-    lines.append(f"  results:         {os.path.join(run_dir, 'results.md')} (and .csv, curves.png, hyperparameters.png)")
+    lines.append(
+        f"  results:         {os.path.join(run_dir, 'results.md')} (and .csv, curves.png, hyperparameters.png)"
+    )
     return "\n".join(lines)
 
 
@@ -247,12 +265,16 @@ def search_lines(table: pd.DataFrame, cfg: dict, best, startup: Optional[int]) -
     if value is not None:
         gain = (best.value - value) * (1 if first_objective(cfg)[1] == "max" else -1)
         relative = f" ({gain / abs(value):+.1%})" if value else ""
-        lines.append(f"  defaults trial:  {best.metric} = {value:.4f} (the config's own values); "
-                     f"the best is {gain:+.4g} better{relative}")
+        lines.append(
+            f"  defaults trial:  {best.metric} = {value:.4f} (the config's own values); "
+            f"the best is {gain:+.4g} better{relative}"
+        )
     elif defaults_trial.wanted(cfg):
         lines.append("  defaults trial:  did not report; no gain over the config's own values to state")
     if startup is not None:
         modelled = max(0, len(table) - startup)
-        lines.append(f"  searcher:        {min(startup, len(table))} trials drawn at random (start-up), "
-                     f"{modelled} chosen by its model (search_alg.startup_trials={startup})")
+        lines.append(
+            f"  searcher:        {min(startup, len(table))} trials drawn at random (start-up), "
+            f"{modelled} chosen by its model (search_alg.startup_trials={startup})"
+        )
     return lines

@@ -123,8 +123,10 @@ def searcher_objects(cfg: dict) -> dict:
         return {"n_initial_points": count}
     import optuna
 
-    objects = {"sampler": optuna.samplers.TPESampler(seed=cfg["search_alg"].get("seed"), n_startup_trials=count),
-               "seed": None}
+    objects = {
+        "sampler": optuna.samplers.TPESampler(seed=cfg["search_alg"].get("seed"), n_startup_trials=count),
+        "seed": None,
+    }
     if cfg["search_alg"].get("storage"):
         objects["storage"] = optuna.storages.get_storage(cfg["search_alg"]["storage"])
     return objects

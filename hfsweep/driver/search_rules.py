@@ -14,8 +14,17 @@ from hfsweep.config.objectives import is_multi_objective
 from hfsweep.config.validation import PLATEAU, as_override, lr_scheduler_types
 
 # peft.* keys that change which tensors the adapter has: a PBT exploit could not load the donor's.
-PEFT_SHAPE_KEYS = ("method", "r", "target_modules", "feedforward_modules", "modules_to_save", "bias", "use_dora",
-                   "load_in_4bit", "load_in_8bit")
+PEFT_SHAPE_KEYS = (
+    "method",
+    "r",
+    "target_modules",
+    "feedforward_modules",
+    "modules_to_save",
+    "bias",
+    "use_dora",
+    "load_in_4bit",
+    "load_in_8bit",
+)
 
 
 def check_search(cfg: dict) -> None:
@@ -75,15 +84,24 @@ def _validate_one_metric_users(cfg: dict) -> None:
     metrics, modes = cfg["metric"], cfg["mode"]
     fix = f"or sweep one metric (metric={metrics[0]} mode={modes[0]})"
     for key, allowed, what, use in (
-        ("scheduler", MULTI_OBJECTIVE_SCHEDULERS, "stops or pauses trials by one metric",
-         "scheduler=fifo (with search_alg=optuna, grid or random)"),
-        ("search_alg", MULTI_OBJECTIVE_SEARCHERS, "optimises one metric",
-         "search_alg=optuna (multi-objective TPE), grid or random"),
+        (
+            "scheduler",
+            MULTI_OBJECTIVE_SCHEDULERS,
+            "stops or pauses trials by one metric",
+            "scheduler=fifo (with search_alg=optuna, grid or random)",
+        ),
+        (
+            "search_alg",
+            MULTI_OBJECTIVE_SEARCHERS,
+            "optimises one metric",
+            "search_alg=optuna (multi-objective TPE), grid or random",
+        ),
     ):
         target = cfg[key]["_target_"]
         if not any(_is_a(target, name, exactly=key == "scheduler") for name in allowed):
-            raise ConfigError(f"{key}: {target.rsplit('.', 1)[-1]} {what}, and metric lists {len(metrics)}; "
-                              f"use {use}, {fix}.")
+            raise ConfigError(
+                f"{key}: {target.rsplit('.', 1)[-1]} {what}, and metric lists {len(metrics)}; use {use}, {fix}."
+            )
     for name, node in cfg["stopper"].items():
         if isinstance(node.get("metric"), list):
             raise ConfigError(
@@ -106,8 +124,10 @@ def _validate_bohb(cfg: dict) -> None:
             f"set scheduler=bohb search_alg=bohb, or use search_alg=optuna scheduler=hyperband."
         )
     if searcher and (importlib.util.find_spec("hpbandster") is None or importlib.util.find_spec("ConfigSpace") is None):
-        raise ConfigError("search_alg: TuneBOHB needs hpbandster and ConfigSpace; pip install 'hfsweep[bohb]', "
-                          "or use search_alg=optuna scheduler=hyperband.")
+        raise ConfigError(
+            "search_alg: TuneBOHB needs hpbandster and ConfigSpace; pip install 'hfsweep[bohb]', "
+            "or use search_alg=optuna scheduler=hyperband."
+        )
 
 
 def _is_a(target: str, class_name: str, exactly: bool = False) -> bool:
@@ -117,32 +137,38 @@ def _is_a(target: str, class_name: str, exactly: bool = False) -> bool:
     return cls is of or not exactly and isinstance(cls, type) and issubclass(cls, of)
 
 
-
-
 def _validate_select(cfg: dict) -> None:
     """Selection ranks configurations by the mean of one metric over at least two seeds (a t
     interval needs two); PBT's trials change their hyperparameters, so none is one configuration."""
     select = cfg["select"]
     if select["top_k"] < 0:
-        raise ConfigError(f"select.top_k: must be 0 (off) or the number of configurations to re-train, "
-                          f"not {select['top_k']}.")
+        raise ConfigError(
+            f"select.top_k: must be 0 (off) or the number of configurations to re-train, not {select['top_k']}."
+        )
     if not select["top_k"]:
         return
     seeds = list(select["seeds"])
     if len(set(seeds)) < 2:
-        raise ConfigError(f"select.seeds: needs at least two different seeds, got {as_override(seeds)}; "
-                          f"e.g. select.seeds=[1,2,3].")
+        raise ConfigError(
+            f"select.seeds: needs at least two different seeds, got {as_override(seeds)}; e.g. select.seeds=[1,2,3]."
+        )
     twice = next((seed for seed in seeds if seeds.count(seed) > 1), None)
     if twice is not None:
         once = as_override(list(dict.fromkeys(seeds)))
-        raise ConfigError(f"select.seeds: {as_override(seeds)} names seed {twice} more than once, which would train "
-                          f"the same run twice; give each seed once, e.g. select.seeds={once}.")
+        raise ConfigError(
+            f"select.seeds: {as_override(seeds)} names seed {twice} more than once, which would train "
+            f"the same run twice; give each seed once, e.g. select.seeds={once}."
+        )
     if not 0 < select["confidence"] < 1:
-        raise ConfigError(f"select.confidence: must lie between 0 and 1, not {select['confidence']}; "
-                          f"e.g. select.confidence=0.95.")
+        raise ConfigError(
+            f"select.confidence: must lie between 0 and 1, not {select['confidence']}; e.g. select.confidence=0.95."
+        )
     if is_multi_objective(cfg):
-        raise ConfigError("select.top_k: picks a winner by the mean of one metric; several objectives have none "
-                          "(set select.top_k=0).")
+        raise ConfigError(
+            "select.top_k: picks a winner by the mean of one metric; several objectives have none (set select.top_k=0)."
+        )
     if is_population_training(cfg):
-        raise ConfigError("select.top_k: PBT and PB2 change a trial's hyperparameters as it trains, so no trial is "
-                          "one configuration to re-train; set select.top_k=0.")
+        raise ConfigError(
+            "select.top_k: PBT and PB2 change a trial's hyperparameters as it trains, so no trial is "
+            "one configuration to re-train; set select.top_k=0."
+        )

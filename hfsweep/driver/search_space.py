@@ -7,7 +7,8 @@ searches `training.learning_rate`. Tune samples a nested dict of the same shape,
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict
+from collections.abc import Callable
+from typing import Any
 
 from omegaconf import OmegaConf
 from ray import tune
@@ -47,12 +48,13 @@ def _values(path: str, spec: dict) -> list:
             try:
                 OmegaConf.update(typed, path, value)
             except ValidationError as err:
-                raise ConfigError(f"search_space.{path}: {value!r} is not a value {path} takes "
-                                  f"({err.msg.splitlines()[0]}).") from err
+                raise ConfigError(
+                    f"search_space.{path}: {value!r} is not a value {path} takes ({err.msg.splitlines()[0]})."
+                ) from err
     return list(values)
 
 
-SAMPLERS: Dict[str, Callable[[str, dict], Any]] = {
+SAMPLERS: dict[str, Callable[[str, dict], Any]] = {
     "choice": lambda p, s: tune.choice(_values(p, s)),
     "grid": lambda p, s: tune.grid_search(_values(p, s)),
     "uniform": lambda p, s: tune.uniform(*_bounds(p, s)),
@@ -64,8 +66,6 @@ SAMPLERS: Dict[str, Callable[[str, dict], Any]] = {
     "lograndint": lambda p, s: tune.lograndint(*_bounds(p, s, positive=True)),
 }
 RANGE_KEYS = ("low", "high", "q")  # what the range samplers read; grid and choice read `values`
-
-
 
 
 def nested(dotted: dict) -> dict:

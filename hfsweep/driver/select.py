@@ -25,6 +25,7 @@ from hfsweep.driver.search_space import nested
 from hfsweep.driver.tables import markdown
 from hfsweep.run_dir import SELECTION_FILE, SELECTION_TABLE
 
+
 def top_configurations(results, cfg: dict, k: int) -> list[dict]:
     """The k best distinct configurations of the search (dotted path -> value), best first, each
     ranked by its best trial's best checkpoint, as the search's best trial is chosen."""
@@ -41,8 +42,12 @@ def selection_config(cfg: dict, configurations: list[dict], out: str) -> dict:
     their values and the seeds, of which `selection_points` are run."""
     values = {path: list(dict.fromkeys(c[path] for c in configurations)) for path in configurations[0]}
     sub = {**copy.deepcopy(cfg), **copy.deepcopy(FULL_BUDGET)}
-    sub["search_space"] = nested({**{p: {"sampler": "grid", "values": v} for p, v in values.items()},
-                                  "seed": {"sampler": "grid", "values": list(cfg["select"]["seeds"])}})
+    sub["search_space"] = nested(
+        {
+            **{p: {"sampler": "grid", "values": v} for p, v in values.items()},
+            "seed": {"sampler": "grid", "values": list(cfg["select"]["seeds"])},
+        }
+    )
     sub["select"] = {**cfg["select"], "top_k": 0}
     sub["cluster"]["storage_path"] = out
     return sub
@@ -107,8 +112,9 @@ def paired_p_value(a: Candidate, b: Candidate) -> tuple[list[int], float]:
     return paired, float(stats.ttest_rel([a.scores[s] for s in paired], [b.scores[s] for s in paired]).pvalue)
 
 
-def rank(candidates: list[Candidate], metric: str, mode: str, confidence: float,
-         defaults: Optional[dict] = None) -> Selection:
+def rank(
+    candidates: list[Candidate], metric: str, mode: str, confidence: float, defaults: Optional[dict] = None
+) -> Selection:
     """Rank configurations by their mean over seeds; test the winner against the runner-up, and
     against the `defaults` configuration, paired by seed."""
     scored = [c for c in candidates if c.scores]
@@ -145,10 +151,16 @@ def winner_checkpoint(selection: Selection) -> BestTrial:
     return dataclasses.replace(
         winner.runs[seed],
         seed=seed,
-        selection={"seeds": sorted(winner.scores), "scores": {str(s): v for s, v in sorted(winner.scores.items())},
-                   "mean": winner.mean, "interval": [winner.low, winner.high], "confidence": selection.confidence,
-                   "runner_up": selection.ranked[1].hyperparameters if len(selection.ranked) > 1 else None,
-                   "paired_seeds": selection.paired_seeds, "p_value": selection.p_value},
+        selection={
+            "seeds": sorted(winner.scores),
+            "scores": {str(s): v for s, v in sorted(winner.scores.items())},
+            "mean": winner.mean,
+            "interval": [winner.low, winner.high],
+            "confidence": selection.confidence,
+            "runner_up": selection.ranked[1].hyperparameters if len(selection.ranked) > 1 else None,
+            "paired_seeds": selection.paired_seeds,
+            "p_value": selection.p_value,
+        },
     )
 
 
@@ -156,12 +168,21 @@ def selection_table(selection: Selection) -> pd.DataFrame:
     """One row per configuration, best mean first: its values, score per seed, mean and interval."""
     seeds = sorted({s for c in selection.ranked for s in c.scores})
     ci = f"ci{selection.confidence:.0%}"
-    return pd.DataFrame([
-        {"rank": i + 1, **c.hyperparameters, "defaults": c is selection.defaults,
-         **{f"seed_{s}": c.scores.get(s) for s in seeds}, "n": len(c.scores),
-         f"mean_{selection.metric}": c.mean, f"{ci}_low": c.low, f"{ci}_high": c.high}
-        for i, c in enumerate(selection.ranked)
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "rank": i + 1,
+                **c.hyperparameters,
+                "defaults": c is selection.defaults,
+                **{f"seed_{s}": c.scores.get(s) for s in seeds},
+                "n": len(c.scores),
+                f"mean_{selection.metric}": c.mean,
+                f"{ci}_low": c.low,
+                f"{ci}_high": c.high,
+            }
+            for i, c in enumerate(selection.ranked)
+        ]
+    )
 
 
 def paired_test_line(selection: Selection) -> str:
@@ -182,10 +203,15 @@ def defaults_lines(selection: Selection) -> list[str]:
     if d is selection.winner:
         return ["the defaults (the config's own values) won: the search found nothing better over these seeds"]
     gain = (selection.winner.mean - d.mean) * (1 if selection.mode == "max" else -1)
-    p = "not defined (under 2 seeds in common)" if math.isnan(selection.defaults_p_value) \
+    p = (
+        "not defined (under 2 seeds in common)"
+        if math.isnan(selection.defaults_p_value)
         else f"{selection.defaults_p_value:.3g}"
-    return [f"against the defaults ({describe(d.hyperparameters)}: {d.mean:.4f}): the winner is {gain:+.4g} better "
-            f"in mean {selection.metric}; paired t-test by seed p = {p}"]
+    )
+    return [
+        f"against the defaults ({describe(d.hyperparameters)}: {d.mean:.4f}): the winner is {gain:+.4g} better "
+        f"in mean {selection.metric}; paired t-test by seed p = {p}"
+    ]
 
 
 def single_seed_line(selection: Selection) -> str | None:
@@ -193,8 +219,10 @@ def single_seed_line(selection: Selection) -> str | None:
     if len(selection.winner.scores) >= 2:
         return None
     seeds = ", ".join(map(str, sorted(selection.winner.scores)))
-    return (f"the winner finished one seed only ({seeds}): no interval, its mean is that run's score; re-run the "
-            f"seeds that failed (see the errors above), or add seeds (select.seeds).")
+    return (
+        f"the winner finished one seed only ({seeds}): no interval, its mean is that run's score; re-run the "
+        f"seeds that failed (see the errors above), or add seeds (select.seeds)."
+    )
 
 
 def interval_text(c: Candidate, confidence: float) -> str:
@@ -206,12 +234,19 @@ def write_selection(selection: Selection, out: str) -> str:
     """selection.csv and selection.md in the selection's directory; returns the Markdown."""
     table = selection_table(selection)
     table.to_csv(os.path.join(out, SELECTION_FILE), index=False)
-    lines = [f"Winner by mean {selection.metric} over seeds ({selection.mode}), "
-             f"best/ from its median seed {selection.median_seed()}; {paired_test_line(selection)}.",
-             *defaults_lines(selection), *filter(None, [single_seed_line(selection)]), "",
-             *[f"{i + 1}. {describe(c.hyperparameters)}: {interval_text(c, selection.confidence)}"
-               for i, c in enumerate(selection.ranked)],
-             "", markdown(table)]
+    lines = [
+        f"Winner by mean {selection.metric} over seeds ({selection.mode}), "
+        f"best/ from its median seed {selection.median_seed()}; {paired_test_line(selection)}.",
+        *defaults_lines(selection),
+        *filter(None, [single_seed_line(selection)]),
+        "",
+        *[
+            f"{i + 1}. {describe(c.hyperparameters)}: {interval_text(c, selection.confidence)}"
+            for i, c in enumerate(selection.ranked)
+        ],
+        "",
+        markdown(table),
+    ]
     text = "\n".join(lines)
     Path(out, SELECTION_TABLE).write_text(text)
     return text
@@ -224,13 +259,20 @@ def describe(hyperparameters: dict) -> str:
 def selection_summary(selection: Selection, best_dir: str) -> str:
     seed = selection.median_seed()
     run = selection.winner.runs[seed]
-    lines = [f"Selection over seeds {', '.join(map(str, sorted({s for c in selection.ranked for s in c.scores})))}: "
-             f"mean {selection.metric} ± half-width of its {selection.confidence:.0%} Student t interval"]
-    lines += [f"  {'winner:' if i == 0 else f'{i + 1}.    '} {describe(c.hyperparameters)}: "
-              f"{interval_text(c, selection.confidence)}" for i, c in enumerate(selection.ranked)]
+    lines = [
+        f"Selection over seeds {', '.join(map(str, sorted({s for c in selection.ranked for s in c.scores})))}: "
+        f"mean {selection.metric} ± half-width of its {selection.confidence:.0%} Student t interval"
+    ]
+    lines += [
+        f"  {'winner:' if i == 0 else f'{i + 1}.    '} {describe(c.hyperparameters)}: "
+        f"{interval_text(c, selection.confidence)}"
+        for i, c in enumerate(selection.ranked)
+    ]
     lines.append(f"  {paired_test_line(selection)}")
     lines += [f"  {line}" for line in defaults_lines(selection)]
     lines += [f"  {line}" for line in filter(None, [single_seed_line(selection)])]
-    lines.append(f"  exported model:  {best_dir} (the winner's median seed {seed}: trial {run.trial_id}, "
-                 f"{run.metric} = {run.value:.4f} at step {run.step})")
+    lines.append(
+        f"  exported model:  {best_dir} (the winner's median seed {seed}: trial {run.trial_id}, "
+        f"{run.metric} = {run.value:.4f} at step {run.step})"
+    )
     return "\n".join(lines)

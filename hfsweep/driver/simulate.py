@@ -87,8 +87,9 @@ def read_recording(experiment_dirs: list[str]) -> Recording:
             reports = [flat_report(line) for line in open(path) if line.strip()] if os.path.isfile(path) else []
             if reports:
                 meta = trial.run_metadata
-                trials.append(RecordedTrial(trial.trial_id, trial.config, reports, meta.start_time,
-                                            meta.last_result_time))
+                trials.append(
+                    RecordedTrial(trial.trial_id, trial.config, reports, meta.start_time, meta.last_result_time)
+                )
     return Recording(trials)
 
 
@@ -113,15 +114,22 @@ def scheduler_jobs(overrides: list[str]) -> list[list[str]]:
     for override in parsed:
         key = override.get_key_element().lstrip("+~")
         if key == "search_alg" or key.startswith("search_alg."):
-            raise ConfigError(f"{key}: a replay runs the recorded configs only; "
-                              f"change their order with --shuffle SEED.")
+            raise ConfigError(
+                f"{key}: a replay runs the recorded configs only; change their order with --shuffle SEED."
+            )
         if key != "scheduler" and not key.startswith("scheduler."):
             raise ConfigError(f"{key}: a replay takes scheduler overrides only (scheduler=NAME, scheduler.KEY=VALUE).")
     if not any(o.get_key_element() == "scheduler" for o in parsed):
-        raise ConfigError("scheduler: name the scheduler to replay under, e.g. scheduler=asha "
-                          "(several: scheduler=asha,median).")
-    choices = [[f"{o.get_key_element()}={v}" for v in (o.sweep_string_iterator() if o.is_sweep_override()
-                                                           else [o.get_value_element_as_str()])] for o in parsed]
+        raise ConfigError(
+            "scheduler: name the scheduler to replay under, e.g. scheduler=asha (several: scheduler=asha,median)."
+        )
+    choices = [
+        [
+            f"{o.get_key_element()}={v}"
+            for v in (o.sweep_string_iterator() if o.is_sweep_override() else [o.get_value_element_as_str()])
+        ]
+        for o in parsed
+    ]
     jobs = [list(job) for job in itertools.product(*choices)]
     for job in jobs:
         check_composition(job)  # an unknown scheduler or key, in one line, before any record is read
@@ -144,9 +152,11 @@ def build_replay_scheduler(job: list[str], sweep_cfg: dict, metric: str, mode: s
     node = OmegaConf.to_container(context.scheduler, resolve=True)
     cls = target_class(node)
     if issubclass(cls, (PopulationBasedTraining, HyperBandForBOHB)):  # PB2 is a PopulationBasedTraining
-        raise ConfigError(f"scheduler={job_name(job).split()[0]}: {cls.__name__} needs what a replay of recorded "
-                          f"curves cannot give (new configs, or BOHB's searcher); "
-                          f"choose fifo, asha, hyperband or median.")
+        raise ConfigError(
+            f"scheduler={job_name(job).split()[0]}: {cls.__name__} needs what a replay of recorded "
+            f"curves cannot give (new configs, or BOHB's searcher); "
+            f"choose fifo, asha, hyperband or median."
+        )
     scheduler = instantiate_at("scheduler", node)
     scheduler.set_search_properties(metric, mode)
     return scheduler
@@ -166,8 +176,14 @@ class ReplayController:
     """What a scheduler sees of Tune's TuneController (trials, stop, pause), over recorded trials
     started at `concurrency` at a time in `order`, each report arriving at its recorded time."""
 
-    def __init__(self, recording: Recording, scheduler: TrialScheduler, order: list[RecordedTrial], concurrency: int,
-                 stopper=None):
+    def __init__(
+        self,
+        recording: Recording,
+        scheduler: TrialScheduler,
+        order: list[RecordedTrial],
+        concurrency: int,
+        stopper=None,
+    ):
         self.recording, self.scheduler, self.concurrency = recording, scheduler, concurrency
         self.stopper = stopper or NoopStopper()
         self.to_add = list(order)
@@ -265,8 +281,11 @@ class ReplayController:
             ended = {Trial.PAUSED: "paused at the end", Trial.PENDING: "never started"}.get(trial.status, "completed")
             if trial in self.stopped and last.get(progress, 0) < furthest:
                 ended = "stopped"
-            found.append(TrialOutcome(record.trial_id, record.config, ended, last.get(progress, 0),
-                                      last.get("time_total_s", 0.0), seen))
+            found.append(
+                TrialOutcome(
+                    record.trial_id, record.config, ended, last.get(progress, 0), last.get("time_total_s", 0.0), seen
+                )
+            )
         return found
 
 
@@ -287,16 +306,29 @@ def best_report(outcomes: list[TrialOutcome], metric: str, mode: str):
     """(outcome, value, progress) of the best report seen, of equal ones the later step (as
     `hfsweep.driver.best` ranks them) in the earlier trial, or (None, nan, 0) when none has `metric`."""
     sign = 1 if mode == "max" else -1
-    scored = [(sign * r[metric], r.get("step", 0), -i, o, r) for i, o in enumerate(outcomes) for r in o.reports
-              if isinstance(r.get(metric), (int, float)) and math.isfinite(r[metric])]
+    scored = [
+        (sign * r[metric], r.get("step", 0), -i, o, r)
+        for i, o in enumerate(outcomes)
+        for r in o.reports
+        if isinstance(r.get(metric), (int, float)) and math.isfinite(r[metric])
+    ]
     if not scored:
         return None, math.nan, 0
     *_, outcome, report = max(scored, key=lambda s: s[:3])
     return outcome, report[metric], report.get("step", report.get("training_iteration", 0))
 
 
-def simulate(recording: Recording, scheduler: TrialScheduler, metric: str, mode: str, *, name: str,
-             concurrency: Optional[int] = None, shuffle: Optional[int] = None, stopper=None) -> Simulation:
+def simulate(
+    recording: Recording,
+    scheduler: TrialScheduler,
+    metric: str,
+    mode: str,
+    *,
+    name: str,
+    concurrency: Optional[int] = None,
+    shuffle: Optional[int] = None,
+    stopper=None,
+) -> Simulation:
     """Replay `recording` through `scheduler`: in the recorded order (or shuffled by `shuffle`),
     at the recorded concurrency (or `concurrency`), each trial's reports at their recorded times."""
     order = list(recording.trials)
@@ -305,8 +337,10 @@ def simulate(recording: Recording, scheduler: TrialScheduler, metric: str, mode:
     controller = ReplayController(recording, scheduler, order, concurrency or recording.concurrency(), stopper)
     controller.run()
     outcomes = controller.outcomes()
-    full = [TrialOutcome(t.trial_id, t.config, "completed", recording.last(t), t.seconds, t.reports)
-            for t in recording.trials]
+    full = [
+        TrialOutcome(t.trial_id, t.config, "completed", recording.last(t), t.seconds, t.reports)
+        for t in recording.trials
+    ]
     _, full_value, _ = best_report(full, metric, mode)
     best, value, progress = best_report(outcomes, metric, mode)
     return Simulation(
@@ -323,8 +357,18 @@ def simulate(recording: Recording, scheduler: TrialScheduler, metric: str, mode:
 
 
 def trial_table(sim: Simulation, progress: str) -> pd.DataFrame:
-    return pd.DataFrame([{"trial_id": o.trial_id, **flatten_dict(o.config, delimiter="."), "ended": o.ended,
-                          progress: o.progress, "seconds": round(o.seconds, 3)} for o in sim.trials])
+    return pd.DataFrame(
+        [
+            {
+                "trial_id": o.trial_id,
+                **flatten_dict(o.config, delimiter="."),
+                "ended": o.ended,
+                progress: o.progress,
+                "seconds": round(o.seconds, 3),
+            }
+            for o in sim.trials
+        ]
+    )
 
 
 def config_text(config: dict) -> str:
@@ -332,32 +376,43 @@ def config_text(config: dict) -> str:
 
 
 def comparison_table(sims: list[Simulation], metric: str) -> pd.DataFrame:
-    return pd.DataFrame([{
-        "scheduler": s.name,
-        "stopped": sum(o.ended == "stopped" for o in s.trials),
-        "trials": len(s.trials),
-        "best_trial": s.best.trial_id if s.best else "",
-        "best_config": config_text(s.best.config) if s.best else "",
-        f"best_{metric}": s.best_value,
-        "regret": s.regret,
-        "compute_share": round(s.compute_share, 4),
-        "wall_s": round(s.wall_s, 1),
-    } for s in sims])
+    return pd.DataFrame(
+        [
+            {
+                "scheduler": s.name,
+                "stopped": sum(o.ended == "stopped" for o in s.trials),
+                "trials": len(s.trials),
+                "best_trial": s.best.trial_id if s.best else "",
+                "best_config": config_text(s.best.config) if s.best else "",
+                f"best_{metric}": s.best_value,
+                "regret": s.regret,
+                "compute_share": round(s.compute_share, 4),
+                "wall_s": round(s.wall_s, 1),
+            }
+            for s in sims
+        ]
+    )
 
 
 def describe(sim: Simulation, metric: str, progress: str) -> str:
     """One scheduler's replay in a few lines: what it stopped and when, what it would pick."""
     stopped = [f"{o.trial_id} at {progress} {o.progress}" for o in sim.trials if o.ended == "stopped"]
     paused = [o.trial_id for o in sim.trials if o.ended == "paused at the end"]
-    lines = [f"{sim.name} ({sim.scheduler}): stopped {len(stopped)} of {len(sim.trials)} trials"
-             + (f": {', '.join(stopped)}" if stopped else "")]
+    lines = [
+        f"{sim.name} ({sim.scheduler}): stopped {len(stopped)} of {len(sim.trials)} trials"
+        + (f": {', '.join(stopped)}" if stopped else "")
+    ]
     if paused:
         lines.append(f"  still paused when no trial could run: {', '.join(paused)}")
     if sim.best:
-        lines.append(f"  best: trial {sim.best.trial_id} ({config_text(sim.best.config)}), "
-                     f"{metric} = {sim.best_value:.4f} at {progress} {sim.best_progress}")
-    lines.append(f"  compute: {sim.compute_share:.1%} of the full sweep; regret {sim.regret:.4f}; "
-                 f"simulated wall-clock {sim.wall_s:.1f} s")
+        lines.append(
+            f"  best: trial {sim.best.trial_id} ({config_text(sim.best.config)}), "
+            f"{metric} = {sim.best_value:.4f} at {progress} {sim.best_progress}"
+        )
+    lines.append(
+        f"  compute: {sim.compute_share:.1%} of the full sweep; regret {sim.regret:.4f}; "
+        f"simulated wall-clock {sim.wall_s:.1f} s"
+    )
     return "\n".join(lines)
 
 

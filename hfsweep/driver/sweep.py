@@ -23,24 +23,37 @@ from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trains_in_process
 from hfsweep.contract import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, prepare_apart
+from hfsweep.driver.best import BestTrial, best_trial, write_best
 from hfsweep.driver.budget import SweepBudget, build_budget, spent_before
 from hfsweep.driver.checkpoint_budget import build_checkpoint_budget, checkpoint_disk_use
+from hfsweep.driver.defaults_trial import defaults_point, defaults_values, is_defaults
+from hfsweep.driver.defaults_trial import wanted as defaults_trial_wanted
+from hfsweep.driver.evaluation import evaluate_model
+from hfsweep.driver.export import export_best
 from hfsweep.driver.loggers import build_loggers
 from hfsweep.driver.pareto import PARETO_PLOT
 from hfsweep.driver.preflight import CheckedConfig, preflight
 from hfsweep.driver.provenance import write_provenance
-from hfsweep.driver.ray_cluster import (check_storage_writable, check_trial_fits, init_ray, reserved_by_tune,
-                                       searcher_cap)
-from hfsweep.driver.best import BestTrial, best_trial, write_best
-from hfsweep.driver.evaluation import evaluate_model
-from hfsweep.driver.export import export_best
+from hfsweep.driver.ray_cluster import (
+    check_storage_writable,
+    check_trial_fits,
+    init_ray,
+    reserved_by_tune,
+    searcher_cap,
+)
 from hfsweep.driver.report import search_lines, summary, write_report
-from hfsweep.driver.defaults_trial import defaults_point, defaults_values, is_defaults
-from hfsweep.driver.defaults_trial import wanted as defaults_trial_wanted
 from hfsweep.driver.schedulers import build_scheduler, build_search_alg, build_stopper, startup_trials, target_class
 from hfsweep.driver.search_space import compile_search_space
-from hfsweep.driver.select import (candidates_from, rank, selection_config, selection_points, selection_summary,
-                                   top_configurations, winner_checkpoint, write_selection)
+from hfsweep.driver.select import (
+    candidates_from,
+    rank,
+    selection_config,
+    selection_points,
+    selection_summary,
+    top_configurations,
+    winner_checkpoint,
+    write_selection,
+)
 from hfsweep.driver.warm_start import load_warm_start, searcher_arguments, warm_start_dirs
 from hfsweep.models import build_model, check_peft_targets, check_pretrained_reachable, check_weights_digest
 from hfsweep.run_dir import RESULTS_FILE, SELECT_DIR, experiment_names, write_config
@@ -93,8 +106,16 @@ def search_setup(cfg: dict, param_space: dict) -> SearchSetup:
     return setup
 
 
-def build_tuner(cfg: dict, param_space: dict, task, data: PreparedData, scheduler, stopper, callbacks: list,
-                setup: SearchSetup = SearchSetup()) -> tune.Tuner:
+def build_tuner(
+    cfg: dict,
+    param_space: dict,
+    task,
+    data: PreparedData,
+    scheduler,
+    stopper,
+    callbacks: list,
+    setup: SearchSetup = SearchSetup(),
+) -> tune.Tuner:
     """In-process trials reuse their actors (imports paid once per actor) and are retried by Tune
     from their latest checkpoint; a worker group is restarted by Train instead. Several objectives
     are the searcher's alone (TuneConfig takes one metric); a trial's checkpoints are ranked by
@@ -158,7 +179,9 @@ def run(checked: CheckedConfig) -> tune.ResultGrid:
     """Prepare data and run the sweep of a config that passed the preflight; return Tune's
     ResultGrid. Its Task is handed to every layer below."""
     if not isinstance(checked, CheckedConfig):
-        raise TypeError(f"sweep.run takes the CheckedConfig of hfsweep.driver.preflight.preflight(cfg), not {type(checked).__name__}")
+        raise TypeError(
+            f"sweep.run takes the CheckedConfig of hfsweep.driver.preflight.preflight(cfg), not {type(checked).__name__}"
+        )
     cfg, task = checked.cfg, checked.task
     param_space, scheduler, stopper, callbacks, data, setup = _prepare_sweep(cfg, task)
     storage = cfg["cluster"]["storage_path"]
@@ -171,7 +194,9 @@ def run(checked: CheckedConfig) -> tune.ResultGrid:
     write_provenance(storage, cfg)
     for note in setup.notes:
         print(f"hfsweep: {note}")
-    return fit(build_tuner(cfg, param_space, task, data, scheduler, stopper, callbacks, setup), cfg, task, data, setup.budget)
+    return fit(
+        build_tuner(cfg, param_space, task, data, scheduler, stopper, callbacks, setup), cfg, task, data, setup.budget
+    )
 
 
 def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune.ResultGrid:
@@ -195,9 +220,11 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
     tuner = tune.Tuner.restore(experiment, trainable, resume_errored=True, param_space=param_space)
     budget = next((c for c in restored_callbacks(tuner) if isinstance(c, SweepBudget)), None)
     if budget is None and build_budget(cfg) is not None:
-        raise RuntimeError("resume: Tune restored the sweep without its budget (hfsweep.compat.restored_callbacks "
-                           "found none: Ray's private TunerInternal has moved); pin ray to the version in "
-                           "provenance.json to resume this sweep.")
+        raise RuntimeError(
+            "resume: Tune restored the sweep without its budget (hfsweep.compat.restored_callbacks "
+            "found none: Ray's private TunerInternal has moved); pin ray to the version in "
+            "provenance.json to resume this sweep."
+        )
     earlier = [tune.ResultGrid(tune.ExperimentAnalysis(os.path.join(run_dir, name))) for name in earlier_names]
     return finish(tune_fit(tuner), cfg, task, data, budget, earlier)
 
@@ -215,11 +242,16 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
     done = len(pd.read_csv(os.path.join(run_dir, RESULTS_FILE)))
     grid = searches_grid(cfg)
     if not grid and cfg["num_samples"] <= done:
-        raise ConfigError(f"resume --extend: num_samples={cfg['num_samples']}, and {run_dir} ran {done} trials "
-                          f"already; give a larger num_samples.")
-    added = {**cfg, "name": f"{cfg['name']}-extend-{len(names)}",
-             "num_samples": cfg["num_samples"] if grid else cfg["num_samples"] - done,  # a grid's: per new point
-             "search_alg": extension_searcher(cfg, run_dir, grid, len(names))}
+        raise ConfigError(
+            f"resume --extend: num_samples={cfg['num_samples']}, and {run_dir} ran {done} trials "
+            f"already; give a larger num_samples."
+        )
+    added = {
+        **cfg,
+        "name": f"{cfg['name']}-extend-{len(names)}",
+        "num_samples": cfg["num_samples"] if grid else cfg["num_samples"] - done,  # a grid's: per new point
+        "search_alg": extension_searcher(cfg, run_dir, grid, len(names)),
+    }
     checked = preflight(added)
     # the warm start reads the saved config, so it is replaced only after
     param_space, scheduler, stopper, callbacks, data, setup = _prepare_sweep(added, checked.task)
@@ -227,8 +259,9 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
     if setup.budget is not None:  # one budget for the whole sweep: the extension spends what is left
         setup.budget.set_state(spent_before(analyses))
         if setup.budget.stop_all():
-            raise ConfigError(f"resume --extend: {run_dir} has spent {setup.budget.reason} already; "
-                              f"raise that budget to add trials.")
+            raise ConfigError(
+                f"resume --extend: {run_dir} has spent {setup.budget.reason} already; raise that budget to add trials."
+            )
     init_ray(cfg["cluster"])
     check_trial_fits(cfg["cluster"])
     searcher_cap(cfg)  # refuses a PBT population that could not be alive at once
@@ -247,8 +280,10 @@ def check_extendable(cfg: dict, run_dir: str) -> None:
 
     searcher = import_object(cfg["search_alg"]["_target_"])
     if not issubclass(searcher, (tune.search.BasicVariantGenerator, OptunaSearch)):
-        raise ConfigError(f"resume --extend: {run_dir} searched with {searcher.__name__}, which cannot be told the "
-                          f"trials run so far; only a grid, random search or search_alg=optuna can be extended.")
+        raise ConfigError(
+            f"resume --extend: {run_dir} searched with {searcher.__name__}, which cannot be told the "
+            f"trials run so far; only a grid, random search or search_alg=optuna can be extended."
+        )
     if is_multi_objective(cfg):
         raise ConfigError("resume --extend: a sweep of several objectives cannot be extended yet.")
 
@@ -269,7 +304,9 @@ def searches_grid(cfg: dict) -> bool:
     return any(spec["sampler"] == "grid" for _, spec in iter_leaves(cfg["search_space"]))
 
 
-def fit(tuner: tune.Tuner, cfg: dict, task, data: PreparedData, budget: Optional[SweepBudget] = None) -> tune.ResultGrid:
+def fit(
+    tuner: tune.Tuner, cfg: dict, task, data: PreparedData, budget: Optional[SweepBudget] = None
+) -> tune.ResultGrid:
     return finish(tune_fit(tuner), cfg, task, data, budget)
 
 
@@ -288,8 +325,14 @@ def tune_fit(tuner: tune.Tuner) -> tune.ResultGrid:
             os.environ[NO_AUTO_LOGGERS] = previous
 
 
-def finish(results: tune.ResultGrid, cfg: dict, task, data: PreparedData, budget: Optional[SweepBudget] = None,
-           earlier: list[tune.ResultGrid] = ()) -> tune.ResultGrid:
+def finish(
+    results: tune.ResultGrid,
+    cfg: dict,
+    task,
+    data: PreparedData,
+    budget: Optional[SweepBudget] = None,
+    earlier: list[tune.ResultGrid] = (),
+) -> tune.ResultGrid:
     """Best trial (over the `earlier` experiments' trials too, for an extended sweep), exported
     model, tables and plots, and the one-screen summary (which says whether the sweep ended on its budget)."""
     if results.num_terminated == 0:
@@ -301,9 +344,13 @@ def finish(results: tune.ResultGrid, cfg: dict, task, data: PreparedData, budget
     table = write_report(storage)
     print(summary(best, storage, untrained_eval_loss(cfg, task, data), task.reports_perplexity))
     if is_multi_objective(cfg):
-        print(f"  objectives:      {', '.join(f'{name} = {value:.4g}' for name, value in best.objectives.items())} (its last report)")
-        print(f"  Pareto front:    {table['pareto'].sum()} of {len(table)} trials, marked in results.md and drawn in {PARETO_PLOT}; "
-              f"best/ is the one with the best {best.metric}")
+        print(
+            f"  objectives:      {', '.join(f'{name} = {value:.4g}' for name, value in best.objectives.items())} (its last report)"
+        )
+        print(
+            f"  Pareto front:    {table['pareto'].sum()} of {len(table)} trials, marked in results.md and drawn in {PARETO_PLOT}; "
+            f"best/ is the one with the best {best.metric}"
+        )
     for line in search_lines(table, cfg, best, startup_trials(cfg)):
         print(line)
     if "cost_usd" in table:
@@ -312,7 +359,9 @@ def finish(results: tune.ResultGrid, cfg: dict, task, data: PreparedData, budget
         print(f"  budget:          {budget.summary()}")
     if budget is not None and budget.reason:
         ended = ", ".join(f"{n} {why}" for why, n in table["ended"].value_counts().items())
-        print(f"  budget:          the sweep ended on {budget.reason}; no trial started after, running ones were stopped ({ended})")
+        print(
+            f"  budget:          the sweep ended on {budget.reason}; no trial started after, running ones were stopped ({ended})"
+        )
     count, size = checkpoint_disk_use(results)
     keep = cfg["checkpoints"]["keep_per_trial"]
     kept = f"the best {keep} per trial" if keep else "all kept; set checkpoints.keep_per_trial=K to keep fewer"
@@ -322,8 +371,14 @@ def finish(results: tune.ResultGrid, cfg: dict, task, data: PreparedData, budget
     return results
 
 
-def select_over_seeds(results: tune.ResultGrid, cfg: dict, task, data: PreparedData,
-                      budget: Optional[SweepBudget] = None, search_cost: Optional[pd.Series] = None) -> None:
+def select_over_seeds(
+    results: tune.ResultGrid,
+    cfg: dict,
+    task,
+    data: PreparedData,
+    budget: Optional[SweepBudget] = None,
+    search_cost: Optional[pd.Series] = None,
+) -> None:
     """Re-train the search's `select.top_k` best configurations once per seed, as one sweep in
     RUN_DIR/select/ on the same data; best/ and best.json become the winner's (best mean) median seed.
     A budget bounds the selection too: it draws on what the search left (the same ledger), and is
@@ -334,8 +389,10 @@ def select_over_seeds(results: tune.ResultGrid, cfg: dict, task, data: PreparedD
         print(f"hfsweep: {out} exists: the selection is not run again (move it away to select anew)")
         return
     if budget is not None and budget.reason:
-        print(f"hfsweep: select: skipped: the search spent the sweep's budget ({budget.reason}); raise it to "
-              f"re-train the top {cfg['select']['top_k']} over seeds")
+        print(
+            f"hfsweep: select: skipped: the search spent the sweep's budget ({budget.reason}); raise it to "
+            f"re-train the top {cfg['select']['top_k']} over seeds"
+        )
         return
     configurations = top_configurations(results, cfg, cfg["select"]["top_k"])
     defaults = defaults_values(cfg) if defaults_trial_wanted(cfg) else None
@@ -356,13 +413,17 @@ def select_over_seeds(results: tune.ResultGrid, cfg: dict, task, data: PreparedD
     rerun_table = write_report(out)
     if "cost_usd" in rerun_table and search_cost is not None:
         searched, selected = search_cost.sum(), rerun_table["cost_usd"].sum()
-        print(f"  cost:            ${searched:.4g} for the search + ${selected:.4g} for the selection's "
-              f"{len(rerun_table)} runs = ${searched + selected:.4g}")
+        print(
+            f"  cost:            ${searched:.4g} for the search + ${selected:.4g} for the selection's "
+            f"{len(rerun_table)} runs = ${searched + selected:.4g}"
+        )
     if budget is not None:
         print(f"  budget:          {budget.summary()}, the selection included")
         if budget.reason:
-            print(f"  budget:          the selection ended on {budget.reason}; runs stopped then count with their "
-                  f"last report")
+            print(
+                f"  budget:          the selection ended on {budget.reason}; runs stopped then count with their "
+                f"last report"
+            )
     candidates = candidates_from(reruns, sub, configurations)
     defaults = next((c for c in configurations if defaults is not None and is_defaults(c, defaults)), None)
     selection = rank(candidates, cfg["metric"], cfg["mode"], cfg["select"]["confidence"], defaults)

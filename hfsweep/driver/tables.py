@@ -3,6 +3,7 @@ Hydra loads before any job) uses them without pandas' plotting or Ray."""
 
 from __future__ import annotations
 
+
 def markdown(table) -> str:
     """The table in Markdown, text columns kept as text: tabulate reads a trial id made of digits
     ('12345_00000': Python's float() takes underscores) as a number. (pandas' `to_markdown` shifts

@@ -27,10 +27,10 @@ from omegaconf import OmegaConf
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import changed_keys, iter_leaves
-from hfsweep.run_dir import RESOLVED_CONFIG, RESULTS_FILE, holds_sweep, last_column, read_config
 from hfsweep.config.objectives import objectives
 from hfsweep.config.validation import as_override
 from hfsweep.driver.search_space import nested
+from hfsweep.run_dir import RESOLVED_CONFIG, RESULTS_FILE, holds_sweep, last_column, read_config
 
 COMPARED_SECTIONS = ("model", "data", "training", "peft")  # settings that make two trials' results comparable
 _ABSENT = object()
@@ -95,9 +95,13 @@ def _check_searcher(cfg: dict) -> None:
 def _read_run(run_dir: str, cfg: dict, param_space: dict, warm: WarmStart) -> None:
     results_path = os.path.join(run_dir, RESULTS_FILE)
     if not holds_sweep(run_dir):
-        raise ConfigError(f"search_alg.warm_start: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass an earlier sweep's run directory.")
+        raise ConfigError(
+            f"search_alg.warm_start: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass an earlier sweep's run directory."
+        )
     if not os.path.isfile(results_path):
-        raise ConfigError(f"search_alg.warm_start: '{run_dir}' holds no {RESULTS_FILE}; write it with python -m hfsweep.report {run_dir}.")
+        raise ConfigError(
+            f"search_alg.warm_start: '{run_dir}' holds no {RESULTS_FILE}; write it with python -m hfsweep.report {run_dir}."
+        )
     earlier = read_config(run_dir)
     if objectives(earlier) != objectives(cfg):
         raise ConfigError(
@@ -109,12 +113,20 @@ def _read_run(run_dir: str, cfg: dict, param_space: dict, warm: WarmStart) -> No
     fixed_then = OmegaConf.create(earlier)
     for path in searched_now:
         if path not in searched_then and OmegaConf.select(fixed_then, path, default=_ABSENT) is _ABSENT:
-            raise ConfigError(f"search_alg.warm_start: '{run_dir}' has no value of {path}, which this sweep searches; warm-start from a sweep that had it.")
+            raise ConfigError(
+                f"search_alg.warm_start: '{run_dir}' has no value of {path}, which this sweep searches; warm-start from a sweep that had it."
+            )
     ignored = sorted(searched_then - set(searched_now))
     if ignored:
-        warm.notes.append(f"{run_dir}: searched {', '.join(ignored)}, which this sweep does not; the trials are used as if at this sweep's values")
-    changed = sorted(k for section in COMPARED_SECTIONS for k in changed_keys(earlier.get(section) or {}, cfg.get(section) or {}, f"{section}.")
-                     if k not in searched_then | set(searched_now))
+        warm.notes.append(
+            f"{run_dir}: searched {', '.join(ignored)}, which this sweep does not; the trials are used as if at this sweep's values"
+        )
+    changed = sorted(
+        k
+        for section in COMPARED_SECTIONS
+        for k in changed_keys(earlier.get(section) or {}, cfg.get(section) or {}, f"{section}.")
+        if k not in searched_then | set(searched_now)
+    )
     if changed:
         warm.notes.append(f"{run_dir}: ran with other settings of {', '.join(changed)}")
 
@@ -125,14 +137,20 @@ def _read_run(run_dir: str, cfg: dict, param_space: dict, warm: WarmStart) -> No
         values = [row.get(column) for column in columns]
         if row.get("status") == "ERROR" or any(v is None or not math.isfinite(v) for v in values):
             continue
-        point = {path: _plain(row[path]) if path in searched_then else OmegaConf.select(fixed_then, path) for path in searched_now}
+        point = {
+            path: _plain(row[path]) if path in searched_then else OmegaConf.select(fixed_then, path)
+            for path in searched_now
+        }
         if not all(_inside(param_space, path, value) for path, value in point.items()):
             outside += 1
             continue
         warm.points.append(point)
         warm.values.append([float(v) for v in values])
         used += 1
-    warm.notes.append(f"{run_dir}: {used} earlier trials used" + (f", {outside} outside this sweep's search space left out" if outside else ""))
+    warm.notes.append(
+        f"{run_dir}: {used} earlier trials used"
+        + (f", {outside} outside this sweep's search space left out" if outside else "")
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -177,7 +195,12 @@ def searcher_arguments(cfg: dict, param_space: dict, warm: WarmStart) -> tuple[d
         repeated = [point for point in points for _ in range(cfg["num_samples"])]
         warm.notes.append(f"{len(points)} grid points left to run")
         return {"points_to_evaluate": repeated}, len(repeated)
-    return {"storage": optuna_study(cfg, param_space, warm), "study_name": OPTUNA_STUDY, "sampler": warm_tpe_sampler(cfg, warm), "seed": None}, None
+    return {
+        "storage": optuna_study(cfg, param_space, warm),
+        "study_name": OPTUNA_STUDY,
+        "sampler": warm_tpe_sampler(cfg, warm),
+        "seed": None,
+    }, None
 
 
 def warm_tpe_sampler(cfg: dict, warm: WarmStart):
@@ -220,12 +243,14 @@ def optuna_study(cfg: dict, param_space: dict, warm: WarmStart):
     storage = optuna.storages.InMemoryStorage()
     directions = ["minimize" if mode == "min" else "maximize" for _, mode in objectives(cfg)]
     study = optuna.create_study(storage=storage, study_name=OPTUNA_STUDY, directions=directions)
-    study.add_trials([
-        optuna.trial.create_trial(
-            params={path.replace(".", "/"): value for path, value in point.items()},
-            distributions=distributions,
-            values=values,
-        )
-        for point, values in zip(warm.points, warm.values)
-    ])
+    study.add_trials(
+        [
+            optuna.trial.create_trial(
+                params={path.replace(".", "/"): value for path, value in point.items()},
+                distributions=distributions,
+                values=values,
+            )
+            for point, values in zip(warm.points, warm.values)
+        ]
+    )
     return storage

@@ -43,8 +43,14 @@ from hfsweep.loops.common import (
 from hfsweep.loops.cost import Cost
 from hfsweep.models import build_model, weights_digest
 
-TRAINER_DEFAULTS = {"gradient_accumulation_steps": 1, "max_grad_norm": 1.0, "weight_decay": 0.0, "warmup_steps": 0, "logging_steps": 500,
-                    "lr_scheduler_type": "linear"}  # transformers.TrainingArguments' own defaults
+TRAINER_DEFAULTS = {
+    "gradient_accumulation_steps": 1,
+    "max_grad_norm": 1.0,
+    "weight_decay": 0.0,
+    "warmup_steps": 0,
+    "logging_steps": 500,
+    "lr_scheduler_type": "linear",
+}  # transformers.TrainingArguments' own defaults
 
 
 def _optimizer(model, training: dict) -> torch.optim.Optimizer:
@@ -69,9 +75,12 @@ def _evaluate(accelerator: Accelerator, model, loader, compute_metrics) -> dict:
         for batch in loader:
             outputs = model(**batch)
             losses.append(accelerator.gather_for_metrics(outputs.loss.repeat(len(next(iter(batch.values()))))))
-            if compute_metrics:  # per-token outputs of batches padded to their own longest: padded to one length, as the Trainer does
-                batch_logits = _one_or_tuple([gathered(accelerator, v).float().cpu()
-                                              for k, v in outputs.items() if k != "loss"])
+            if (
+                compute_metrics
+            ):  # per-token outputs of batches padded to their own longest: padded to one length, as the Trainer does
+                batch_logits = _one_or_tuple(
+                    [gathered(accelerator, v).float().cpu() for k, v in outputs.items() if k != "loss"]
+                )
                 batch_labels = _one_or_tuple([gathered(accelerator, batch[k]).cpu() for k in label_keys])
                 logits = batch_logits if logits is None else nested_concat(logits, batch_logits, padding_index=IGNORED)
                 labels = batch_labels if labels is None else nested_concat(labels, batch_labels, padding_index=IGNORED)
@@ -114,8 +123,12 @@ def train_loop_per_worker(config: dict) -> None:
     precision = "bf16" if training.get("bf16") else "fp16" if training.get("fp16") else "no"
     # One scheduler step per optimizer step: by default Accelerate steps it once per process, for a
     # schedule written for one process, and the LR would decay num_workers times too fast.
-    accelerator = Accelerator(cpu=not cfg["cluster"]["use_gpu"], mixed_precision=precision, step_scheduler_with_optimizer=False,
-                              gradient_accumulation_steps=training["gradient_accumulation_steps"])
+    accelerator = Accelerator(
+        cpu=not cfg["cluster"]["use_gpu"],
+        mixed_precision=precision,
+        step_scheduler_with_optimizer=False,
+        gradient_accumulation_steps=training["gradient_accumulation_steps"],
+    )
     world_size = 1 if in_process else ray.train.get_context().get_world_size()
     if accelerator.num_processes != world_size:  # each worker would train alone, silently
         raise RuntimeError(f"Accelerate sees {accelerator.num_processes} processes, Ray Train started {world_size}")
@@ -129,8 +142,10 @@ def train_loop_per_worker(config: dict) -> None:
         model.gradient_checkpointing_enable()
     optimizer = _optimizer(model, training)
     lr_scheduler = get_scheduler(
-        training["lr_scheduler_type"], optimizer,
-        num_warmup_steps=training["warmup_steps"], num_training_steps=training["max_steps"],
+        training["lr_scheduler_type"],
+        optimizer,
+        num_warmup_steps=training["warmup_steps"],
+        num_training_steps=training["max_steps"],
     )
     ran, cost = WhatRan(model), Cost(model, task)
     # Only the columns the model takes, as the Trainer's remove_unused_columns keeps (question
@@ -141,11 +156,16 @@ def train_loop_per_worker(config: dict) -> None:
     eval_loader = validation_shard(cfg, task, tokenizer, accelerator.device)
     if eval_loader is None:  # the whole split on every worker: Accelerate's prepared loader splits it
         eval_loader = accelerator.prepare(
-            DataLoader(validation.with_format("torch"), batch_size=training["per_device_eval_batch_size"],
-                       collate_fn=task.collator(cfg, tokenizer))
+            DataLoader(
+                validation.with_format("torch"),
+                batch_size=training["per_device_eval_batch_size"],
+                collate_fn=task.collator(cfg, tokenizer),
+            )
         )
 
-    compute_metrics = task.metrics_for(cfg, EvalContext(config["label_names"], tokenizer, config["validation_path"], cfg["data"]))
+    compute_metrics = task.metrics_for(
+        cfg, EvalContext(config["label_names"], tokenizer, config["validation_path"], cfg["data"])
+    )
     step, extra, logged, reported_once = 0, {}, {}, {}
     resume_from = resume_checkpoint(config)
     if resume_from:
@@ -162,7 +182,9 @@ def train_loop_per_worker(config: dict) -> None:
     model.train()
     while step < training["max_steps"]:
         epoch_seed = cfg["seed"] + step  # a fresh shuffle each pass over the shard
-        for batch in train_batches(ray.train.get_dataset_shard("train"), cfg, train_collate, epoch_seed, accelerator.device):
+        for batch in train_batches(
+            ray.train.get_dataset_shard("train"), cfg, train_collate, epoch_seed, accelerator.device
+        ):
             with accelerator.accumulate(model):
                 loss = model(**batch).loss
                 micro_losses.append(loss.detach())
@@ -186,12 +208,23 @@ def train_loop_per_worker(config: dict) -> None:
                 logged["learning_rate"] = lr_scheduler.get_last_lr()[0]
                 check_finite("loss", logged["loss"], step)
                 step_losses = []
-            if step % training["eval_steps"] == 0 or step == training["max_steps"]:  # the Trainer evaluates at the end too
+            if (
+                step % training["eval_steps"] == 0 or step == training["max_steps"]
+            ):  # the Trainer evaluates at the end too
                 logged.update(_evaluate(accelerator, model, eval_loader, compute_metrics))
                 check_finite("eval_loss", logged["eval_loss"], step)
             if step % training["save_steps"] == 0 or step == training["max_steps"]:
-                metrics = with_perplexity({**extra, **logged, **ran.metrics(), **cost.metrics(), "step": step,
-                                           "trainer_finished": step >= training["max_steps"]}, task)
+                metrics = with_perplexity(
+                    {
+                        **extra,
+                        **logged,
+                        **ran.metrics(),
+                        **cost.metrics(),
+                        "step": step,
+                        "trainer_finished": step >= training["max_steps"],
+                    },
+                    task,
+                )
                 extra = {}
                 path = os.path.join(config["output_dir"], checkpoint_dir_name(step))
                 _save(accelerator, model, tokenizer, path)

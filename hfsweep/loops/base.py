@@ -30,14 +30,18 @@ class Loop:
         loops read their shard as a stream, grouped by length or not."""
         strategy = cfg["training"].get("train_sampling_strategy", "random")
         if strategy not in SAMPLING_STRATEGIES:
-            raise ConfigError(f"training.train_sampling_strategy: '{strategy}' is not one of "
-                              f"{', '.join(SAMPLING_STRATEGIES)} (the workers stream their shards, so "
-                              f"batch_rebalance's whole-set planning cannot run); e.g. group_by_length.")
+            raise ConfigError(
+                f"training.train_sampling_strategy: '{strategy}' is not one of "
+                f"{', '.join(SAMPLING_STRATEGIES)} (the workers stream their shards, so "
+                f"batch_rebalance's whole-set planning cannot run); e.g. group_by_length."
+            )
         if strategy == "group_by_length" and (not task.pads_batches or cfg["data"]["pad_to_max_length"]):
             fix = "set data.pad_to_max_length=false" if task.pads_batches else "remove it"
-            raise ConfigError(f"training.train_sampling_strategy: group_by_length batches examples of similar length "
-                              f"to pad less, and every example of model.task={task.name or type(task).__name__} has "
-                              f"the same length here; {fix}.")
+            raise ConfigError(
+                f"training.train_sampling_strategy: group_by_length batches examples of similar length "
+                f"to pad less, and every example of model.task={task.name or type(task).__name__} has "
+                f"the same length here; {fix}."
+            )
 
 
 class HFTrainerLoop(Loop):
@@ -64,13 +68,17 @@ class HFTrainerLoop(Loop):
         if sft_module is None or not (isinstance(trainer, type) and issubclass(trainer, sft_module.SFTTrainer)):
             return
         if task.name != "sft":
-            raise ConfigError(f"trainer._target_: {target} trains on chat or instruction rows, which "
-                              f"model.task={task.name} does not make; set model.task=sft, or trainer=default.")
+            raise ConfigError(
+                f"trainer._target_: {target} trains on chat or instruction rows, which "
+                f"model.task={task.name} does not make; set model.task=sft, or trainer=default."
+            )
         from hfsweep.loops.sft_trainer import RayDataSFTTrainer
 
         if not issubclass(trainer, RayDataSFTTrainer):
-            raise ConfigError(f"trainer._target_: {target} takes only a `datasets` Dataset, not a worker's Ray Data "
-                              f"shard; use trainer=sft (or a subclass of its class).")
+            raise ConfigError(
+                f"trainer._target_: {target} takes only a `datasets` Dataset, not a worker's Ray Data "
+                f"shard; use trainer=sft (or a subclass of its class)."
+            )
 
     @staticmethod
     def _check_generation(cfg: dict, task) -> None:
@@ -100,10 +108,27 @@ class HFTrainerLoop(Loop):
 # The training.* keys the Accelerate loop honours, and those it may ignore (the Trainer's cadence
 # and logging settings, which the config check also needs).
 ACCELERATE_LOOP_KEYS = {
-    "learning_rate", "weight_decay", "lr_scheduler_type", "warmup_steps", "max_steps", "seed",
-    "per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps", "max_grad_norm",
-    "eval_strategy", "eval_steps", "save_strategy", "save_steps", "bf16", "fp16", "activation_checkpointing",
-    "logging_steps", "disable_tqdm", "average_tokens_across_devices", "train_sampling_strategy",
+    "learning_rate",
+    "weight_decay",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "max_steps",
+    "seed",
+    "per_device_train_batch_size",
+    "per_device_eval_batch_size",
+    "gradient_accumulation_steps",
+    "max_grad_norm",
+    "eval_strategy",
+    "eval_steps",
+    "save_strategy",
+    "save_steps",
+    "bf16",
+    "fp16",
+    "activation_checkpointing",
+    "logging_steps",
+    "disable_tqdm",
+    "average_tokens_across_devices",
+    "train_sampling_strategy",
 }
 
 
@@ -115,23 +140,29 @@ class AccelerateLoop(Loop):
     def check(self, cfg: dict, task) -> None:
         super().check(cfg, task)
         if cfg["callbacks"]:
-            raise ConfigError("callbacks: TrainerCallbacks need loop=hf_trainer; use callbacks=none with "
-                              "loop=accelerate.")
+            raise ConfigError(
+                "callbacks: TrainerCallbacks need loop=hf_trainer; use callbacks=none with loop=accelerate."
+            )
         for key in cfg["training"]:
             if key not in ACCELERATE_LOOP_KEYS:
-                raise ConfigError(f"training.{key}: loop=accelerate does not use it; remove it, or use "
-                                  f"loop=hf_trainer.")
+                raise ConfigError(
+                    f"training.{key}: loop=accelerate does not use it; remove it, or use loop=hf_trainer."
+                )
         if PLATEAU in lr_scheduler_types(cfg):
             raise ConfigError(
                 f"training.lr_scheduler_type: loop=accelerate steps its schedule every optimizer step, and {PLATEAU} "
                 f"needs the eval metric; use another type, or loop=hf_trainer."
             )
         if cfg["peft"]["method"] != "none":
-            raise ConfigError(f"peft: loop=accelerate saves whole models, not adapters; use loop=hf_trainer with "
-                              f"peft={cfg['peft']['method']}.")
+            raise ConfigError(
+                f"peft: loop=accelerate saves whole models, not adapters; use loop=hf_trainer with "
+                f"peft={cfg['peft']['method']}."
+            )
         if task.generates:
-            raise ConfigError(f"loop=accelerate: model.task={task.name} is scored on generated text, which the "
-                              f"hf_trainer loop does; use loop=hf_trainer.")
+            raise ConfigError(
+                f"loop=accelerate: model.task={task.name} is scored on generated text, which the "
+                f"hf_trainer loop does; use loop=hf_trainer."
+            )
 
 
 LOOPS = {loop.name: loop for loop in (HFTrainerLoop(), AccelerateLoop())}

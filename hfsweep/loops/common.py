@@ -50,10 +50,16 @@ class WhatRan:
     the model's forward, where Accelerate's autocast is on (it wraps the model's forward)."""
 
     def __init__(self, model):
-        leaf = next(m for m in model.modules() if next(m.children(), None) is None and next(m.parameters(recurse=False), None) is not None)
+        leaf = next(
+            m
+            for m in model.modules()
+            if next(m.children(), None) is None and next(m.parameters(recurse=False), None) is not None
+        )
         self.ran: dict = {}
         start_peak_memory()
-        linear4bit = sum(type(m).__name__ == "Linear4bit" and type(m).__module__.startswith("bitsandbytes") for m in model.modules())
+        linear4bit = sum(
+            type(m).__name__ == "Linear4bit" and type(m).__module__.startswith("bitsandbytes") for m in model.modules()
+        )
         if linear4bit:
             self.ran["linear4bit_modules"] = linear4bit
         self._hook = leaf.register_forward_pre_hook(self._measure)
@@ -64,9 +70,17 @@ class WhatRan:
 
         parameter = next(module.parameters(recurse=False))
         device = parameter.device.type
-        autocast = str(torch.get_autocast_dtype(device)).removeprefix("torch.") if torch.is_autocast_enabled(device) else "none"
-        self.ran.update(device=device, param_dtype=str(parameter.dtype).removeprefix("torch."), autocast_dtype=autocast,
-                        distributed=AcceleratorState().distributed_type.value)
+        autocast = (
+            str(torch.get_autocast_dtype(device)).removeprefix("torch.")
+            if torch.is_autocast_enabled(device)
+            else "none"
+        )
+        self.ran.update(
+            device=device,
+            param_dtype=str(parameter.dtype).removeprefix("torch."),
+            autocast_dtype=autocast,
+            distributed=AcceleratorState().distributed_type.value,
+        )
         self._hook.remove()
 
     def metrics(self) -> dict:
@@ -160,7 +174,9 @@ def hyperparameters_in_effect(optimizer) -> dict:
     return {"lr_in_effect": groups[0]["lr"], "weight_decay_in_effect": max(g.get("weight_decay", 0.0) for g in groups)}
 
 
-MEGA_BATCHES = 50  # examples of this many batches are sorted by length together, as the Trainer's LengthGroupedSampler does
+MEGA_BATCHES = (
+    50  # examples of this many batches are sorted by length together, as the Trainer's LengthGroupedSampler does
+)
 
 
 def train_batches(shard, cfg: dict, collate, seed: int, device="auto"):
@@ -176,7 +192,11 @@ def train_batches(shard, cfg: dict, collate, seed: int, device="auto"):
     anew every epoch."""
     strategy = cfg["training"].get("train_sampling_strategy", "random")
     batch_size = cfg["training"]["per_device_train_batch_size"]
-    shuffle = {} if strategy == "sequential" else {"local_shuffle_buffer_size": cfg["data"]["shuffle_buffer_rows"], "local_shuffle_seed": seed}
+    shuffle = (
+        {}
+        if strategy == "sequential"
+        else {"local_shuffle_buffer_size": cfg["data"]["shuffle_buffer_rows"], "local_shuffle_seed": seed}
+    )
     if strategy != "group_by_length":
         return shard.iter_torch_batches(batch_size=batch_size, device=device, collate_fn=collate, **shuffle)
     epochs = itertools.count()
@@ -192,7 +212,7 @@ def length_grouped(shard, batch_size: int, collate, seed: int, shuffle: dict):
         lengths = [len(ids) for ids in examples["input_ids"]]
         order = get_length_grouped_indices(lengths, batch_size, mega_batch_mult=MEGA_BATCHES, generator=generator)
         for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
+            rows = order[start : start + batch_size]
             yield collate({column: values[rows] for column, values in examples.items()})
 
 
@@ -204,7 +224,9 @@ def validation_shard(cfg: dict, task, tokenizer, device="auto"):
     if "validation" not in cfg["data"]["datasets_to_split"]:
         return None
     return ray.train.get_dataset_shard("validation").iter_torch_batches(
-        batch_size=cfg["training"]["per_device_eval_batch_size"], device=device, collate_fn=task.validation_collator(cfg, tokenizer)
+        batch_size=cfg["training"]["per_device_eval_batch_size"],
+        device=device,
+        collate_fn=task.validation_collator(cfg, tokenizer),
     )
 
 

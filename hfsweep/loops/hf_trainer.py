@@ -126,8 +126,19 @@ def training_arguments(cfg: dict, output_dir: str, task) -> TrainingArguments:
     )
 
 
-def build_trainer(cfg: dict, task, *, model, tokenizer, args: TrainingArguments, train_dataset, eval_dataset, callbacks, label_names=None,
-                  validation_path=None) -> Trainer:
+def build_trainer(
+    cfg: dict,
+    task,
+    *,
+    model,
+    tokenizer,
+    args: TrainingArguments,
+    train_dataset,
+    eval_dataset,
+    callbacks,
+    label_names=None,
+    validation_path=None,
+) -> Trainer:
     """The configured Trainer class (`trainer._target_`: transformers.Trainer or a subclass, with
     its own arguments from config), with the task's collator and the configured `eval_metrics`."""
     trainer_class = instantiate(cfg["trainer"], _partial_=True)
@@ -154,14 +165,17 @@ def train_loop_per_worker(config: dict) -> None:
     task.prepare_tokenizer(tokenizer, cfg["data"])  # saved with every checkpoint's tokenizer
     validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
-    model = build_model(cfg["model"], tokenizer, config["label_names"], cfg["peft"], task=task)  # with peft: the adapter over the base
+    model = build_model(
+        cfg["model"], tokenizer, config["label_names"], cfg["peft"], task=task
+    )  # with peft: the adapter over the base
 
     collate = task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process))
     train_shard = train_batches(ray.train.get_dataset_shard("train"), cfg, collate, cfg["seed"])
 
     extra_metrics: dict = {}
-    reporter = ReportCheckpointCallback(extra_metrics, config["trial_started_at"], in_process, WhatRan(model),
-                                        Cost(model, task))
+    reporter = ReportCheckpointCallback(
+        extra_metrics, config["trial_started_at"], in_process, WhatRan(model), Cost(model, task)
+    )
     callbacks = [StopOnDivergence(), reporter]
     callbacks += [instantiate(node) for node in cfg["callbacks"].values()]
     resume_from = resume_checkpoint(config)

@@ -9,7 +9,6 @@ import datasets
 from trl import SFTConfig, SFTTrainer
 
 
-
 class RayDataSFTTrainer(SFTTrainer):
     """`SFTTrainer` training on a worker's Ray Data shard of already prepared rows.
 

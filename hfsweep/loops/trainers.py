@@ -42,8 +42,15 @@ class GenerationEvalTrainer(Seq2SeqTrainer):
     to sweep on a generation metric; validation refuses the mix).
     """
 
-    def __init__(self, *args, every_k_evals: int = 1, max_eval_samples: Optional[int] = None, num_beams: int = 1,
-                 max_new_tokens: int = 64, **kwargs):
+    def __init__(
+        self,
+        *args,
+        every_k_evals: int = 1,
+        max_eval_samples: Optional[int] = None,
+        num_beams: int = 1,
+        max_new_tokens: int = 64,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         self.every_k_evals, self.max_eval_samples = every_k_evals, max_eval_samples
         self.generate_kwargs = {"num_beams": num_beams, "max_new_tokens": max_new_tokens}
@@ -67,7 +74,9 @@ class GenerationEvalTrainer(Seq2SeqTrainer):
             output = self.predict(dataset, ignore_keys, metric_key_prefix, **{**self.generate_kwargs, **gen_kwargs})
         finally:
             self.args.predict_with_generate = generating
-        skipped = {f"{metric_key_prefix}_{name}" for name in ("loss", "runtime", "samples_per_second", "steps_per_second")}
+        skipped = {
+            f"{metric_key_prefix}_{name}" for name in ("loss", "runtime", "samples_per_second", "steps_per_second")
+        }
         generated = {k: v for k, v in output.metrics.items() if k not in skipped}
         self.log(generated)  # into the log history every report is read from
         return {**metrics, **generated}

@@ -44,8 +44,9 @@ def get_task(spec, options: Optional[dict] = None):
         return task_class(**{k: v for k, v in spec.items() if k != "_target_"})
     names = task_names()
     if spec not in names:
-        raise ConfigError(f"model.task: '{spec}' is not one of {', '.join(names)}; "
-                          f"or give a task class as model.task._target_.")
+        raise ConfigError(
+            f"model.task: '{spec}' is not one of {', '.join(names)}; or give a task class as model.task._target_."
+        )
     return importlib.import_module(f"{__name__}.{spec}").TASK
 
 
@@ -66,12 +67,17 @@ def with_options(task, options: dict):
     known = task.options()
     for key in options:
         if key not in known:
-            raise unknown_key_error(f"task_options.{key}", known,
-                                    f"an option of the {name} task (its options: {', '.join(known) or 'none'})")
+            raise unknown_key_error(
+                f"task_options.{key}",
+                known,
+                f"an option of the {name} task (its options: {', '.join(known) or 'none'})",
+            )
     try:
         typed = OmegaConf.merge(OmegaConf.structured(type(task)), options)
     except OmegaConfBaseException as err:
-        raise ConfigError(f"task_options.{err.key}: {err.msg.splitlines()[0]}; give a value of the type the {name} "
-                          f"task declares ({type(task).__module__}).") from err
+        raise ConfigError(
+            f"task_options.{err.key}: {err.msg.splitlines()[0]}; give a value of the type the {name} "
+            f"task declares ({type(task).__module__})."
+        ) from err
     typed = OmegaConf.to_container(typed)
     return dataclasses.replace(task, **{key: typed[key] for key in options})

@@ -3,8 +3,9 @@ class, the data collator and the metrics. Built-in tasks subclass `Task`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Callable, Optional
+from typing import Optional
 
 from hfsweep.contract import IGNORED, EvalContext  # noqa: F401  (what task modules share with the loops)
 
@@ -65,8 +66,14 @@ class Task:
         """What names this task in the prepared data's cache key: its name, and the options the
         prepared data depends on (the attributes a task keeps: its dataclass fields, `task_options`,
         or a user task's arguments; not `worker_options`, nor methods set on the instance)."""
-        return [self.name, {key: value for key, value in sorted(vars(self).items())
-                            if not callable(value) and key not in self.worker_options}]
+        return [
+            self.name,
+            {
+                key: value
+                for key, value in sorted(vars(self).items())
+                if not callable(value) and key not in self.worker_options
+            },
+        ]
 
     def options(self) -> dict:
         """Its options and their values: the fields of a Task dataclass (`task_options`)."""
@@ -84,8 +91,9 @@ class Task:
 
         # which texts of the split a tokenizer learns
         read_from = [self.identity(), {k: data_cfg[k] for k in self.text_keys}]
-        return tokenizer_for(model_cfg["tokenizer"], train, partial(self.texts, data_cfg=data_cfg), read_from,
-                             cache_dir)
+        return tokenizer_for(
+            model_cfg["tokenizer"], train, partial(self.texts, data_cfg=data_cfg), read_from, cache_dir
+        )
 
     def load_processor(self, path: str):
         """The processor `prepare_processor` made (or a checkpoint saved): here a tokenizer."""
@@ -96,8 +104,12 @@ class Task:
     def config_from_processor(self, processor) -> dict:
         """What a model built from `model.config` takes from the processor: a text model's
         vocabulary size and special tokens."""
-        return {"vocab_size": len(processor), "bos_token_id": processor.bos_token_id,
-                "eos_token_id": processor.eos_token_id, "pad_token_id": processor.pad_token_id}
+        return {
+            "vocab_size": len(processor),
+            "bos_token_id": processor.bos_token_id,
+            "eos_token_id": processor.eos_token_id,
+            "pad_token_id": processor.pad_token_id,
+        }
 
     def model_config_kwargs(self, label_names: Optional[list]) -> dict:
         """What the model's config needs from the data: by default the classes' names, if any."""
@@ -162,8 +174,10 @@ class Task:
                     with_options(self, {key: value}).check_config(cfg["data"])
                 except ConfigError as err:
                     reason = str(err).removeprefix(f"task_options.{key}: ").split("; ")[0]
-                    raise ConfigError(f"search_space.task_options.{key}: {value!r} is not a value "
-                                      f"task_options.{key} takes ({reason}).") from err
+                    raise ConfigError(
+                        f"search_space.task_options.{key}: {value!r} is not a value "
+                        f"task_options.{key} takes ({reason})."
+                    ) from err
 
     def read_local(self, builder: str, files: dict):
         """Local files in a format `datasets` has no builder for, as a DatasetDict of the splits'
@@ -215,8 +229,9 @@ class Task:
         import numpy as np
         import pyarrow as pa
 
-        column = table.column("attention_mask" if "attention_mask" in table.column_names
-                              else "input_ids").combine_chunks()
+        column = table.column(
+            "attention_mask" if "attention_mask" in table.column_names else "input_ids"
+        ).combine_chunks()
         values = column.flatten().to_numpy(zero_copy_only=False)
         if "attention_mask" not in table.column_names:
             values = np.ones_like(values)

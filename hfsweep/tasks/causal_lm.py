@@ -48,8 +48,13 @@ class CausalLM(Task):
         def tokenize_and_group(batch: dict) -> dict:  # per 1000 texts, as run_clm groups
             return group_texts(token_ids(tokenizer, batch[data_cfg["text_column"]]), block)
 
-        return ds.map(tokenize_and_group, batched=True, remove_columns=ds.column_names, features=features,
-                      desc=f"tokenize {split}")
+        return ds.map(
+            tokenize_and_group,
+            batched=True,
+            remove_columns=ds.column_names,
+            features=features,
+            desc=f"tokenize {split}",
+        )
 
 
 TASK = CausalLM()

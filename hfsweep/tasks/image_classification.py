@@ -46,8 +46,9 @@ class ImageClassification(Task):
             return model_cfg["pretrained"]
         size = model_cfg["config"].get("image_size", 224)
         settings = {"size": {"height": size, "width": size}, "image_mean": [0.5] * 3, "image_std": [0.5] * 3}
-        out = os.path.join(cache_dir, "processors",
-                           hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16])
+        out = os.path.join(
+            cache_dir, "processors", hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+        )
         if not os.path.isdir(out):
             ViTImageProcessor(**settings).save_pretrained(out)
         return out
@@ -70,8 +71,10 @@ class ImageClassification(Task):
         for split, ds in raw.items():
             for option, column in (("image_column", self.image_column), ("label_column", self.label_column)):
                 if column not in ds.column_names:
-                    raise ConfigError(f"task_options.{option}: '{column}' is not a column of the {split} split "
-                                      f"(columns: {', '.join(ds.column_names)}); give the task the column's name.")
+                    raise ConfigError(
+                        f"task_options.{option}: '{column}' is not a column of the {split} split "
+                        f"(columns: {', '.join(ds.column_names)}); give the task the column's name."
+                    )
         if not isinstance(raw["train"].features[self.label_column], ClassLabel):
             raw = raw.class_encode_column(self.label_column)
         return raw
@@ -87,8 +90,9 @@ class ImageClassification(Task):
             return {"pixel_values": pixels.reshape(len(images), -1), "labels": batch[self.label_column]}
 
         width = 3 * processor.size["height"] * processor.size["width"]
-        features = Features({"pixel_values": List(Value("float32"), length=width),
-                             "labels": ds.features[self.label_column]})
+        features = Features(
+            {"pixel_values": List(Value("float32"), length=width), "labels": ds.features[self.label_column]}
+        )
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"process {split}")
 
     def tokens_per_row(self, table):
@@ -104,10 +108,13 @@ class ImageClassification(Task):
         shape = (3, processor.size["height"], processor.size["width"])
 
         def collate(rows: list) -> dict:
-            pixels = np.stack([np.asarray(row["pixel_values"], dtype=np.float32)
-                               for row in rows]).reshape(len(rows), *shape)
-            return {"pixel_values": torch.from_numpy(pixels),
-                    "labels": torch.tensor([int(row["labels"]) for row in rows])}
+            pixels = np.stack([np.asarray(row["pixel_values"], dtype=np.float32) for row in rows]).reshape(
+                len(rows), *shape
+            )
+            return {
+                "pixel_values": torch.from_numpy(pixels),
+                "labels": torch.tensor([int(row["labels"]) for row in rows]),
+            }
 
         return collate
 

@@ -41,8 +41,9 @@ def group_columns(encoded: dict, names: list[str], block_size: int) -> dict:
     out = {}
     for name in names:
         width = 2 if name == "offset_mapping" else 1
-        flat = np.fromiter(chain.from_iterable(chain.from_iterable(encoded[name]) if width == 2 else encoded[name]),
-                           dtype=np.int64)
+        flat = np.fromiter(
+            chain.from_iterable(chain.from_iterable(encoded[name]) if width == 2 else encoded[name]), dtype=np.int64
+        )
         blocks = flat[: len(flat) // (block_size * width) * block_size * width].reshape(-1, block_size, width)
         out[name] = blocks if width == 2 else blocks[..., 0]
     return out
@@ -66,8 +67,10 @@ class MaskedLM(Task):
         for key in ("mlm_probability", "eval_mlm_probability"):
             share = getattr(self, key)
             if not 0 < share <= 1:  # none masked: no labels, a NaN loss; above 1: the collator's ValueError
-                raise ConfigError(f"task_options.{key}: must be above 0 and at most 1 (the share of tokens masked), "
-                                  f"not {share}; e.g. task_options.{key}=0.15.")
+                raise ConfigError(
+                    f"task_options.{key}: must be above 0 and at most 1 (the share of tokens masked), "
+                    f"not {share}; e.g. task_options.{key}=0.15."
+                )
 
     def auto_model_class(self):
         from transformers import AutoModelForMaskedLM
@@ -80,34 +83,46 @@ class MaskedLM(Task):
         from hfsweep.config.errors import ConfigError
 
         if tokenizer.mask_token is None:  # the collator's own ValueError would come from every trial
-            raise ConfigError(f"model.task=masked_lm: the tokenizer ({tokenizer.name_or_path or 'trained here'}) has "
-                              f"no mask token to mask with; use a masked LM's, e.g. model=roberta_tiny.")
+            raise ConfigError(
+                f"model.task=masked_lm: the tokenizer ({tokenizer.name_or_path or 'trained here'}) has "
+                f"no mask token to mask with; use a masked LM's, e.g. model=roberta_tiny."
+            )
 
         block, whole_words = data_cfg["block_size"], self.whole_word_mask
         names = ["input_ids", "attention_mask", "special_tokens_mask"] + (["offset_mapping"] if whole_words else [])
 
         def tokenize_and_group(batch: dict) -> dict:
-            encoded = tokenizer(batch[data_cfg["text_column"]], return_special_tokens_mask=True,
-                                return_offsets_mapping=whole_words)
+            encoded = tokenizer(
+                batch[data_cfg["text_column"]], return_special_tokens_mask=True, return_offsets_mapping=whole_words
+            )
             return group_columns(encoded, names, block)
 
         features = token_features(names[:3], block)
         if whole_words:
             features["offset_mapping"] = List(List(Value("int64"), length=2), length=block)
-        blocks = ds.map(tokenize_and_group, batched=True, remove_columns=ds.column_names, features=Features(features),
-                        desc=f"tokenize {split}")
+        blocks = ds.map(
+            tokenize_and_group,
+            batched=True,
+            remove_columns=ds.column_names,
+            features=Features(features),
+            desc=f"tokenize {split}",
+        )
         if split != "validation":
             return blocks
         collator = masking_collator(tokenizer, self.whole_word_mask, self.eval_mlm_probability, EVAL_MASK_SEED)
 
         def mask(batch: dict) -> dict:
             masked = collator(rows(batch))
-            return {"input_ids": masked["input_ids"].numpy(), "attention_mask": masked["attention_mask"].numpy(),
-                    "labels": masked["labels"].numpy()}
+            return {
+                "input_ids": masked["input_ids"].numpy(),
+                "attention_mask": masked["attention_mask"].numpy(),
+                "labels": masked["labels"].numpy(),
+            }
 
         masked_features = Features(token_features(("input_ids", "attention_mask", "labels"), block))
-        return blocks.map(mask, batched=True, remove_columns=blocks.column_names, features=masked_features,
-                          desc="mask validation")
+        return blocks.map(
+            mask, batched=True, remove_columns=blocks.column_names, features=masked_features, desc="mask validation"
+        )
 
     def train_collator(self, tokenizer, data_cfg: dict, seed: int) -> Optional[object]:
         return batch_collator(masking_collator(tokenizer, self.whole_word_mask, self.mlm_probability, seed))

@@ -22,8 +22,9 @@ import collections
 import os
 import re
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.contract import COST_METRICS, MFU, SAMPLES_PER_SECOND, TOKENS_PER_SECOND
@@ -104,7 +105,10 @@ def _glue(predictions, references, config_name=None, num_classes=None):
     if config_name == "cola":
         return {"matthews_correlation": float(matthews_corrcoef(references, predictions))}
     if config_name == "stsb":
-        return {"pearson": float(pearsonr(predictions, references)[0]), "spearmanr": float(spearmanr(predictions, references)[0])}
+        return {
+            "pearson": float(pearsonr(predictions, references)[0]),
+            "spearmanr": float(spearmanr(predictions, references)[0]),
+        }
     result = {"accuracy": float((predictions == references).mean())}
     if config_name in ("mrpc", "qqp"):
         result["f1"] = float(f1_score(references, predictions))
@@ -184,7 +188,11 @@ def _squad_v2(predictions, references, no_answer_threshold: float = 1.0):
             f1[qid] = max(_answer_f1(g, text, empty_agrees=True) for g in golds)
 
     def summary(qids: list) -> dict:
-        return {"exact": 100.0 * sum(exact[q] for q in qids) / len(qids), "f1": 100.0 * sum(f1[q] for q in qids) / len(qids), "total": len(qids)}
+        return {
+            "exact": 100.0 * sum(exact[q] for q in qids) / len(qids),
+            "f1": 100.0 * sum(f1[q] for q in qids) / len(qids),
+            "total": len(qids),
+        }
 
     result = summary(list(exact))
     for prefix, wanted in (("HasAns", True), ("NoAns", False)):
@@ -204,7 +212,11 @@ def _rouge(predictions, references, rouge_types=None, use_stemmer=False):
     scorer = rouge_scorer.RougeScorer(rouge_types=rouge_types, use_stemmer=use_stemmer)
     aggregator = scoring.BootstrapAggregator()
     for reference, prediction in zip(references, predictions):
-        aggregator.add_scores(scorer.score_multi(reference, prediction) if isinstance(reference, list) else scorer.score(reference, prediction))
+        aggregator.add_scores(
+            scorer.score_multi(reference, prediction)
+            if isinstance(reference, list)
+            else scorer.score(reference, prediction)
+        )
     state = np.random.get_state()  # the bootstrap draws from numpy's global generator: seeded, so reruns agree
     np.random.seed(0)
     try:
@@ -219,8 +231,15 @@ def _sacrebleu(predictions, references, **kwargs):
     references = [[r] if isinstance(r, str) else r for r in references]
     streams = [[refs[i] for refs in references] for i in range(len(references[0]))]
     bleu = sacrebleu.corpus_bleu(predictions, streams, **kwargs)
-    return {"score": bleu.score, "counts": bleu.counts, "totals": bleu.totals, "precisions": bleu.precisions,
-            "bp": bleu.bp, "sys_len": bleu.sys_len, "ref_len": bleu.ref_len}
+    return {
+        "score": bleu.score,
+        "counts": bleu.counts,
+        "totals": bleu.totals,
+        "precisions": bleu.precisions,
+        "bp": bleu.bp,
+        "sys_len": bleu.sys_len,
+        "ref_len": bleu.ref_len,
+    }
 
 
 @dataclass(frozen=True)
@@ -275,7 +294,11 @@ def parse_entry(entry: Any) -> MetricSpec:
     if isinstance(entry, str):
         return MetricSpec(label=entry, name=entry)
     if isinstance(entry, dict) and "_target_" in entry:
-        return MetricSpec(label=entry["_target_"], target=entry["_target_"], kwargs={k: v for k, v in entry.items() if k != "_target_"})
+        return MetricSpec(
+            label=entry["_target_"],
+            target=entry["_target_"],
+            kwargs={k: v for k, v in entry.items() if k != "_target_"},
+        )
     if isinstance(entry, dict) and isinstance(entry.get("name"), str):
         kwargs = {k: v for k, v in entry.items() if k not in ("name", "config_name")}
         label = entry["name"] + (f"/{entry['config_name']}" if entry.get("config_name") else "")
@@ -299,8 +322,10 @@ def check_entry(entry: Any, task_inputs: Optional[str], perplexity: bool) -> Met
     spec = parse_entry(entry)
     if spec.name == PERPLEXITY:
         if not perplexity:
-            raise ConfigError(f"eval_metrics: 'perplexity' is exp(eval_loss) of a language model's token loss, "
-                              f"which this task's loss is not; use {fitting_names(task_inputs, False)}.")
+            raise ConfigError(
+                f"eval_metrics: 'perplexity' is exp(eval_loss) of a language model's token loss, "
+                f"which this task's loss is not; use {fitting_names(task_inputs, False)}."
+            )
         return spec
     if spec.local:
         if spec.local.inputs != task_inputs:
@@ -309,7 +334,9 @@ def check_entry(entry: Any, task_inputs: Optional[str], perplexity: bool) -> Met
                 f"use {fitting_names(task_inputs, perplexity)}."
             )
         if spec.name == "glue" and spec.config_name not in GLUE_CONFIGS:
-            raise ConfigError(f"eval_metrics: glue needs config_name, one of {', '.join(GLUE_CONFIGS)}; e.g. {{name: glue, config_name: mrpc}}.")
+            raise ConfigError(
+                f"eval_metrics: glue needs config_name, one of {', '.join(GLUE_CONFIGS)}; e.g. {{name: glue, config_name: mrpc}}."
+            )
         return spec
     if spec.target:
         from hfsweep.config.loading import import_object
@@ -317,7 +344,9 @@ def check_entry(entry: Any, task_inputs: Optional[str], perplexity: bool) -> Met
         try:
             import_object(spec.target)
         except ImportError as err:
-            raise ConfigError(f"eval_metrics: cannot import '{spec.target}' ({err}); fix the _target_ or make its module importable.") from err
+            raise ConfigError(
+                f"eval_metrics: cannot import '{spec.target}' ({err}); fix the _target_ or make its module importable."
+            ) from err
         return spec
     _load_evaluate_module(spec, task_inputs, perplexity)
     return spec
@@ -352,7 +381,17 @@ def reported_names(spec: MetricSpec) -> Optional[tuple]:
             return None  # one per entity type of the data
         return ("overall_precision", "overall_recall", "overall_f1", "overall_accuracy")
     if spec.name == "squad_v2":
-        return ("exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact", "NoAns_f1", "NoAns_total")
+        return (
+            "exact",
+            "f1",
+            "total",
+            "HasAns_exact",
+            "HasAns_f1",
+            "HasAns_total",
+            "NoAns_exact",
+            "NoAns_f1",
+            "NoAns_total",
+        )
     if spec.name == "rouge":
         return tuple(spec.kwargs.get("rouge_types") or ("rouge1", "rouge2", "rougeL", "rougeLsum"))
     return spec.local.outputs if spec.local else None
@@ -383,7 +422,9 @@ def load_metric(entry: Any) -> Optional[Callable]:
     spec = parse_entry(entry)
     if spec.name == PERPLEXITY:
         return None
-    base_name = os.path.basename(spec.name.rstrip("/")).removesuffix(".py") if spec.name else spec.target.rsplit(".", 1)[-1]
+    base_name = (
+        os.path.basename(spec.name.rstrip("/")).removesuffix(".py") if spec.name else spec.target.rsplit(".", 1)[-1]
+    )
     if spec.local:
         local, extra = spec.local, ({"config_name": spec.config_name} if spec.name == "glue" else {})
 
@@ -396,7 +437,9 @@ def load_metric(entry: Any) -> Optional[Callable]:
         from hfsweep.config.loading import import_object
 
         function = import_object(spec.target)
-        return lambda predictions, references, num_classes=None: flatten(base_name, function(predictions, references, **spec.kwargs))
+        return lambda predictions, references, num_classes=None: flatten(
+            base_name, function(predictions, references, **spec.kwargs)
+        )
     module = _load_evaluate_module(spec)
     return lambda predictions, references, num_classes=None: flatten(
         base_name, module.compute(predictions=list(predictions), references=list(references), **spec.kwargs)
@@ -435,8 +478,9 @@ def check_objective_metric(cfg: dict, task, metric: str) -> None:
     if metric == TOKENS_PER_SECOND and not task.counts_tokens:
         raise ConfigError(f"metric: model.task={task.name} trains on no tokens; use {SAMPLES_PER_SECOND}.")
     if metric == MFU and not cfg["cluster"]["use_gpu"]:
-        raise ConfigError(f"metric: {MFU} is estimated on GPUs only; set cluster.use_gpu=true, "
-                          f"or use {TOKENS_PER_SECOND}.")
+        raise ConfigError(
+            f"metric: {MFU} is estimated on GPUs only; set cluster.use_gpu=true, or use {TOKENS_PER_SECOND}."
+        )
     if cfg["compute_metrics"]:
         _check_reported(metric, None, task)
         return

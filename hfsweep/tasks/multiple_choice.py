@@ -9,7 +9,6 @@ Its columns are options of the task itself, SWAG's by default (`sent1`, `sent2`,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.tasks.base import Task
@@ -21,7 +20,7 @@ from hfsweep.tasks.metrics import LABELS
 class MultipleChoice(Task):
     context_column: str = "sent1"
     start_column: str = "sent2"  # the second sentence's start, which each ending completes
-    ending_columns: List[str] = field(default_factory=lambda: ["ending0", "ending1", "ending2", "ending3"])
+    ending_columns: list[str] = field(default_factory=lambda: ["ending0", "ending1", "ending2", "ending3"])
     label_column: str = "label"  # the right ending's index
 
     name = "multiple_choice"
@@ -43,20 +42,27 @@ class MultipleChoice(Task):
         """Every column present; labels are choice positions (0..N-1), as integers."""
         from datasets import Value
 
-        wanted = {"context_column": self.context_column, "start_column": self.start_column,
-                  "label_column": self.label_column,
-                  **{f"ending_columns[{i}]": c for i, c in enumerate(self.ending_columns)}}
+        wanted = {
+            "context_column": self.context_column,
+            "start_column": self.start_column,
+            "label_column": self.label_column,
+            **{f"ending_columns[{i}]": c for i, c in enumerate(self.ending_columns)},
+        }
         for split, ds in raw.items():
             for option, column in wanted.items():
                 if column not in ds.column_names:
-                    raise ConfigError(f"task_options.{option}: '{column}' is not a column of the {split} split "
-                                      f"(columns: {', '.join(ds.column_names)}); give the task the column's name.")
+                    raise ConfigError(
+                        f"task_options.{option}: '{column}' is not a column of the {split} split "
+                        f"(columns: {', '.join(ds.column_names)}); give the task the column's name."
+                    )
             labels = set(ds.unique(self.label_column))
             outside = sorted(str(label) for label in labels - set(range(len(self.ending_columns))))
             if outside:
-                raise ConfigError(f"task_options.label_column: the {split} split's '{self.label_column}' holds "
-                                  f"{', '.join(outside[:3])}, not positions 0..{len(self.ending_columns) - 1} of its "
-                                  f"{len(self.ending_columns)} endings; fix the labels.")
+                raise ConfigError(
+                    f"task_options.label_column: the {split} split's '{self.label_column}' holds "
+                    f"{', '.join(outside[:3])}, not positions 0..{len(self.ending_columns) - 1} of its "
+                    f"{len(self.ending_columns)} endings; fix the labels."
+                )
         return raw.cast_column(self.label_column, Value("int64"))
 
     def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
@@ -68,10 +74,13 @@ class MultipleChoice(Task):
 
         def encode(batch: dict) -> dict:
             firsts = [context for context in batch[self.context_column] for _ in range(n)]
-            seconds = [f"{start} {batch[c][i]}" for i, start in enumerate(batch[self.start_column])
-                       for c in self.ending_columns]
+            seconds = [
+                f"{start} {batch[c][i]}"
+                for i, start in enumerate(batch[self.start_column])
+                for c in self.ending_columns
+            ]
             encoded = tokenizer(firsts, seconds, padding=padding, truncation=True, max_length=length)
-            grouped = {key: [values[i:i + n] for i in range(0, len(values), n)] for key, values in encoded.items()}
+            grouped = {key: [values[i : i + n] for i in range(0, len(values), n)] for key, values in encoded.items()}
             return {**grouped, "labels": batch[self.label_column]}
 
         pair = token_features(tokenizer.model_input_names, padded_length)

@@ -53,10 +53,14 @@ def squad_examples(path: str, size: int, mtime: float):
             for qa in paragraph["qas"]:
                 answers = [] if qa.get("is_impossible") else qa["answers"]
                 yield {
-                    "id": qa["id"], "title": article.get("title", ""), "context": paragraph["context"],
+                    "id": qa["id"],
+                    "title": article.get("title", ""),
+                    "context": paragraph["context"],
                     "question": qa["question"],
-                    "answers": {"text": [a["text"] for a in answers],
-                                "answer_start": [a["answer_start"] for a in answers]},
+                    "answers": {
+                        "text": [a["text"] for a in answers],
+                        "answer_start": [a["answer_start"] for a in answers],
+                    },
                 }
 
 
@@ -64,10 +68,15 @@ def read_squad(files: dict):
     """Each split's SQuAD json files as flat rows."""
     from datasets import Features, List, Value
 
-    features = Features({
-        "id": Value("string"), "title": Value("string"), "context": Value("string"), "question": Value("string"),
-        "answers": {"text": List(Value("string")), "answer_start": List(Value("int32"))},
-    })
+    features = Features(
+        {
+            "id": Value("string"),
+            "title": Value("string"),
+            "context": Value("string"),
+            "question": Value("string"),
+            "answers": {"text": List(Value("string")), "answer_start": List(Value("int32"))},
+        }
+    )
     return read_with(squad_examples, features, files, "SQuAD questions")
 
 
@@ -109,8 +118,10 @@ class QuestionAnswering(Task):
     def check_config(self, data_cfg: dict) -> None:
         length = data_cfg["max_length"]
         if self.doc_stride >= length:
-            raise ConfigError(f"task_options.doc_stride: {self.doc_stride} must be smaller than "
-                              f"data.max_length={length}; e.g. task_options.doc_stride={length // 3}.")
+            raise ConfigError(
+                f"task_options.doc_stride: {self.doc_stride} must be smaller than "
+                f"data.max_length={length}; e.g. task_options.doc_stride={length // 3}."
+            )
 
     def check(self, cfg: dict) -> None:
         """The family's checks, and its metric with its flag: squad_v2 reads the no-answer
@@ -121,12 +132,16 @@ class QuestionAnswering(Task):
             return
         names = {parse_entry(entry).name for entry in cfg["eval_metrics"]}
         if "squad_v2" in names and not self.version_2_with_negative:
-            raise ConfigError("eval_metrics: squad_v2 scores a no-answer probability, which is predicted only with "
-                              "task_options.version_2_with_negative=true; set it (SQuAD 2.0), "
-                              "or use eval_metrics=[squad].")
+            raise ConfigError(
+                "eval_metrics: squad_v2 scores a no-answer probability, which is predicted only with "
+                "task_options.version_2_with_negative=true; set it (SQuAD 2.0), "
+                "or use eval_metrics=[squad]."
+            )
         if "squad" in names and self.version_2_with_negative:
-            raise ConfigError("task_options.version_2_with_negative: predicts empty answers (SQuAD 2.0), which squad "
-                              "(v1.1) cannot score; use eval_metrics=[squad_v2] metric=eval_f1, or drop the flag.")
+            raise ConfigError(
+                "task_options.version_2_with_negative: predicts empty answers (SQuAD 2.0), which squad "
+                "(v1.1) cannot score; use eval_metrics=[squad_v2] metric=eval_f1, or drop the flag."
+            )
 
     def read_local(self, builder: str, files: dict):
         if builder == "json" and all(is_squad_json(f) for split_files in files.values() for f in split_files):
@@ -150,8 +165,11 @@ class QuestionAnswering(Task):
                     f"run_qa.py --version_2_with_negative does."
                 )
         train = raw["train"]
-        misplaced = [i for i, (text, answer) in enumerate(zip(train[context], train[answers]))
-                     if answer["text"] and not text.startswith(answer["text"][0], answer["answer_start"][0])]
+        misplaced = [
+            i
+            for i, (text, answer) in enumerate(zip(train[context], train[answers]))
+            if answer["text"] and not text.startswith(answer["text"][0], answer["answer_start"][0])
+        ]
         if len(misplaced) > MISPLACED_SHARE * train.num_rows:
             raise ConfigError(
                 f"data.label_column: {len(misplaced)} of the train split's {train.num_rows} answers "
@@ -160,9 +178,11 @@ class QuestionAnswering(Task):
                 f"fix the offsets (character positions in the context) or the file's encoding."
             )
         if misplaced:
-            print(f"hfsweep: question answering: {len(misplaced)} of the train split's {train.num_rows} answers are "
-                  f"not where their answer_start says in the context (the first: id {train[misplaced[0]]['id']}); "
-                  f"left out of training.")
+            print(
+                f"hfsweep: question answering: {len(misplaced)} of the train split's {train.num_rows} answers are "
+                f"not where their answer_start says in the context (the first: id {train[misplaced[0]]['id']}); "
+                f"left out of training."
+            )
             raw["train"] = train.select(sorted(set(range(train.num_rows)) - set(misplaced)))
         return raw
 
@@ -180,10 +200,16 @@ class QuestionAnswering(Task):
         def encode(batch: dict) -> dict:
             questions = [q.lstrip() for q in batch[question]]  # run_qa: leading spaces waste the budget
             first, second = (questions, batch[context]) if pad_right else (batch[context], questions)
-            encoded = tokenizer(first, second, truncation="only_second" if pad_right else "only_first",
-                                max_length=length,
-                                stride=self.doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,
-                                padding=padding)
+            encoded = tokenizer(
+                first,
+                second,
+                truncation="only_second" if pad_right else "only_first",
+                max_length=length,
+                stride=self.doc_stride,
+                return_overflowing_tokens=True,
+                return_offsets_mapping=True,
+                padding=padding,
+            )
             context_index = 1 if pad_right else 0
             starts, ends, example_ids, offsets = [], [], [], []
             for i, sample in enumerate(encoded.pop("overflow_to_sample_mapping")):
@@ -200,14 +226,21 @@ class QuestionAnswering(Task):
                 out.update(example_id=example_ids, offset_mapping=offsets)
             return out
 
-        features = {**token_features(tokenizer.model_input_names, padded_length), "start_positions": Value("int64"),
-                    "end_positions": Value("int64")}
+        features = {
+            **token_features(tokenizer.model_input_names, padded_length),
+            "start_positions": Value("int64"),
+            "end_positions": Value("int64"),
+        }
         if split == "validation":
-            features.update(example_id=Value("string"),
-                            offset_mapping=List(List(Value("int64"), length=2),
-                                                length=-1 if padded_length is None else padded_length))
-        return ds.map(encode, batched=True, remove_columns=ds.column_names, features=Features(features),
-                      desc=f"tokenize {split}")
+            features.update(
+                example_id=Value("string"),
+                offset_mapping=List(
+                    List(Value("int64"), length=2), length=-1 if padded_length is None else padded_length
+                ),
+            )
+        return ds.map(
+            encode, batched=True, remove_columns=ds.column_names, features=Features(features), desc=f"tokenize {split}"
+        )
 
     def data_collator(self, tokenizer):
         from transformers import DataCollatorWithPadding
@@ -226,8 +259,9 @@ class QuestionAnswering(Task):
         examples, by_example, offsets = validation_layout(context.validation_path)
         predictions, references = [], []
         for example in examples:
-            answer = best_answer(example[data_cfg["pair_column"]], by_example[example["id"]], start_logits, end_logits,
-                                 offsets, self)
+            answer = best_answer(
+                example[data_cfg["pair_column"]], by_example[example["id"]], start_logits, end_logits, offsets, self
+            )
             prediction = {"id": example["id"], "prediction_text": answer}
             if self.version_2_with_negative:
                 prediction["no_answer_probability"] = 0.0
@@ -250,23 +284,30 @@ def validation_layout(validation_path: str) -> tuple:
     return examples, by_example, features["offset_mapping"]
 
 
-def best_answer(context: str, feature_indices: list, start_logits, end_logits, offsets,
-                options: QuestionAnswering) -> str:
+def best_answer(
+    context: str, feature_indices: list, start_logits, end_logits, offsets, options: QuestionAnswering
+) -> str:
     """The best span's text over an example's features ("" when v2's null answer wins), by the task's options."""
     best_score, best_text, null_score = -np.inf, "", np.inf
     n_best, longest = options.n_best_size, options.max_answer_length
     for i in feature_indices:
         starts, ends, spans = start_logits[i], end_logits[i], offsets[i]
         null_score = min(null_score, starts[0] + ends[0])
-        for s in np.argsort(starts)[-1:-n_best - 1:-1]:
-            for e in np.argsort(ends)[-1:-n_best - 1:-1]:
+        for s in np.argsort(starts)[-1 : -n_best - 1 : -1]:
+            for e in np.argsort(ends)[-1 : -n_best - 1 : -1]:
                 # beyond the feature's own tokens (logits padded to the longest feature), or outside its context
-                if (s >= len(spans) or e >= len(spans) or spans[s][0] < 0 or spans[e][0] < 0 or e < s
-                        or e - s + 1 > longest):
+                if (
+                    s >= len(spans)
+                    or e >= len(spans)
+                    or spans[s][0] < 0
+                    or spans[e][0] < 0
+                    or e < s
+                    or e - s + 1 > longest
+                ):
                     continue
                 score = starts[s] + ends[e]
                 if score > best_score:
-                    best_score, best_text = score, context[spans[s][0]:spans[e][1]]
+                    best_score, best_text = score, context[spans[s][0] : spans[e][1]]
     if options.version_2_with_negative and null_score > best_score + options.null_score_diff_threshold:
         return ""
     return best_text

@@ -47,11 +47,13 @@ class Seq2Seq(Task):
 
     def check_config(self, data_cfg: dict) -> None:
         if bool(data_cfg["source_lang"]) != bool(data_cfg["target_lang"]):
-            raise ConfigError("data.source_lang and data.target_lang: set both (translation pairs) or neither "
-                              "(two columns).")
+            raise ConfigError(
+                "data.source_lang and data.target_lang: set both (translation pairs) or neither (two columns)."
+            )
         if not data_cfg["source_lang"] and not data_cfg["target_column"]:
-            raise ConfigError("data.target_column: seq2seq needs the target's column (e.g. summary), "
-                              "or data.source_lang/target_lang.")
+            raise ConfigError(
+                "data.target_column: seq2seq needs the target's column (e.g. summary), or data.source_lang/target_lang."
+            )
 
     def texts(self, row: dict, data_cfg: dict) -> list:
         """Both sides: one vocabulary for the source and the target, as T5's."""
@@ -65,15 +67,23 @@ class Seq2Seq(Task):
 
         def encode(batch: dict) -> dict:
             sources, targets = sources_and_targets(batch, data_cfg)
-            encoded = tokenizer([self.source_prefix + s for s in sources], padding="max_length", truncation=True,
-                                max_length=source_length)
-            labels = np.array(tokenizer(text_target=targets, padding="max_length", truncation=True,
-                                        max_length=target_length)["input_ids"])
+            encoded = tokenizer(
+                [self.source_prefix + s for s in sources],
+                padding="max_length",
+                truncation=True,
+                max_length=source_length,
+            )
+            labels = np.array(
+                tokenizer(text_target=targets, padding="max_length", truncation=True, max_length=target_length)[
+                    "input_ids"
+                ]
+            )
             labels[labels == tokenizer.pad_token_id] = IGNORED
             return {**encoded, "labels": labels}
 
-        features = Features({**token_features(tokenizer.model_input_names, source_length),
-                             **token_features(("labels",), target_length)})
+        features = Features(
+            {**token_features(tokenizer.model_input_names, source_length), **token_features(("labels",), target_length)}
+        )
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
 
     def predictions_and_references(self, eval_pred, context):
@@ -86,7 +96,6 @@ class Seq2Seq(Task):
         decoded = [text.strip() for text in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
         references = [text.strip() for text in tokenizer.batch_decode(labels, skip_special_tokens=True)]
         return decoded, references, None
-
 
     def compute_metrics(self, entries: list, context=EvalContext()):
         """The metrics on the decoded texts, and `gen_len`: the mean generated length in tokens."""

@@ -106,12 +106,17 @@ class SequenceClassification(Task):
         padding, padded_length = self.padding(data_cfg)
 
         def encode(batch: dict) -> dict:
-            encoded = tokenizer(batch[text], batch[pair] if pair else None, padding=padding, truncation=True,
-                                max_length=length)
+            encoded = tokenizer(
+                batch[text], batch[pair] if pair else None, padding=padding, truncation=True, max_length=length
+            )
             return {**encoded, "labels": batch[data_cfg["label_column"]]}
 
-        features = Features({**token_features(tokenizer.model_input_names, padded_length),
-                             "labels": ds.features[data_cfg["label_column"]]})
+        features = Features(
+            {
+                **token_features(tokenizer.model_input_names, padded_length),
+                "labels": ds.features[data_cfg["label_column"]],
+            }
+        )
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
 
     def data_collator(self, tokenizer):

@@ -59,8 +59,10 @@ def tokenize(example: dict, tokenizer, template, completion_only: bool, assistan
         prompt_ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, **render)["input_ids"]
         ids = tokenizer.apply_chat_template(prompt + completion, **render)["input_ids"]
     elif assistant_only:
-        raise ConfigError("task_options.assistant_only_loss: trains on a conversation's assistant messages, and these "
-                          "rows are plain text; set task_options.assistant_only_loss=false.")
+        raise ConfigError(
+            "task_options.assistant_only_loss: trains on a conversation's assistant messages, and these "
+            "rows are plain text; set task_options.assistant_only_loss=false."
+        )
     else:  # plain text: the completion ends with EOS, as TRL adds it
         prompt_ids = tokenizer(prompt)["input_ids"]
         ids = tokenizer(prompt + completion + (tokenizer.eos_token or ""))["input_ids"]
@@ -92,7 +94,7 @@ def assistant_mask(messages: list, ids: list, tokenizer, render: dict) -> list:
                 f"template whose renderings of a conversation's beginnings are prefixes of the whole one's, or set "
                 f"task_options.assistant_only_loss=false."
             )
-        mask[len(before): len(through)] = [1] * (len(through) - len(before))
+        mask[len(before) : len(through)] = [1] * (len(through) - len(before))
     return mask
 
 
@@ -130,21 +132,26 @@ class SFT(Task):
         import importlib.util
 
         if importlib.util.find_spec("trl") is None:
-            raise ConfigError("model.task: sft prepares its data with TRL, which is not installed; "
-                              "pip install 'hfsweep[sft]'.")
+            raise ConfigError(
+                "model.task: sft prepares its data with TRL, which is not installed; pip install 'hfsweep[sft]'."
+            )
 
     def texts(self, row: dict, data_cfg: dict) -> list:
         """What a tokenizer trained on the data learns from: every message's or part's text."""
         parts = prompt_and_completion(row)
-        return [m["content"] if isinstance(m, dict) else m
-                for part in parts for m in (part if isinstance(part, list) else [part])]
+        return [
+            m["content"] if isinstance(m, dict) else m
+            for part in parts
+            for m in (part if isinstance(part, list) else [part])
+        ]
 
     def prepare_raw(self, raw, data_cfg: dict):
         for split, ds in raw.items():
             names = set(ds.column_names)
             if not ({"messages"} <= names or {"conversations"} <= names or {"prompt", "completion"} <= names):
-                raise ConfigError(f"data: model.task=sft reads {FORMATS}; the {split} split has "
-                                  f"{', '.join(sorted(names))}.")
+                raise ConfigError(
+                    f"data: model.task=sft reads {FORMATS}; the {split} split has {', '.join(sorted(names))}."
+                )
         return raw
 
     def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
@@ -153,12 +160,21 @@ class SFT(Task):
 
         length, template = data_cfg["max_length"], chat_template(self.chat_template)
         if template is None and tokenizer.chat_template is None and "prompt" not in ds.column_names:
-            raise ConfigError("task_options.chat_template: the tokenizer has none, and conversations need one; "
-                              "set task_options.chat_template (Jinja text or a .jinja file).")
-        ds = ds.map(tokenize, fn_kwargs={"tokenizer": tokenizer, "template": template,
-                                         "completion_only": self.completion_only_loss,
-                                         "assistant_only": self.assistant_only_loss},
-                    remove_columns=ds.column_names, desc=f"tokenize {split}")
+            raise ConfigError(
+                "task_options.chat_template: the tokenizer has none, and conversations need one; "
+                "set task_options.chat_template (Jinja text or a .jinja file)."
+            )
+        ds = ds.map(
+            tokenize,
+            fn_kwargs={
+                "tokenizer": tokenizer,
+                "template": template,
+                "completion_only": self.completion_only_loss,
+                "assistant_only": self.assistant_only_loss,
+            },
+            remove_columns=ds.column_names,
+            desc=f"tokenize {split}",
+        )
         if self.packing:
             ds = pack_dataset(ds, length, "wrapped")  # blocks of max_length, as run_clm's group_texts
         else:
@@ -168,9 +184,11 @@ class SFT(Task):
 
         def padded(row: dict) -> dict:
             missing = length - len(row["input_ids"])
-            return {"input_ids": row["input_ids"] + [pad] * missing,
-                    "attention_mask": [1] * len(row["input_ids"]) + [0] * missing,
-                    "labels": row["labels"] + [IGNORED] * missing}
+            return {
+                "input_ids": row["input_ids"] + [pad] * missing,
+                "attention_mask": [1] * len(row["input_ids"]) + [0] * missing,
+                "labels": row["labels"] + [IGNORED] * missing,
+            }
 
         features = Features(token_features(ROW_COLUMNS, length))
         return ds.map(padded, remove_columns=ds.column_names, features=features)

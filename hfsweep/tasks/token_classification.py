@@ -62,12 +62,15 @@ def encode_tags(raw, column: str):
         return raw
     names = sorted({tag for tags in raw["train"][column] for tag in tags})
     if names and not isinstance(names[0], str):
-        raise ConfigError(f"data.label_column: '{column}' holds tag ids without names; "
-                          f"give tag strings, or a ClassLabel sequence.")
+        raise ConfigError(
+            f"data.label_column: '{column}' holds tag ids without names; give tag strings, or a ClassLabel sequence."
+        )
     unknown = sorted({tag for tags in raw["validation"][column] for tag in tags} - set(names))
     if unknown:
-        raise ConfigError(f"data.label_column: the validation split has tags the train split lacks "
-                          f"({', '.join(unknown[:5])}); add them to train.")
+        raise ConfigError(
+            f"data.label_column: the validation split has tags the train split lacks "
+            f"({', '.join(unknown[:5])}); add them to train."
+        )
     return raw.cast_column(column, List(ClassLabel(names=names)))
 
 
@@ -99,12 +102,15 @@ class TokenClassification(Task):
         words, tags, length = data_cfg["text_column"], data_cfg["label_column"], data_cfg["max_length"]
         names = ds.features[tags].feature.names
         padding, padded_length = self.padding(data_cfg)
-        inside = [names.index("I-" + n[2:]) if n.startswith("B-") and "I-" + n[2:] in names else i
-                  for i, n in enumerate(names)]
+        inside = [
+            names.index("I-" + n[2:]) if n.startswith("B-") and "I-" + n[2:] in names else i
+            for i, n in enumerate(names)
+        ]
 
         def encode(batch: dict) -> dict:
-            encoded = tokenizer(batch[words], is_split_into_words=True, padding=padding, truncation=True,
-                                max_length=length)
+            encoded = tokenizer(
+                batch[words], is_split_into_words=True, padding=padding, truncation=True, max_length=length
+            )
             labels = []
             for row, word_tags in enumerate(batch[tags]):
                 previous, row_labels = None, []
@@ -119,8 +125,9 @@ class TokenClassification(Task):
                 labels.append(row_labels)
             return {**encoded, "labels": labels}
 
-        features = Features({**token_features(tokenizer.model_input_names, padded_length),
-                             **token_features(["labels"], padded_length)})
+        features = Features(
+            {**token_features(tokenizer.model_input_names, padded_length), **token_features(["labels"], padded_length)}
+        )
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
 
     def data_collator(self, tokenizer):

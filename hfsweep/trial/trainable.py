@@ -33,7 +33,6 @@ from hfsweep.tasks import with_options
 from hfsweep.trial.train_fn import ForwardToTune, train_loop
 
 
-
 def train_run_name(trial_id: str, resume_from: Optional[str]) -> str:
     """Stable per (trial, starting checkpoint): a retried trial resumes its own run, while a
     trial restored from another checkpoint (PBT) starts a fresh run from that checkpoint."""
@@ -45,9 +44,11 @@ def train_run_name(trial_id: str, resume_from: Optional[str]) -> str:
 def data_changed(cfg: dict, trial_cfg: dict, task, trial_task) -> bool:
     """A searched key the prepared data depends on: a data or tokenizer key, or a task option
     (not the task's `worker_options`, such as masked LM's mlm_probability, applied on the workers)."""
-    return (what_is_prepared(trial_cfg["data"]) != what_is_prepared(cfg["data"])
-            or trial_task.identity() != task.identity()
-            or trial_cfg["model"]["tokenizer"] != cfg["model"]["tokenizer"])
+    return (
+        what_is_prepared(trial_cfg["data"]) != what_is_prepared(cfg["data"])
+        or trial_task.identity() != task.identity()
+        or trial_cfg["model"]["tokenizer"] != cfg["model"]["tokenizer"]
+    )
 
 
 def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_datasets: dict) -> None:
