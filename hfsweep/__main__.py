@@ -25,7 +25,6 @@ from hfsweep.driver.preflight import preflight
 @hydra.main(version_base="1.3", config_path="pkg://hfsweep.conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     run_dir = HydraConfig.get().runtime.output_dir
-    quiet_transformers_integrations()  # here, not in cli(): its import costs ten seconds
     try:
         # a typo costs a second or two, not the import of Ray, torch and the data stack
         checked = preflight(resolve(cfg, run_dir, list(HydraConfig.get().overrides.task)))
@@ -72,6 +71,7 @@ def cli() -> None:
     (its own messages span several, printed after its run directory is made), and a config that
     fails validation (without the app's second composition, so a refusal takes about a second)."""
     argv = sys.argv[1:] = normalise_overrides(sys.argv[1:])  # Hydra's app reads sys.argv
+    quiet_transformers_integrations()
     try:
         for cfg in check_composition(argv):
             resolved = None if PRINT_ONLY_FLAGS & set(argv) else resolvable_here(cfg, argv)

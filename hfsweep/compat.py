@@ -6,9 +6,13 @@ the upgrade is noticed."""
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import importlib.abc
+import importlib.util
 import logging
 import os
+import sys
 
 log = logging.getLogger(__name__)
 
@@ -137,17 +141,43 @@ def restored_callbacks(tuner) -> list:
     return list(get_run_config().callbacks or []) if get_run_config else []
 
 
+INTEGRATIONS = "transformers.integrations.integration_utils"
+
+
+class _SilentImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds one module through the other finders and runs its code with `print` silenced."""
+
+    def __init__(self, name: str):
+        self.name, self.loader = name, None
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # once, and the search below must not find this finder again
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        self.loader, spec.loader = spec.loader, self
+        return spec
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        original, builtins.print = builtins.print, lambda *args, **kwargs: None
+        try:
+            self.loader.exec_module(module)
+        finally:
+            builtins.print = original
+
+
 def quiet_transformers_integrations() -> None:
     """transformers' integrations module prints "[INFO] Running in WANDB offline mode" when first
-    imported with WANDB_MODE=offline: in the CLI before any refusal, and on every Ray Train worker
-    (11 lines in the default run) where no user can act on it. Imported here with `print` silenced:
-    Ray Train's workers replace the builtin print by one that writes past a redirected stdout."""
-    import builtins
-
-    if os.environ.get("WANDB_MODE") != "offline":
+    imported with WANDB_MODE=offline: in the CLI before a refusal, and on every Ray Train worker
+    (11 lines in the default run) where no user can act on it. Its import, wherever it happens
+    (it costs ten seconds, so it is not forced here), runs with `print` silenced: Ray Train's workers
+    replace the builtin print by one that writes past a redirected stdout."""
+    if os.environ.get("WANDB_MODE") != "offline" or INTEGRATIONS in sys.modules:
         return
-    original, builtins.print = builtins.print, lambda *args, **kwargs: None
-    try:
-        import transformers.integrations.integration_utils  # noqa: F401
-    finally:
-        builtins.print = original
+    if not any(isinstance(finder, _SilentImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _SilentImport(INTEGRATIONS))

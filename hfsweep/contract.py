@@ -10,6 +10,7 @@ PBT can exploit them without a second copy of the weights.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
@@ -41,6 +42,28 @@ PEAK_MEMORY = "peak_memory_mb"
 TRAINABLE_PARAMS = "trainable_params"
 MFU = "mfu"  # only on a GPU of a known peak: an estimate, 6 x parameters x tokens/s over the bf16 peak
 COST_METRICS = (TOKENS_PER_SECOND, SAMPLES_PER_SECOND, PEAK_MEMORY, TRAINABLE_PARAMS, MFU)
+
+# Every report also carries the trial's own step budget and how many passes over the training set
+# it has made: with `training.max_steps=-1` each trial's steps follow from its epochs and batch size,
+# and a scheduler whose time is `epoch` compares trials at the same amount of data.
+MAX_STEPS = "max_steps"
+EPOCH = "epoch"
+
+
+def examples_per_step(training: dict, workers: int) -> int:
+    """Training examples one optimizer step takes: the per-device batch on every worker, accumulated."""
+    return training["per_device_train_batch_size"] * workers * training.get("gradient_accumulation_steps", 1)
+
+
+def steps_for_epochs(training: dict, workers: int, train_examples: int) -> int:
+    """`training.num_train_epochs` over `train_examples` in optimizer steps, rounded up (at least 1)."""
+    return max(
+        1, math.ceil(training.get("num_train_epochs", 3.0) * train_examples / examples_per_step(training, workers))
+    )
+
+
+def epochs_done(step: int, training: dict, workers: int, train_examples: int) -> float:
+    return step * examples_per_step(training, workers) / train_examples
 
 
 def combine_ranks(reports: list[dict]) -> dict:

@@ -228,11 +228,11 @@ REFUSED = [
     ),
     (
         ["scheduler=ashaa"],
-        "scheduler=ashaa: no such option (did you mean 'asha'?); choose one of asha, bohb, fifo, hyperband, median, pb2, pbt.",
+        "scheduler=ashaa: no such option (did you mean 'asha'?); choose one of asha, asha_epochs, bohb, fifo, hyperband, median, pb2, pbt.",
     ),
     (
         ["-m", "scheduler=asha,fifoo"],
-        "scheduler=fifoo: no such option (did you mean 'fifo'?); choose one of asha, bohb, fifo, hyperband, median, pb2, pbt.",
+        "scheduler=fifoo: no such option (did you mean 'fifo'?); choose one of asha, asha_epochs, bohb, fifo, hyperband, median, pb2, pbt.",
     ),
     (
         ["stopper=threshold"],
@@ -288,7 +288,19 @@ REFUSED = [
     ),
     (
         ["training.max_steps=0"],
-        "training.max_steps: must be a positive integer (a Ray Data training set is an iterable, so the Trainer needs max_steps), e.g. training.max_steps=100.",
+        "training.max_steps: must be a positive integer (a Ray Data training set is an iterable, so the Trainer needs max_steps), e.g. training.max_steps=100; or -1, for each trial's steps to follow from training.num_train_epochs and its batch size.",
+    ),
+    (
+        ["+search_space.training.per_device_train_batch_size={sampler:grid,values:[8,16]}"],
+        "scheduler.time_attr: ASHAScheduler compares trials at the same step, and search_space.training.per_device_train_batch_size makes a step a different amount of data in each trial; use scheduler=asha_epochs (time in epochs), or scheduler=fifo.",
+    ),
+    (
+        ["+search_space.training.num_train_epochs={sampler:grid,values:[2,3]}"],
+        "search_space.training.num_train_epochs: training.max_steps=60 gives every trial that many steps, whatever its epochs; set training.max_steps=-1 (each trial's steps follow from its epochs and batch size).",
+    ),
+    (
+        ["training.max_steps=-1", "training.num_train_epochs=0"],
+        "training.num_train_epochs: must be above 0 under training.max_steps=-1, not 0; e.g. training.num_train_epochs=3.",
     ),
     (["+training.output_dir=/x"], "training.output_dir: hfsweep sets this itself; remove it from the config."),
     # data

@@ -391,6 +391,7 @@ def test_in_process_trials_on_a_reused_actor_each_report_their_own_peak_memory(r
     overrides = [
         "debug=tiny",
         "cluster.max_concurrent_trials=1",
+        "scheduler=fifo",  # a step is a different amount of data at each batch size
         "search_space.training.learning_rate.values=[1e-3]",
         "+search_space.training.per_device_train_batch_size={sampler:grid,values:[256,2]}",
     ]

@@ -160,6 +160,7 @@ def test_each_trial_reports_its_own_cuda_peak_memory_and_an_mfu(ray_cluster, tmp
         f"loop={loop}",
         "training.bf16=true",
         "cluster.max_concurrent_trials=1",
+        "scheduler=fifo",  # a step is a different amount of data at each batch size
         "+search_space.training.per_device_train_batch_size={sampler:grid,values:[256,2]}",
     )
     assert len({result.metrics["pid"] for result in results}) == 1, "both trials ran in one reused actor"

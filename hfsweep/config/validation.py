@@ -122,10 +122,17 @@ def _validate_training(training: dict) -> None:
     rate = training.get("learning_rate")
     if rate is not None and (not isinstance(rate, (int, float)) or rate <= 0):  # the defaults trial runs it
         raise ConfigError(f"training.learning_rate: must be above 0, not {rate}; e.g. training.learning_rate=5e-5.")
-    if not isinstance(training.get("max_steps"), int) or training["max_steps"] <= 0:
+    steps, epochs = training.get("max_steps"), training.get("num_train_epochs", 3.0)
+    if not isinstance(steps, int) or steps <= 0 and steps != -1:
         raise ConfigError(
             "training.max_steps: must be a positive integer (a Ray Data training set is an "
-            "iterable, so the Trainer needs max_steps), e.g. training.max_steps=100."
+            "iterable, so the Trainer needs max_steps), e.g. training.max_steps=100; or -1, for each "
+            "trial's steps to follow from training.num_train_epochs and its batch size."
+        )
+    if steps == -1 and (not isinstance(epochs, (int, float)) or epochs <= 0):
+        raise ConfigError(
+            f"training.num_train_epochs: must be above 0 under training.max_steps=-1, not {epochs}; "
+            f"e.g. training.num_train_epochs=3."
         )
     if training.get("eval_strategy", "no") != "steps" or training.get("save_strategy") != "steps":
         raise ConfigError(

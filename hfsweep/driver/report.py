@@ -25,7 +25,7 @@ from ray import tune  # noqa: E402
 from hfsweep import run_dir as run_files  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
 from hfsweep.config.resources import billed_resources, price_key  # noqa: E402
-from hfsweep.contract import COST_METRICS  # noqa: E402
+from hfsweep.contract import COST_METRICS, MAX_STEPS  # noqa: E402
 from hfsweep.driver import defaults_trial  # noqa: E402
 from hfsweep.driver.anytime import ANYTIME_PLOT, anytime_curve, plot_anytime, summary_row  # noqa: E402
 from hfsweep.driver.best import BestTrial, lookup, searched_paths  # noqa: E402
@@ -45,7 +45,7 @@ from hfsweep.run_dir import last_column  # noqa: E402
 
 
 def why_it_ended(trial, max_steps: int) -> str:
-    """Errored, completed (its step budget), early-stopped by a Trainer callback, or stopped by
+    """Errored, completed (its step budget, its own where each trial has one), early-stopped by a Trainer callback, or stopped by
     Tune (the scheduler or a stopper); anything else is the trial's live status."""
     if trial.status == "ERROR":
         return "errored"
@@ -56,7 +56,7 @@ def why_it_ended(trial, max_steps: int) -> str:
         return "never started"  # pending when the sweep's budget ran out
     if not last.get("trainer_finished"):
         return "stopped by scheduler/stopper"
-    return "completed" if last.get("step", 0) >= max_steps else "early-stopped"
+    return "completed" if last.get("step", 0) >= (last.get(MAX_STEPS) or max_steps) else "early-stopped"
 
 
 def error_line(trial) -> str:

@@ -16,7 +16,8 @@ from ray.tune.stopper import CombinedStopper
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import iter_leaves
 from hfsweep.config.objectives import is_multi_objective
-from hfsweep.driver.search_rules import is_population_training
+from hfsweep.contract import EPOCH, MAX_STEPS
+from hfsweep.driver.search_rules import is_population_training, longest_epochs
 from hfsweep.driver.search_space import pb2_bounds, pbt_mutations, unperturbed
 
 
@@ -49,6 +50,8 @@ def build_scheduler(cfg: dict, param_space: dict):
     Metric and mode come from the TuneConfig, so every scheduler optimises the same thing.
     """
     node = cfg["scheduler"]
+    if node.get("time_attr") == EPOCH and "max_t" in node:  # the longest trial's epochs, searched or not
+        node = {**node, "max_t": max(node["max_t"], longest_epochs(cfg))}
     cls = target_class(node)
     # PB2's module imports a GP stack (scikit-learn: ~2 s); a class can only be a PB2 if loading
     # the target already imported it.
@@ -149,12 +152,27 @@ class ThresholdStopper(tune.Stopper):
         return False
 
 
+class StepBudget(tune.Stopper):
+    """Stop a trial at its own step budget, which every report carries (`max_steps`: the trial's
+    epochs at its batch size under `training.max_steps=-1`); `max_steps` for a report without it."""
+
+    def __init__(self, max_steps: int):
+        self.max_steps = max_steps
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        limit = result.get(MAX_STEPS) or self.max_steps
+        return "step" in result and 0 < limit <= result["step"]
+
+    def stop_all(self) -> bool:
+        return False
+
+
 def build_stopper(cfg: dict, *more: tune.Stopper):
     """The configured stoppers combined (any one stops) with the step budget, after `more` (the
     sweep's budget, which must see every report: CombinedStopper stops asking at the first yes).
 
-    Tune applies stoppers before the scheduler sees a result, so a trial at training.max_steps
+    Tune applies stoppers before the scheduler sees a result, so a trial at its max_steps
     ends there: PBT never exploits into a trial that has no steps left to train.
     """
-    budget = ThresholdStopper("step", cfg["training"]["max_steps"], mode="max")
+    budget = StepBudget(cfg["training"]["max_steps"])
     return CombinedStopper(*more, budget, *(instantiate_at(f"stopper.{k}", node) for k, node in cfg["stopper"].items()))

@@ -28,10 +28,48 @@ PEFT_SHAPE_KEYS = (
 
 
 def check_search(cfg: dict) -> None:
+    _validate_time_attr(cfg)
     _validate_one_metric_users(cfg)
     _validate_bohb(cfg)
     _validate_population_training(cfg)
     _validate_select(cfg)
+
+
+# Searched, these make a step a different amount of data in each trial (or a trial a different number of steps).
+DATA_PER_STEP_KEYS = (
+    "training.per_device_train_batch_size",
+    "training.gradient_accumulation_steps",
+    "training.num_train_epochs",
+    "cluster.num_workers",
+)
+
+
+def longest_epochs(cfg: dict) -> float:
+    """The most epochs any trial trains: the largest searched `num_train_epochs`, else the config's."""
+    spec = cfg["search_space"].get("training", {}).get("num_train_epochs")
+    if spec is None:
+        return cfg["training"].get("num_train_epochs", 3.0)
+    return max(spec["values"]) if "values" in spec else spec["high"]
+
+
+def _validate_time_attr(cfg: dict) -> None:
+    """A scheduler whose time is the step compares trials at the same step, which is the same amount
+    of data only when every trial takes the same batch; searched epochs need each trial's own steps."""
+    searched = {path for path, _ in iter_leaves(cfg["search_space"])}
+    if "training.num_train_epochs" in searched and cfg["training"]["max_steps"] != -1:
+        raise ConfigError(
+            f"search_space.training.num_train_epochs: training.max_steps={cfg['training']['max_steps']} gives every "
+            f"trial that many steps, whatever its epochs; set training.max_steps=-1 (each trial's steps follow "
+            f"from its epochs and batch size)."
+        )
+    varying = [key for key in DATA_PER_STEP_KEYS if key in searched]
+    if varying and cfg["scheduler"].get("time_attr") == "step":
+        name = cfg["scheduler"]["_target_"].rsplit(".", 1)[-1]
+        raise ConfigError(
+            f"scheduler.time_attr: {name} compares trials at the same step, and search_space.{varying[0]} makes a "
+            f"step a different amount of data in each trial; use scheduler=asha_epochs (time in epochs), or "
+            f"scheduler=fifo."
+        )
 
 
 def is_population_training(cfg: dict) -> bool:

@@ -12,6 +12,7 @@ same `report`; it resumes the same way, so every scheduler (PBT included) treats
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from inspect import signature
@@ -26,7 +27,7 @@ from transformers import get_scheduler
 from transformers.trainer_pt_utils import nested_concat, nested_numpify
 from transformers.utils import find_labels
 
-from hfsweep.contract import IGNORED, EvalContext, checkpoint_dir_name, checkpoint_step
+from hfsweep.contract import EPOCH, IGNORED, MAX_STEPS, EvalContext, checkpoint_dir_name, checkpoint_step, epochs_done
 from hfsweep.loops.common import (
     WhatRan,
     apply_hyperparameters,
@@ -141,10 +142,11 @@ def train_loop_per_worker(config: dict) -> None:
     if training.get("activation_checkpointing"):
         model.gradient_checkpointing_enable()
     optimizer = _optimizer(model, training)
+    warmup = training["warmup_steps"]  # below 1: a share of the steps, as the Trainer reads it
     lr_scheduler = get_scheduler(
         training["lr_scheduler_type"],
         optimizer,
-        num_warmup_steps=training["warmup_steps"],
+        num_warmup_steps=math.ceil(warmup * training["max_steps"]) if 0 < warmup < 1 else int(warmup),
         num_training_steps=training["max_steps"],
     )
     ran, cost = WhatRan(model), Cost(model, task)
@@ -221,6 +223,8 @@ def train_loop_per_worker(config: dict) -> None:
                         **ran.metrics(),
                         **cost.metrics(),
                         "step": step,
+                        MAX_STEPS: training["max_steps"],
+                        EPOCH: epochs_done(step, training, world_size, config["train_examples"]),
                         "trainer_finished": step >= training["max_steps"],
                     },
                     task,

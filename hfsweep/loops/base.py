@@ -113,6 +113,7 @@ ACCELERATE_LOOP_KEYS = {
     "lr_scheduler_type",
     "warmup_steps",
     "max_steps",
+    "num_train_epochs",  # under max_steps=-1, the trial turns it into its max_steps
     "seed",
     "per_device_train_batch_size",
     "per_device_eval_batch_size",

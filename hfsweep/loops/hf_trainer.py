@@ -19,7 +19,7 @@ from ray.train.huggingface.transformers import prepare_trainer
 from transformers import PrinterCallback, Seq2SeqTrainingArguments, Trainer, TrainerCallback, TrainingArguments
 
 from hfsweep.config.loading import import_object
-from hfsweep.contract import EvalContext, checkpoint_dir_name
+from hfsweep.contract import EPOCH, MAX_STEPS, EvalContext, checkpoint_dir_name, epochs_done
 from hfsweep.loops.common import (
     WhatRan,
     apply_hyperparameters,
@@ -42,11 +42,12 @@ class ReportCheckpointCallback(TrainerCallback):
     training costs (`cost`: hfsweep's throughput wins over the Trainer's own) and the checkpoint the
     Trainer just wrote.
 
-    `extra` holds what other callbacks add to the next report.
+    `extra` holds what other callbacks add to the next report; `epoch_of(step)` is how many passes
+    over the training set `step` steps make.
     """
 
-    def __init__(self, extra: dict, trial_started_at: float, in_process: bool, ran: WhatRan, cost: Cost):
-        self.extra, self.ran, self.cost = extra, ran, cost
+    def __init__(self, extra: dict, trial_started_at: float, in_process: bool, ran: WhatRan, cost: Cost, epoch_of):
+        self.extra, self.ran, self.cost, self.epoch_of = extra, ran, cost, epoch_of
         self.trial_started_at = trial_started_at
         self.in_process = in_process
 
@@ -64,7 +65,10 @@ class ReportCheckpointCallback(TrainerCallback):
         self.extra.clear()
         metrics.update(self.ran.metrics())
         metrics.update(self.cost.metrics())
-        metrics["step"] = state.global_step
+        metrics["step"], metrics[MAX_STEPS] = state.global_step, state.max_steps
+        metrics[EPOCH] = self.epoch_of(
+            state.global_step
+        )  # the Trainer's own counts passes of an iterable it cannot size
         # The Trainer ends itself at max_steps or when a callback (early stopping) says so.
         metrics["trainer_finished"] = bool(control.should_training_stop or state.global_step >= state.max_steps)
         checkpoint_dir = None
@@ -173,8 +177,14 @@ def train_loop_per_worker(config: dict) -> None:
     train_shard = train_batches(ray.train.get_dataset_shard("train"), cfg, collate, cfg["seed"])
 
     extra_metrics: dict = {}
+    workers = 1 if in_process else ray.train.get_context().get_world_size()
     reporter = ReportCheckpointCallback(
-        extra_metrics, config["trial_started_at"], in_process, WhatRan(model), Cost(model, task)
+        extra_metrics,
+        config["trial_started_at"],
+        in_process,
+        WhatRan(model),
+        Cost(model, task),
+        epoch_of=lambda step: epochs_done(step, cfg["training"], workers, config["train_examples"]),
     )
     callbacks = [StopOnDivergence(), reporter]
     callbacks += [instantiate(node) for node in cfg["callbacks"].values()]

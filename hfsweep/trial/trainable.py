@@ -27,7 +27,7 @@ from ray.util.queue import Queue
 
 from hfsweep.config.loading import apply_sampled
 from hfsweep.config.resources import resource_names, trains_in_process
-from hfsweep.contract import HF_CHECKPOINTS, read_pointer, report_to_tune
+from hfsweep.contract import HF_CHECKPOINTS, read_pointer, report_to_tune, steps_for_epochs
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, what_is_prepared
 from hfsweep.tasks import with_options
 from hfsweep.trial.train_fn import ForwardToTune, train_loop
@@ -51,11 +51,22 @@ def data_changed(cfg: dict, trial_cfg: dict, task, trial_task) -> bool:
     )
 
 
+def with_trial_steps(cfg: dict, train_examples: int) -> dict:
+    """`cfg` with the trial's own `training.max_steps` where the sweep sets -1: its (maybe searched)
+    `num_train_epochs` at its (maybe searched) batch size, so trials of different batch sizes see the
+    same data. A fraction `warmup_steps` (below 1: a share of the steps) stays the Trainer's to apply."""
+    training = cfg["training"]
+    if training["max_steps"] != -1:
+        return cfg
+    workers = max(1, cfg["cluster"]["num_workers"])
+    return {**cfg, "training": {**training, "max_steps": steps_for_epochs(training, workers, train_examples)}}
+
+
 def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_datasets: dict) -> None:
     """Tune function trainable: train the sampled config, report every checkpoint to Tune."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     started_at = time.time()
-    trial_cfg = apply_sampled(cfg, sampled)
+    trial_cfg = with_trial_steps(apply_sampled(cfg, sampled), data.num_train_blocks)
     searched_options = trial_cfg["task_options"] != cfg["task_options"]
     trial_task = with_options(task, trial_cfg["task_options"]) if searched_options else task
     changed = data_changed(cfg, trial_cfg, task, trial_task)
@@ -73,6 +84,7 @@ def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_dataset
         "task": task,
         "tokenizer_path": data.tokenizer_path,
         "validation_path": data.validation_path,
+        "train_examples": data.num_train_blocks,
         "label_names": data.label_names,
         "output_dir": os.path.join(train_runs, run_name, HF_CHECKPOINTS),
         "resume_from": resume_from,
