@@ -36,10 +36,17 @@ def resolved_config(overrides: list[str], storage: Path, cache: Path) -> dict:
     return resolve(cfg, str(storage), list(overrides))
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
-    """`gpu` tests are skipped on a machine without CUDA."""
+    """The tiers: every test of an `*_e2e.py` module or on the shared Ray cluster is `slow` (the
+    end-to-end tier, `pytest -m slow`), but those marked `smoke`, which stay in the default tier
+    beside the unit tests. `gpu` tests are skipped on a machine without CUDA."""
     import torch
 
+    for item in items:
+        on_ray = item.module.__name__.endswith("_e2e") or "ray_cluster" in getattr(item, "fixturenames", ())
+        if on_ray and "smoke" not in item.keywords:
+            item.add_marker(pytest.mark.slow)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
