@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import os
 
-import pytest
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from hfsweep.driver import sweep
 from hfsweep.driver.best import best_trial
 from hfsweep.driver.preflight import preflight
 from tests.conftest import resolved_config, write_glue_pairs
-
-pytestmark = pytest.mark.slow
 
 MAX_STEPS = 40
 

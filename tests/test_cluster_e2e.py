@@ -19,8 +19,6 @@ import pytest
 from tests.conftest import resolved_config
 from tests.faults import HOLD_AFTER_STEP_10, SweepInBackground, assert_one_restart_from_a_checkpoint
 
-pytestmark = pytest.mark.slow
-
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -80,8 +80,15 @@ def test_debug_tiny_shrinks_every_experiment(experiment, spelling, tmp_path, mon
     assert cfg["name"] == ("glue_mrpc" if experiment.startswith("glue") else experiment)  # the preset still applies
 
 
-@pytest.mark.parametrize("experiment", [e for e in EXPERIMENTS if e.endswith("_offline")])
-def test_offline_presets_name_the_missing_data_folder(experiment, tmp_path):
+WITHOUT_STAND_IN = [  # offline presets whose data nothing here can write (SWAG's own files); the others: test_data
+    e
+    for e in EXPERIMENTS
+    if e.endswith("_offline") and "\n  proxy:" not in (Path(CONF_DIR) / "experiment" / f"{e}.yaml").read_text()
+]
+
+
+@pytest.mark.parametrize("experiment", WITHOUT_STAND_IN)
+def test_offline_presets_without_stand_in_data_name_the_missing_data_folder(experiment, tmp_path):
     cfg = resolved_config([f"+experiment={experiment}", *base_override(experiment)], tmp_path, tmp_path)
     with pytest.raises(ConfigError, match=r"data\.path: data\.source=local needs a folder"):
         preflight(cfg)

@@ -13,8 +13,6 @@ from hfsweep.driver.evaluation import evaluate_model
 from hfsweep.driver.preflight import preflight
 from tests.conftest import prepare_data, resolved_config
 
-pytestmark = pytest.mark.slow
-
 
 def test_accelerate_on_two_workers_evaluates_each_validation_example_once(ray_cluster, tmp_path, cache_dir):
     overrides = [

@@ -15,8 +15,6 @@ import time
 import pandas as pd
 import pytest
 
-pytestmark = pytest.mark.slow
-
 
 def test_a_widened_grid_runs_only_its_new_point_and_best_is_chosen_over_all_trials(tmp_path, cache_dir):
     run_dir = tmp_path / "run"

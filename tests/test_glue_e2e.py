@@ -21,8 +21,6 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from hfsweep.cli import glue
 from tests.conftest import NUMBERS, WORDS
 
-pytestmark = pytest.mark.slow
-
 MNLI_TRAIN = "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label"
 MNLI_DEV = MNLI_TRAIN.replace("label1", "label1\tlabel2\tlabel3\tlabel4\tlabel5")
 STSB = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"

@@ -10,8 +10,6 @@ from hfsweep.driver import sweep
 from hfsweep.driver.preflight import preflight
 from tests.conftest import resolved_config, write_glue_pairs
 
-pytestmark = pytest.mark.slow
-
 # Every key the Accelerate loop must honour as the Trainer does, set away from its default.
 SAME_RUN = [
     "debug=tiny",

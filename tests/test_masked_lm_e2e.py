@@ -14,8 +14,6 @@ from hfsweep.driver.best import best_trial
 from hfsweep.driver.preflight import preflight
 from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
 
-pytestmark = pytest.mark.slow
-
 MAX_STEPS = 90
 MARGIN = 0.75  # nats below the untrained model's loss (ln 1000 = 6.9, the vocabulary); 90 steps reach ~5.9
 

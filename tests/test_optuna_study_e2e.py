@@ -10,8 +10,6 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 
 def test_the_study_holds_finished_trials_while_the_sweep_still_runs(tmp_path, cache_dir):
     import optuna

@@ -17,8 +17,6 @@ from hfsweep.driver.preflight import preflight
 from hfsweep.models import weights_digest
 from tests.conftest import resolved_config
 
-pytestmark = pytest.mark.slow
-
 EVAL_STEPS = 10
 
 

@@ -19,8 +19,6 @@ from hfsweep.driver.preflight import preflight
 from hfsweep.models import tensors_digest
 from tests.conftest import prepare_data, resolved_config, save_tiny_base
 
-pytestmark = pytest.mark.slow
-
 ADAPTER = "adapter_model.safetensors"
 
 

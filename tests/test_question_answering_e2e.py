@@ -14,8 +14,6 @@ from hfsweep.driver.best import best_trial
 from hfsweep.driver.preflight import preflight
 from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
 
-pytestmark = pytest.mark.slow
-
 MAX_STEPS = 200
 MARGIN = 20.0  # F1 points (of 100) above the untrained model's that the best trial must reach
 

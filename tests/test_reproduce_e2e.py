@@ -21,8 +21,6 @@ from hfsweep.driver.best import best_trial
 from hfsweep.driver.preflight import preflight
 from tests.conftest import resolved_config
 
-pytestmark = pytest.mark.slow
-
 MAX_STEPS = 20
 LEARNING_RATES = [1e-2, 5e-3, 3e-3, 2e-3, 1e-3, 1e-4, 1e-5, 1e-6]  # the 8-trial sweep
 BUDGET_SWEEP = [

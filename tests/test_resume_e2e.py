@@ -16,8 +16,6 @@ import psutil
 import pytest
 import yaml
 
-pytestmark = pytest.mark.slow
-
 SWEEP = [
     "debug=tiny",
     "search_space.training.learning_rate.values=[3e-3,1e-3,1e-4]",
@@ -57,7 +55,9 @@ def interrupt(driver: subprocess.Popen, how: str) -> None:
             pass
 
 
-@pytest.mark.parametrize("how", ["ctrl-c", "sigkill"])
+@pytest.mark.parametrize(
+    "how", [pytest.param("ctrl-c", marks=pytest.mark.smoke), "sigkill"]
+)  # smoke: the default tier resumes one
 def test_interrupt_then_resume_finishes_the_sweep_without_rerunning(tmp_path, cache_dir, how):
     run_dir = tmp_path / "run"
     experiment = str(run_dir / "sweep")

@@ -18,13 +18,14 @@ from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 from ray.tune.stopper import CombinedStopper, ExperimentPlateauStopper, MaximumIterationStopper, TrialPlateauStopper
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.driver.schedulers import ThresholdStopper, build_scheduler, build_search_alg, build_stopper
+from hfsweep.driver.schedulers import StepBudget, ThresholdStopper, build_scheduler, build_search_alg, build_stopper
 from hfsweep.driver.search_space import compile_search_space
 from tests.conftest import CONF_DIR, resolved_config
 
 SCHEDULERS = {
     "fifo": FIFOScheduler,
     "asha": AsyncHyperBandScheduler,
+    "asha_epochs": AsyncHyperBandScheduler,
     "bohb": HyperBandForBOHB,
     "hyperband": HyperBandScheduler,
     "median": MedianStoppingRule,
@@ -43,12 +44,22 @@ def test_every_scheduler_option_is_tested():
 
 
 @pytest.mark.parametrize("name", sorted(SCHEDULERS))
-def test_scheduler_builds_with_step_as_time(name, tmp_path):
+def test_scheduler_builds_with_step_or_epoch_as_time(name, tmp_path):
     cfg = config(tmp_path, f"scheduler={name}", LOGUNIFORM_LR)
     scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
     assert type(scheduler) is SCHEDULERS[name]
     if name != "fifo":
-        assert scheduler._time_attr == "step"
+        assert scheduler._time_attr == ("epoch" if name == "asha_epochs" else "step")
+
+
+@pytest.mark.parametrize("space, max_t", [("bert_paper", 4), ("finetune", 10)])
+def test_a_literature_space_counts_epochs_up_to_its_longest_trial(space, max_t, tmp_path):
+    """search_space=bert_paper and finetune select scheduler=asha_epochs, whose last rung is the
+    space's most epochs (not the config's 3), and give each trial its own steps."""
+    cfg = config(tmp_path, f"search_space={space}")
+    scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+    assert scheduler._time_attr == "epoch" and scheduler._max_t == max_t and cfg["training"]["max_steps"] == -1
+    assert [rung for rung, _ in scheduler._brackets[0]._rungs][-1] == 1, "the first rung is one whole epoch"
 
 
 def test_pbt_mutates_the_search_space_and_perturbs_at_checkpoints(tmp_path):
@@ -115,9 +126,17 @@ def test_stoppers_combine_with_the_step_budget(tmp_path):
     stopper = build_stopper(cfg)
     assert isinstance(stopper, CombinedStopper)
     kinds = [type(s) for s in stopper._stoppers]
-    assert kinds == [ThresholdStopper, TrialPlateauStopper, MaximumIterationStopper, ExperimentPlateauStopper]
+    assert kinds == [StepBudget, TrialPlateauStopper, MaximumIterationStopper, ExperimentPlateauStopper]
     (budget,) = build_stopper(config(tmp_path))._stoppers
-    assert (budget.metric, budget.threshold) == ("step", cfg["training"]["max_steps"])
+    assert budget.max_steps == cfg["training"]["max_steps"]
+
+
+def test_the_step_budget_is_each_trials_own_where_its_reports_carry_one():
+    budget = StepBudget(60)
+    assert budget("t", {"step": 60}) and not budget("t", {"step": 50})
+    assert budget("t", {"step": 24, "max_steps": 24}) and not budget("t", {"step": 60, "max_steps": 90})
+    epochs = StepBudget(-1)  # training.max_steps=-1: only the reports know
+    assert not epochs("t", {"step": 500}) and epochs("t", {"step": 12, "max_steps": 12})
 
 
 def test_threshold_stopper_follows_the_mode():

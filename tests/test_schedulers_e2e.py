@@ -10,8 +10,6 @@ from hfsweep.driver import sweep
 from hfsweep.driver.preflight import preflight
 from tests.conftest import resolved_config
 
-pytestmark = pytest.mark.slow
-
 
 def test_early_stopping_callback_ends_a_trial_as_completed(ray_cluster, tmp_path, cache_dir):
     overrides = [

@@ -277,8 +277,9 @@ def test_warm_start_optuna_is_told_the_earlier_results(tmp_path, objectives):
 
 
 def test_an_optuna_warm_start_of_three_trials_steers_the_first_suggestions(tmp_path):
-    """TPE samples at random for its first 10 trials, the same points for the same seed: the
-    earlier trials are its start-up, so its first suggestions already move toward their best."""
+    """With a start-up of 10 random trials (Optuna's default), TPE samples the same points for the
+    same seed: a warm start's earlier trials stand in for its start-up, so its first suggestions
+    already move toward their best."""
     import numpy as np
 
     best = 7e-3  # the loss is lowest there, near the top of the space, as the earlier sweep's three trials show
@@ -287,7 +288,7 @@ def test_an_optuna_warm_start_of_three_trials_steers_the_first_suggestions(tmp_p
         return 1.0 + abs(np.log10(rate / best))
 
     def first_rates(seed: int, *overrides) -> list[float]:
-        cfg = optuna_config(tmp_path, f"seed={seed}", *overrides)
+        cfg = optuna_config(tmp_path, f"seed={seed}", "search_alg.startup_trials=10", *overrides)
         param_space = compile_search_space(cfg["search_space"], cfg)
         arguments = (
             searcher_arguments(cfg, param_space, load_warm_start(cfg, param_space))[0]

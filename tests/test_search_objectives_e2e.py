@@ -13,8 +13,6 @@ from hfsweep.driver.preflight import preflight
 from tests.conftest import resolved_config
 from tests.test_search_objectives import brute_force_front
 
-pytestmark = pytest.mark.slow
-
 OBJECTIVES = [("eval_loss", "min"), ("time_total_s", "min")]
 TWO = [
     "debug=tiny",

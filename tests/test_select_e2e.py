@@ -12,8 +12,6 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-pytestmark = pytest.mark.slow
-
 LEARNING_RATES = [3e-3, 1e-3, 1e-4]
 
 

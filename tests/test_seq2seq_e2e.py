@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hfsweep.data.offline import write as write_offline_data
@@ -14,8 +13,6 @@ from hfsweep.driver import sweep
 from hfsweep.driver.best import best_trial
 from hfsweep.driver.preflight import preflight
 from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
-
-pytestmark = pytest.mark.slow
 
 MAX_STEPS = 150
 MARGIN = 0.1  # ROUGE-1 above the untrained model's (0: it generates nothing) that the best trial must reach

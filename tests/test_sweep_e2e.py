@@ -21,8 +21,6 @@ from hfsweep.driver.preflight import preflight
 from hfsweep.models import weights_digest
 from tests.conftest import prepare_data, resolved_config
 
-pytestmark = pytest.mark.slow
-
 MAX_STEPS = 30
 SWEEP = [
     f"training.max_steps={MAX_STEPS}",
@@ -42,6 +40,7 @@ def finished_sweep(ray_cluster, tmp_path_factory, cache_dir):
     return cfg, sweep.run(preflight(cfg))
 
 
+@pytest.mark.smoke  # the default tier's one sweep: DDP workers, ASHA, checkpoints, best/, the report
 def test_every_trial_finishes_and_asha_stops_some(finished_sweep):
     cfg, results = finished_sweep
     assert len(results) == 2
@@ -67,6 +66,7 @@ def test_fifo_runs_to_the_end_every_trial_of_the_grid_asha_stopped(finished_swee
     assert min(r.metrics["step"] for r in asha) < MAX_STEPS
 
 
+@pytest.mark.smoke  # the default tier's one sweep: DDP workers, ASHA, checkpoints, best/, the report
 def test_every_report_reached_tune_with_its_checkpoint(finished_sweep):
     _, results = finished_sweep
     for result in results:
@@ -76,6 +76,7 @@ def test_every_report_reached_tune_with_its_checkpoint(finished_sweep):
         assert len(result.best_checkpoints) == len(history)
 
 
+@pytest.mark.smoke  # the default tier's one sweep: DDP workers, ASHA, checkpoints, best/, the report
 def test_every_report_says_the_workers_trained_ddp_on_cpu_in_float32(finished_sweep):
     _, results = finished_sweep
     for result in results:
@@ -87,6 +88,7 @@ def test_every_report_says_the_workers_trained_ddp_on_cpu_in_float32(finished_sw
         assert (history["peak_memory_mb"] > 0).all()
 
 
+@pytest.mark.smoke  # the default tier's one sweep: DDP workers, ASHA, checkpoints, best/, the report
 def test_best_checkpoint_loads_and_reproduces_its_eval_loss(finished_sweep):
     cfg, results = finished_sweep
     best = best_trial(results, cfg)
@@ -98,6 +100,7 @@ def test_best_checkpoint_loads_and_reproduces_its_eval_loss(finished_sweep):
     assert loss == pytest.approx(best.value, rel=0.01)
 
 
+@pytest.mark.smoke  # the default tier's one sweep: DDP workers, ASHA, checkpoints, best/, the report
 def test_run_directory_holds_config_provenance_table_plots_and_best_model(finished_sweep):
     cfg, results = finished_sweep
     storage = cfg["cluster"]["storage_path"]
@@ -134,6 +137,7 @@ def test_run_directory_holds_config_provenance_table_plots_and_best_model(finish
     assert len(AutoTokenizer.from_pretrained(exported)) == cfg["model"]["tokenizer"]["vocab_size"]
 
 
+@pytest.mark.smoke  # the default tier's one sweep: DDP workers, ASHA, checkpoints, best/, the report
 def test_report_command_regenerates_the_table(finished_sweep):
     cfg, _ = finished_sweep
     storage = cfg["cluster"]["storage_path"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
 from transformers import AutoModelForTokenClassification
 
 from hfsweep.data.offline import write as write_offline_data
@@ -13,8 +12,6 @@ from hfsweep.driver import sweep
 from hfsweep.driver.best import best_trial
 from hfsweep.driver.preflight import preflight
 from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
-
-pytestmark = pytest.mark.slow
 
 MAX_STEPS = 120
 MARGIN = 0.3  # entity F1 above the untrained model's that the best trial must reach

@@ -205,16 +205,15 @@ def searcher_arguments(cfg: dict, param_space: dict, warm: WarmStart) -> tuple[d
 
 def warm_tpe_sampler(cfg: dict, warm: WarmStart):
     """OptunaSearch's own sampler (TPE, seeded by `seed`) with the earlier trials as its random
-    start-up: TPE samples at random until `n_startup_trials` (10) trials are complete, and the same
-    seed draws the same random points whatever the study holds, so fewer than 10 earlier trials
-    would change none of the first suggestions. With them as the start-up, TPE models them from
-    the first suggestion (and a warm start of 10 or more earlier trials is as before)."""
-    import inspect
-
+    start-up: TPE samples at random until `n_startup_trials` trials are complete (the sweep's
+    start-up rule, `schedulers.startup_trials`), and the same seed draws the same random points
+    whatever the study holds, so earlier trials fewer than that would change none of the first
+    suggestions. With them as the start-up, TPE models them from the first suggestion."""
     from optuna.samplers import TPESampler
 
-    start_up = inspect.signature(TPESampler).parameters["n_startup_trials"].default
-    return TPESampler(seed=cfg["search_alg"].get("seed"), n_startup_trials=min(start_up, len(warm.points)))
+    from hfsweep.driver.schedulers import startup_trials
+
+    return TPESampler(seed=cfg["search_alg"].get("seed"), n_startup_trials=min(startup_trials(cfg), len(warm.points)))
 
 
 def grid_points_left(cfg: dict, warm: WarmStart) -> list[dict]:
