@@ -36,8 +36,10 @@ def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_
     proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     searched = pd.read_csv(run_dir / "results.csv")["cost_usd"].sum()
-    selected = pd.read_csv(run_dir / "select" / "results.csv")["cost_usd"].sum()
-    assert f"${searched:.4g} for the search + ${selected:.4g} for the selection's 4 runs" in proc.stdout
+    retrained = pd.read_csv(run_dir / "select" / "results.csv")
+    selected = retrained["cost_usd"].sum()
+    assert len(retrained) in (4, 6)  # the top 2 and, unless it is one of them, the defaults, over 2 seeds
+    assert f"${searched:.4g} for the search + ${selected:.4g} for the selection's {len(retrained)} runs" in proc.stdout
     spent = re.search(r"budget: +\$([0-9.e-]+) of \$100 used, the selection included", proc.stdout)
     assert spent and float(spent.group(1)) > searched * 1.5  # the four re-trainings were counted too
 
