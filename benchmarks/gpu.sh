@@ -8,7 +8,7 @@
 #      plain Trainer with its MFU, four packed trials against one, FSDP on one GPU; each step
 #      under its own timeout, all in one log with a summary at its end.
 #
-#   bash benchmarks/gpu.sh [--wheelhouse DIR] [--out DIR] [--cpu-smoke] [--steps a,b]
+#   bash benchmarks/gpu.sh [--wheelhouse DIR] [--out DIR] [--cpu-smoke] [--steps a,b] [--budget SECONDS]
 #
 # --cpu-smoke skips the install and runs every step on this CPU, tiny and short (GPU-only parts
 # say they are skipped). The log is OUT/gpu.log (OUT: --out, else $OUT, else ./gpu-check).
@@ -19,6 +19,7 @@ WHEELHOUSE=.wheelhouse
 OUT_DIR="${OUT:-$PWD/gpu-check}"
 SMOKE=""
 STEPS=""
+BUDGET=""
 PYTHON="${PYTHON:-python3}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -26,7 +27,8 @@ while [ $# -gt 0 ]; do
     --out) OUT_DIR="$2"; shift 2 ;;
     --cpu-smoke) SMOKE=--cpu-smoke; shift ;;
     --steps) STEPS="$2"; shift 2 ;;
-    *) echo "gpu.sh: error: unknown argument '$1'; use --wheelhouse DIR, --out DIR, --cpu-smoke, --steps a,b" >&2; exit 2 ;;
+    --budget) BUDGET="$2"; shift 2 ;;
+    *) echo "gpu.sh: error: unknown argument '$1'; use --wheelhouse DIR, --out DIR, --cpu-smoke, --steps a,b, --budget SECONDS" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$OUT_DIR"
@@ -51,4 +53,4 @@ if [ -z "$SMOKE" ]; then
   echo "== installed in $(( $(date +%s) - start )) s" | tee -a "$LOG"
 fi
 
-$PYTHON benchmarks/gpu.py --out "$OUT_DIR" $SMOKE ${STEPS:+--steps "$STEPS"}
+$PYTHON benchmarks/gpu.py --out "$OUT_DIR" $SMOKE ${STEPS:+--steps "$STEPS"} ${BUDGET:+--budget "$BUDGET"}
