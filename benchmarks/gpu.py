@@ -253,13 +253,30 @@ def step_fsdp(args) -> None:
             spec.write_text(json.dumps({"cfg": cfg, "data": dataclasses.asdict(data), "output_dir": out_dir,
                                         "probe_out": str(plain_probe)}))
             prc = run_logged([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1", str(BENCH / "_plain_trainer.py"),
-                              str(spec)], args.step_timeout * 0.35, env={"PYTHONPATH": f"{ROOT}:{BENCH}"})
+                              str(spec)], args.step_timeout * 0.35, env={"PYTHONPATH": str(BENCH)})
         out["plain_torchrun_exit"] = prc
         out["plain_torchrun_wrapping"] = json.loads(plain_probe.read_text()) if plain_probe.exists() else None
     result(ok=engaged, **out)
 
 
 # ---------------------------------------------------------------- the driver of the steps
+
+RAY_LOGS = ("raylet.err", "raylet.out", "gcs_server.err", "gcs_server.out", "dashboard_agent.log")
+
+
+def ray_log_tails(since: float, lines: int = 15) -> str:
+    """The ends of the logs of the Ray sessions a failed step started (a Ray that did not start
+    says why only there)."""
+    sessions = [d for d in Path(tempfile.gettempdir(), "ray").glob("session_2*") if d.stat().st_mtime >= since - 5]
+    out = []
+    for session in sorted(sessions):
+        for name in RAY_LOGS:
+            log = session / "logs" / name
+            if log.exists() and log.stat().st_size:
+                tail = log.read_text(errors="replace").splitlines()[-lines:]
+                out.append(f"-- {log} (last {len(tail)} lines)\n" + "\n".join(tail))
+    return "\n".join(out) or "(no Ray session logs from this step)"
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -302,7 +319,7 @@ def main() -> int:
             say(f"\n== step {step} (timeout {timeout:.0f} s)")
             started = time.time()
             cmd = [sys.executable, str(Path(__file__)), "--step", step, "--step-timeout", str(timeout), *(["--cpu-smoke"] if args.cpu_smoke else [])]
-            env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": f"{BENCH}:{ROOT}:{os.environ.get('PYTHONPATH', '')}"}
+            env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": f"{BENCH}:{os.environ.get('PYTHONPATH', '')}"}
             lines = []
             try:
                 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -340,6 +357,8 @@ def main() -> int:
             if rc:
                 outcome.update(ok=False, exit=rc, why="timed out" if rc == 124 else "failed: see its output above")
             outcome["seconds"] = round(time.time() - started)
+            if not outcome["ok"]:
+                say(ray_log_tails(since=started))
             summary.append((step, outcome))
             say(f"== step {step}: {'ok' if outcome['ok'] else 'FAILED'} {json.dumps(outcome)}")
         say("\n== summary")

@@ -148,15 +148,19 @@ def marker_environment(python_version: str, platforms: list[str]) -> dict[str, s
 
 def needed(report: dict, roots: list[Requirement], have: dict, environment: dict) -> dict[str, dict]:
     """Of pip's resolution (`report`, its --report JSON), what the roots need through packages the
-    target lacks: canonical name -> the report's item. A package the target has ends the walk
-    there: its own requirements are the target's, already met."""
+    target lacks, or has at a version a requirement excludes: canonical name -> the report's item.
+    A package the target has at a fitting version ends the walk there: its own requirements are
+    the target's, already met."""
     items = {canonical(item["metadata"]["name"]): item for item in report["install"]}
+    root_names = {canonical(r.name) for r in roots}
     keep: dict[str, dict] = {}
-    todo = [(canonical(root.name), set(root.extras)) for root in roots]
+    todo = [(root, set(root.extras)) for root in roots]
     seen: set[tuple[str, frozenset]] = set()
     while todo:
-        name, extras = todo.pop()
-        if (name, frozenset(extras)) in seen or (name in have and name not in {canonical(r.name) for r in roots}):
+        requirement, extras = todo.pop()
+        name = canonical(requirement.name)
+        fits = name in have and (have[name] is None or requirement.specifier.contains(have[name], prereleases=True))
+        if (name, frozenset(extras)) in seen or (fits and name not in root_names):
             continue
         seen.add((name, frozenset(extras)))
         if name not in items:
@@ -167,7 +171,7 @@ def needed(report: dict, roots: list[Requirement], have: dict, environment: dict
             if requirement.marker is None or any(
                 requirement.marker.evaluate({**environment, "extra": extra}) for extra in ("", *extras)
             ):
-                todo.append((canonical(requirement.name), set(requirement.extras)))
+                todo.append((requirement, set(requirement.extras)))
     return keep
 
 
@@ -304,8 +308,10 @@ def resolve(roots: list[str], python_version: str, tags: list[str], have: dict, 
                 if unavailable(output)
                 else [
                     spec
-                    for spec in re.findall(r"depends on (\S+)", output)
-                    if canonical(Requirement(spec).name) not in built and canonical(Requirement(spec).name) not in pins
+                    for spec in re.findall(r"depends on ([^\s;]+)", output)
+                    # one to build here, or a version of the target's that the requirement excludes
+                    if canonical(Requirement(spec).name) not in built
+                    and (canonical(Requirement(spec).name) not in pins or pins[canonical(Requirement(spec).name)])
                 ]
             )
             if not specs:
@@ -316,8 +322,8 @@ def resolve(roots: list[str], python_version: str, tags: list[str], have: dict, 
             name = canonical(Requirement(spec).name)
             if pins.get(name):
                 log(
-                    f"  the target's {name}=={pins[name]} has no wheel for this Python/platform on the index: "
-                    "left unpinned"
+                    f"  the target's {name}=={pins[name]} does not meet {spec}, or has no wheel for this "
+                    "Python/platform on the index: left unpinned, and the wheelhouse ships the version pip resolves"
                 )
                 pins[name] = None
                 continue

@@ -58,19 +58,53 @@ def test_the_cli_starts_ray_holding_no_more_threads_than_its_imports_start(tmp_p
 
 
 def test_a_ray_that_never_registers_its_raylet_is_refused_in_one_line_naming_its_output(monkeypatch):
-    def timed_out(**kwargs):
+    def timed_out():
         raise Exception(
             "The current node timed out during startup. This could happen because some of the "
             "raylet failed to startup or the GCS has become overloaded."
         )
 
-    monkeypatch.setattr(ray_cluster.ray, "init", timed_out)
+    tries, cleaned = [], []
+    monkeypatch.setattr(ray_cluster.ray, "init", lambda **kwargs: tries.append(kwargs) or timed_out())
+    monkeypatch.setattr(ray_cluster, "end_ray_processes_started_here", lambda: cleaned.append(True))
     cluster = {"num_cpus": 8, "num_gpus": None}
     with pytest.raises(RayStartError) as refused:
         ray_cluster.start_local_ray(cluster, {}, {})
     message = str(refused.value)
+    assert len(tries) == len(cleaned) == ray_cluster.START_ATTEMPTS == 2  # a GPU node's cold first start missed 30 s
+    assert tries[0]["runtime_env"]["env_vars"]["RAY_ADDRESS"] != tries[1]["runtime_env"]["env_vars"]["RAY_ADDRESS"]
     assert "\n" not in message
     assert message.startswith("Ray did not start") and "RAY_LOG_TO_STDERR=1" in message and "raylet.err" in message
+
+
+def test_a_second_start_after_a_raylet_that_never_registered_is_the_sweeps_ray(monkeypatch, capsys):
+    tries = []
+
+    def second_works(**kwargs):
+        tries.append(kwargs)
+        if len(tries) == 1:
+            raise Exception(ray_cluster.STARTUP_TIMEOUT + ". This could happen because ...")
+
+    monkeypatch.setattr(ray_cluster.ray, "init", second_works)
+    monkeypatch.setattr(ray_cluster, "end_ray_processes_started_here", lambda: None)
+    ray_cluster.start_local_ray({"num_cpus": 8, "num_gpus": None}, {}, {})
+    assert len(tries) == 2 and "starting Ray again (2 of 2)" in capsys.readouterr().out
+
+
+def test_ending_a_failed_starts_processes_ends_only_this_processes_ray_children():
+    """A Ray package's process among this process's children is ended; another child is not."""
+    import psutil
+
+    ray_like = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", os.path.dirname(ray_cluster.ray.__file__)]
+    )
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ray_cluster.end_ray_processes_started_here()
+        assert not psutil.pid_exists(ray_like.pid) and other.poll() is None  # (psutil reaped the one it ended)
+    finally:
+        other.kill()
+        ray_like.kill()
 
 
 @pytest.mark.slow

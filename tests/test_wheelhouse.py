@@ -115,6 +115,22 @@ def test_the_wheelhouse_keeps_what_hfsweep_needs_through_packages_the_target_lac
         report, [Requirement("hfsweep[search]")], have, marker_environment("3.12", ["manylinux_2_28_x86_64"])
     )
     assert "optuna" in with_extra
+    # a version the target has that a requirement excludes is shipped: ray[default] needs aiohttp>=3.14.4,
+    # and the GPU machine's image held 3.14.3 (its `pip install --no-index` failed on that)
+    report["install"][4] = item("aiohttp-cors", "0.8.1", "aiohttp>=3.14.4")
+    older = needed(
+        report,
+        [Requirement("hfsweep")],
+        {**have, "aiohttp": "3.14.3"},
+        marker_environment("3.12", ["manylinux_2_28_x86_64"]),
+    )
+    newer = needed(
+        report,
+        [Requirement("hfsweep")],
+        {**have, "aiohttp": "3.14.4"},
+        marker_environment("3.12", ["manylinux_2_28_x86_64"]),
+    )
+    assert "aiohttp" in older and "aiohttp" not in newer
 
 
 def record_line(name: str, data: bytes) -> str:
