@@ -107,57 +107,41 @@ def start_local_ray(cluster: dict, env: dict, runtime_env: dict) -> None:
     (or a sweep and a test) on one machine they would find two and never free a stopped trial's
     resources. Passing every worker RAY_ADDRESS makes the lookup exact.
     """
-    for attempt in range(START_ATTEMPTS):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        worker_env = {**LOCAL_RAY_ENV, **env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
-        with gcs_port(port), raylet_startup_concurrency(cluster["num_cpus"]):
-            try:
-                # "local": a new Ray even when `ray start` left one that a bare ray.init() would join
-                ray.init(
-                    address="local",
-                    num_cpus=cluster["num_cpus"],
-                    num_gpus=cluster["num_gpus"],
-                    resources={TRIAL_SLOT: local_trial_slots(cluster)},
-                    runtime_env=with_env_vars(runtime_env, worker_env),
-                )
-                return
-            except Exception as err:
-                if STARTUP_TIMEOUT not in str(err):
-                    raise
-                end_ray_processes_started_here()
-                if attempt + 1 < START_ATTEMPTS:
-                    print(
-                        f"hfsweep: Ray's raylet did not register within Ray's fixed 30 s (a cold machine's first "
-                        f"start can take longer); starting Ray again ({attempt + 2} of {START_ATTEMPTS})",
-                        flush=True,
-                    )
-                    continue
-                raise RayStartError(
-                    f"Ray did not start: its raylet never registered ('{STARTUP_TIMEOUT}', {START_ATTEMPTS} tries); "
-                    f"rerun with RAY_LOG_TO_STDERR=1 to see the raylet's own output on the console (else it is in "
-                    f"session_latest/logs/raylet.err under Ray's temp dir, /tmp/ray by default)."
-                ) from err
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**LOCAL_RAY_ENV, **env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
+    with gcs_port(port), raylet_startup_concurrency(cluster["num_cpus"]):
+        try:
+            # "local": a new Ray even when `ray start` left one that a bare ray.init() would join
+            ray.init(
+                address="local",
+                num_cpus=whole_cpus(cluster["num_cpus"]),
+                num_gpus=cluster["num_gpus"],
+                resources={TRIAL_SLOT: local_trial_slots(cluster)},
+                runtime_env=with_env_vars(runtime_env, env),
+            )
+        except Exception as err:
+            if STARTUP_TIMEOUT not in str(err):
+                raise
+            raise RayStartError(
+                f"Ray did not start: its raylet never registered ('{STARTUP_TIMEOUT}'); rerun with "
+                f"RAY_LOG_TO_STDERR=1 to see the raylet's own output on the console (else it is in "
+                f"session_latest/logs/raylet.err under Ray's temp dir, /tmp/ray by default)."
+            ) from err
 
 
-START_ATTEMPTS = 2  # Ray waits a fixed 30 s for its raylet; a GPU node's first start was seen to miss it
-
-
-def end_ray_processes_started_here() -> None:
-    """A failed ray.init leaves the GCS and raylet it launched running and holds no handle to
-    them: end this process's own Ray processes (its children run from Ray's package, or named
-    ray::), so a retry starts clean."""
-    import psutil  # a dependency of Ray's
-
-    package = os.path.dirname(ray.__file__)
-    ours = []
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if child.name().startswith("ray::") or any(package in part for part in child.cmdline()):
-                child.kill()
-                ours.append(child)
-    psutil.wait_procs(ours, timeout=10)
+def whole_cpus(num_cpus: float | None) -> int | None:
+    """`cluster.num_cpus` as the int Ray's raylet takes: Ray passes it min(cores, num_cpus) as an
+    int32 flag, so the schema's float (8.0) stopped every raylet on a machine of more than 8 cores
+    from starting ("illegal value '8.0' ... maximum_startup_concurrency", seen on a 16-core GPU node)."""
+    if num_cpus is None:
+        return None
+    if num_cpus != int(num_cpus) or num_cpus < 1:
+        raise ConfigError(
+            f"cluster.num_cpus: {num_cpus} logical CPUs for a local Ray; give a whole number (at least 1)."
+        )
+    return int(num_cpus)
 
 
 STARTUP_TIMEOUT = "The current node timed out during startup"  # what ray.init raises when its raylet never registers
