@@ -1,6 +1,6 @@
-"""Ray starts in a driver that runs no threads of its own work, and a Ray that does not start says
-where to look (the trust issue's item 6: on a 16-core machine `ray.init` timed out after the CLI
-had tokenized the data)."""
+"""Ray starts in a driver that runs no threads of its own work, with whole logical CPUs, and a Ray
+that does not start says where to look (the trust issue's item 6: on a 16-core machine `ray.init`
+timed out; the cause, found on an H200 node, was the float num_cpus)."""
 
 from __future__ import annotations
 

@@ -145,9 +145,9 @@ def prepare(cfg: dict, task) -> PreparedData:
 def prepare_apart(cfg: dict, task) -> PreparedData:
     """`prepare` in a spawned process, so the driver holds none of the threads tokenizing starts
     (the `tokenizers` pool, torch's, tqdm's monitor) when it starts Ray: Ray launches its daemons by
-    fork with a Python `preexec_fn`, which Python documents as unsafe beside other threads (on a
-    16-core machine `ray.init` timed out at start-up after tokenizing). A refusal comes back as the
-    same ConfigError."""
+    fork with a Python `preexec_fn`, which Python documents as unsafe beside other threads. (The
+    start-up time-out on a 16-core node once blamed on this was a float num_cpus:
+    `ray_cluster.whole_cpus`.) A refusal comes back as the same ConfigError."""
     with ProcessPoolExecutor(
         1, mp_context=multiprocessing.get_context("spawn"), initializer=_stand_in_for_driver
     ) as pool:
