@@ -94,3 +94,20 @@ def test_hyperopts_start_up_follows_the_rule_and_an_explicit_count_wins(tmp_path
     assert search.algo.keywords["n_startup_jobs"] == 4  # hyperopt's own tpe.suggest, as HyperOptSearch binds it
     _, _, _, search = searcher_and_setup(tmp_path, ["search_alg=optuna", *LOGUNIFORM, "search_alg.startup_trials=7"])
     assert search._sampler._n_startup_trials == 7
+
+
+def test_a_range_sampler_beside_a_presets_grid_values_is_judged_by_its_range(tmp_path, monkeypatch):
+    """+experiment=glue_minilm_search merges finetune's log-uniform learning rate over the GLUE
+    recipe's grid (whose `values` stay in the node): the range is sampled, so the defaults trial's
+    5e-5 and the epochs ASHA counts to are read from the range and the choice, not the stale grid."""
+    from hfsweep.driver.defaults_trial import check_searchable
+    from hfsweep.driver.search_rules import longest_epochs
+
+    monkeypatch.setenv("GLUE_DIR", str(tmp_path))  # composed only, never read
+    cfg = resolved_config(["+experiment=glue_minilm_search", "glue=stsb"], tmp_path, tmp_path)
+    lr = cfg["search_space"]["training"]["learning_rate"]
+    assert lr["sampler"] == "loguniform" and "values" in lr  # the grid's values are still there
+    cfg["training"]["learning_rate"] = 9e-5  # inside [1e-5, 1e-4], not in the grid [2e-5, 3e-5, 5e-5]
+    check_searchable(cfg, {"training." + k: cfg["training"][k] for k in cfg["search_space"]["training"]}, True)
+    cfg["search_space"]["training"]["num_train_epochs"] = {"sampler": "uniform", "low": 1, "high": 7, "values": [2]}
+    assert longest_epochs(cfg) == 7

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import iter_leaves
-from hfsweep.driver.search_space import nested
+from hfsweep.driver.search_space import VALUE_SAMPLERS, nested
 
 DEFAULTS_COLUMN = "defaults"  # results.csv: True on the trial that ran the config's own values
 
@@ -46,9 +46,10 @@ def check_searchable(cfg: dict, values: dict, model_based: bool) -> None:
         return
     for path, spec in iter_leaves(cfg["search_space"]):
         value = values[path]
-        inside = (value in spec["values"]) if "values" in spec else spec["low"] <= value <= spec["high"]
+        chosen = spec["sampler"] in VALUE_SAMPLERS  # a range sampler beside a preset's `values` samples its range
+        inside = (value in spec["values"]) if chosen else spec["low"] <= value <= spec["high"]
         if not inside:
-            space = spec["values"] if "values" in spec else f"[{spec['low']}, {spec['high']}]"
+            space = spec["values"] if chosen else f"[{spec['low']}, {spec['high']}]"
             raise ConfigError(
                 f"search_space.{path}: the defaults trial runs the config's own {path}={value}, outside {space}; "
                 f"widen the space to hold it, set {path} inside it, or search_alg.defaults_trial=false."

@@ -12,6 +12,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object, iter_leaves
 from hfsweep.config.objectives import is_multi_objective
 from hfsweep.config.validation import PLATEAU, as_override, lr_scheduler_types
+from hfsweep.driver.search_space import VALUE_SAMPLERS
 
 # peft.* keys that change which tensors the adapter has: a PBT exploit could not load the donor's.
 PEFT_SHAPE_KEYS = (
@@ -49,7 +50,7 @@ def longest_epochs(cfg: dict) -> float:
     spec = cfg["search_space"].get("training", {}).get("num_train_epochs")
     if spec is None:
         return cfg["training"].get("num_train_epochs", 3.0)
-    return max(spec["values"]) if "values" in spec else spec["high"]
+    return max(spec["values"]) if spec["sampler"] in VALUE_SAMPLERS else spec["high"]
 
 
 def _validate_time_attr(cfg: dict) -> None:

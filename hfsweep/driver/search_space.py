@@ -65,7 +65,8 @@ SAMPLERS: dict[str, Callable[[str, dict], Any]] = {
     "qrandint": lambda p, s: tune.qrandint(*_bounds(p, s), s.get("q", 1)),
     "lograndint": lambda p, s: tune.lograndint(*_bounds(p, s, positive=True)),
 }
-RANGE_KEYS = ("low", "high", "q")  # what the range samplers read; grid and choice read `values`
+RANGE_KEYS = ("low", "high", "q")  # what the range samplers read
+VALUE_SAMPLERS = ("grid", "choice")  # the samplers that read `values`
 
 
 def nested(dotted: dict) -> dict:
@@ -105,7 +106,7 @@ def _check_range_not_ignored(path: str, spec: dict) -> None:
     command line) merged under a preset's grid, which would sweep the grid silently. (A range
     sampler beside `values`, such as `debug=tiny`'s one-value grid, samples its range.)"""
     ignored = [key for key in RANGE_KEYS if key in spec]
-    if spec["sampler"] in ("grid", "choice") and ignored:
+    if spec["sampler"] in VALUE_SAMPLERS and ignored:
         raise ConfigError(
             f"search_space.{path}: sampler '{spec['sampler']}' reads values, not {', '.join(ignored)}; set "
             f"search_space.{path}.sampler=loguniform (or uniform) to sample the range, or remove "
