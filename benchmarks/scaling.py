@@ -176,6 +176,7 @@ def _run_trial_counts(counts: list[int], root: Path) -> None:
     from hfsweep.driver.checkpoint_budget import build_checkpoint_budget
     from hfsweep.driver.report import write_report
     from hfsweep.driver.schedulers import build_scheduler, build_stopper
+    from hfsweep.driver.ray_cluster import searcher_cap
     from hfsweep.driver.search_space import compile_search_space
 
     for count in counts:
@@ -190,7 +191,8 @@ def _run_trial_counts(counts: list[int], root: Path) -> None:
         param_space = compile_search_space(cfg["search_space"], cfg)
         bare_before = bare_tune_fit(cfg, count, root / "before")  # the baseline on both sides: a later fit may run slower
         callbacks = [build_checkpoint_budget(cfg)]
-        tuner = sweep.build_tuner(cfg, param_space, None, None, build_scheduler(cfg, param_space), build_stopper(cfg), callbacks)
+        plan = sweep.SweepPlan(cfg, None, param_space, build_scheduler(cfg, param_space), build_stopper(cfg), callbacks, None)
+        tuner = sweep.build_tuner(plan, searcher_cap(cfg))
         start = time.perf_counter()
         results = tuner.fit()
         fit_s = time.perf_counter() - start

@@ -18,6 +18,16 @@ RESULTS_TABLE = "results.md"  # the same rows in Markdown
 SELECT_DIR = "select"  # with select.top_k: the re-training of the best configurations over seeds, a sweep of its own
 SELECTION_FILE = "selection.csv"  # in SELECT_DIR: per configuration its score per seed, mean and interval
 SELECTION_TABLE = "selection.md"  # the same in Markdown with the paired test; appended to the run's results.md
+PROVENANCE_FILE = "provenance.json"  # the versions, commit and data digests the sweep ran with
+CURVES_PLOT = "curves.png"  # each trial's metric against its steps
+HYPERPARAMETERS_PLOT = "hyperparameters.png"  # the metric against each searched value
+ANYTIME_PLOT = "anytime.png"  # the best score so far against trial-hours and wall time
+IMPORTANCE_PLOT = "importance.png"  # which searched values mattered (fANOVA)
+PARALLEL_PLOT = "parallel.png"  # every trial's values and score on parallel axes
+PARETO_PLOT = "pareto.png"  # with several objectives: the trials and their Pareto front
+REPLAY_DIR = "replay"  # `python -m hfsweep.replay`: the best configuration re-trained over seeds, a sweep of its own
+REPLAY_FILE = "replay.csv"  # in REPLAY_DIR: each seed's scores, then their mean and std
+REPLAY_TABLE = "replay.md"  # the same in Markdown
 
 
 def last_column(metric: str) -> str:

@@ -103,3 +103,76 @@ def test_a_search_that_spent_its_budget_skips_the_selection_in_one_line(tmp_path
     assert "the sweep ended on its USD budget" in proc.stdout
     assert "hfsweep: select: skipped: the search spent the sweep's budget" in proc.stdout
     assert not (run_dir / "select").exists()
+
+
+# The selection drops the sweep's callbacks (nothing ends a seed early); this driver keeps the hold.
+SELECTING_KEEPS_CALLBACKS = (
+    "import runpy; from hfsweep.driver import select; "
+    "select.RUN_TO_THE_END = {k: v for k, v in select.RUN_TO_THE_END.items() if k != 'callbacks'}; "
+    "runpy.run_module('hfsweep', run_name='__main__', alter_sys=True)"
+)
+
+
+def test_a_selection_cut_short_is_continued_by_resume_keeping_its_finished_runs(tmp_path, cache_dir):
+    """A session stopped during the selection (the driver and its Ray killed) left select/ without
+    selection.csv; resume used to skip a selection whose folder existed. Now Tune restores it: the
+    finished seed is kept, the held one continues from its checkpoint, and the selection is written."""
+    import glob
+    import json
+    import os
+    import time
+
+    import psutil
+
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable,
+        "-c",
+        SELECTING_KEEPS_CALLBACKS,
+        "debug=tiny",
+        "search_space.training.learning_rate.values=[3e-3,1e-3]",
+        "cluster.max_concurrent_trials=1",
+        "select.top_k=1",
+        "select.seeds=[1,2]",
+        # the selection's seed-2 run holds after its checkpoint at step 10: the driver is killed there
+        "+callbacks.hold._target_=tests.faults.HoldAfterStep",
+        "+callbacks.hold.step=10",
+        "+callbacks.hold.seed=2",
+        f"cache_dir={cache_dir}",
+        f"hydra.run.dir={run_dir}",
+    ]
+    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
+    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    selection = run_dir / "select" / "sweep"
+    holding = selection / "train_runs" / "holding"
+    deadline = time.time() + 400
+    while not holding.exists() and time.time() < deadline and driver.poll() is None:
+        time.sleep(0.2)
+    assert holding.exists(), "the selection's seed-2 run never held at step 10"
+    time.sleep(4)  # Tune saves its experiment state every second
+    started_by_driver = psutil.Process(driver.pid).children(recursive=True)
+    driver.kill()
+    driver.wait(timeout=30)
+    for child in started_by_driver:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    assert not (run_dir / "select" / "selection.csv").exists()
+    done_before = {}
+    for result_file in glob.glob(str(selection / "run_trial_*" / "result.json")):
+        rows = [json.loads(line) for line in open(result_file) if line.strip()]
+        if rows and rows[-1].get("done"):
+            done_before[result_file] = open(result_file).read()
+    assert len(done_before) == 1, "seed 1 finished before seed 2 held"
+    (holding.parent / "released").touch()
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hfsweep.resume", str(run_dir)], capture_output=True, text=True, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "continuing the selection" in resumed.stdout
+    table = pd.read_csv(run_dir / "select" / "selection.csv")
+    assert len(table) == 1 and table["n"].iloc[0] == 2 and {"seed_1", "seed_2"} <= set(table.columns), table
+    for path, before in done_before.items():
+        assert open(path).read() == before, "the finished seed was run again"

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from hfsweep.cli.simulate import main
-from hfsweep.driver.simulate import build_replay_scheduler, read_recording, simulate
+from hfsweep.driver.simulate import build_simulated_scheduler, read_recording, simulate
 from hfsweep.run_dir import write_config
 from tests.conftest import resolved_config
 
@@ -62,7 +62,7 @@ def test_fifo_replay_is_the_sweep_itself(fifo_grid):
     best = results.get_best_result(metric="score", mode="max", scope="all")
     sim = simulate(
         read_recording([str(path)]),
-        build_replay_scheduler(["scheduler=fifo"], BARE, "score", "max"),
+        build_simulated_scheduler(["scheduler=fifo"], BARE, "score", "max"),
         "score",
         "max",
         name="fifo",
@@ -85,7 +85,7 @@ def test_asha_replay_stops_what_a_real_asha_sweep_stops(fifo_grid, capsys):
     assert sorted(set(real_steps.values())) == [20, 40, 60], "the curves must make ASHA stop at both rungs"
 
     job = ["scheduler=asha", "scheduler.grace_period=20"]  # reduction_factor 2 and max_t: conf/scheduler/asha.yaml's
-    scheduler = build_replay_scheduler(job, BARE, "score", "max")
+    scheduler = build_simulated_scheduler(job, BARE, "score", "max")
     sim = simulate(read_recording([str(path)]), scheduler, "score", "max", name="asha")
     assert {o.config["x"]: o.progress for o in sim.trials} == real_steps
     stopped = {x for x, step in real_steps.items() if step < MAX_STEP}
@@ -160,8 +160,8 @@ def test_a_64_trial_sweep_simulates_in_under_10_seconds(ray_cluster, tmp_path, c
         (["{run}", "scheduler=asha"], "no results"),
         (["{run}", "scheduler=ashaa"], "scheduler=ashaa: no such option (did you mean 'asha'?)"),
         (["{run}", "scheduler=asha", "scheduler.grace_perio=5"], "did you mean 'grace_period'?"),
-        (["{run}", "search_alg=random"], "search_alg: a replay runs the recorded configs only"),
-        (["{run}"], "scheduler: name the scheduler to replay under"),
+        (["{run}", "search_alg=random"], "search_alg: a simulation runs the recorded configs only"),
+        (["{run}"], "scheduler: name the scheduler to simulate"),
     ],
 )
 def test_bad_input_is_refused_in_one_line(argv, message, tmp_path, capsys):

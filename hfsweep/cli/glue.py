@@ -25,7 +25,7 @@ import pandas as pd
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.driver.tables import markdown
-from hfsweep.run_dir import BEST_FILE, last_column, read_config
+from hfsweep.run_dir import BEST_FILE, REPLAY_DIR, REPLAY_FILE, last_column, read_config
 
 # Each task's official metrics, in GLUE's order: (label, the replay.csv column of the final model's score).
 OFFICIAL = {
@@ -83,9 +83,9 @@ def glue_jobs(multirun_dir: str) -> dict[str, str]:
 
 def replayed(job: str, seeds: list[int]) -> pd.DataFrame:
     """The job's replay table over `seeds`: read when that replay finished before, run otherwise."""
-    from hfsweep.cli.replay import REPLAY_DIR, replay
+    from hfsweep.cli.replay import replay
 
-    table_path = os.path.join(job, REPLAY_DIR, "replay.csv")
+    table_path = os.path.join(job, REPLAY_DIR, REPLAY_FILE)
     if os.path.isfile(table_path):
         table = pd.read_csv(table_path, dtype={"seed": str}).set_index("seed")
         found = sorted(int(s) for s in table.index if s not in ("mean", "std"))

@@ -25,11 +25,18 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import saved_config
 from hfsweep.config.objectives import first_objective
 from hfsweep.contract import read_pointer
-from hfsweep.driver.rerun import FULL_BUDGET
+from hfsweep.driver.rerun import RUN_TO_THE_END
 from hfsweep.driver.tables import markdown
-from hfsweep.run_dir import BEST_FILE, RESOLVED_CONFIG, RESULTS_FILE, best_config, last_column
-
-REPLAY_DIR = "replay"
+from hfsweep.run_dir import (
+    BEST_FILE,
+    REPLAY_DIR,
+    REPLAY_FILE,
+    REPLAY_TABLE,
+    RESOLVED_CONFIG,
+    RESULTS_FILE,
+    best_config,
+    last_column,
+)
 
 
 def replay_config(run_dir: str, seeds: list[int]) -> dict:
@@ -40,7 +47,7 @@ def replay_config(run_dir: str, seeds: list[int]) -> dict:
     out = os.path.join(os.path.abspath(run_dir), REPLAY_DIR)
     if os.path.exists(out):
         raise ConfigError(f"replay: '{out}' already exists; move or delete it to replay again.")
-    cfg = {**best_config(run_dir), **FULL_BUDGET}
+    cfg = {**best_config(run_dir), **RUN_TO_THE_END}
     cfg["search_space"] = {"seed": {"sampler": "grid", "values": list(seeds)}}
     cfg["cluster"]["storage_path"] = out
     return cfg
@@ -79,11 +86,11 @@ def replay_table(out: str, metric: str, final: pd.DataFrame) -> pd.DataFrame:
     mean, std = per_seed[columns].mean(), per_seed[columns].std()
     table = pd.concat([per_seed, pd.DataFrame([{"seed": "mean", **mean}, {"seed": "std", **std}])], ignore_index=True)
     table["step"] = table["step"].astype("Int64")  # stays an integer beside the empty stats rows
-    table.to_csv(os.path.join(out, "replay.csv"), index=False)
+    table.to_csv(os.path.join(out, REPLAY_FILE), index=False)
     shown = per_seed.assign(**{c: per_seed[c].map("{:.4f}".format) for c in columns})
     spread = {c: f"{mean[c]:.4f} ± {std[c]:.4f}" for c in columns}
     shown.loc[len(shown)] = {"seed": "mean ± std", "status": "", "step": "", **spread}
-    Path(out, "replay.md").write_text(markdown(shown))
+    Path(out, REPLAY_TABLE).write_text(markdown(shown))
     return table
 
 
@@ -91,7 +98,7 @@ def interrupted_replay(run_dir: str, seeds: list[int]) -> Optional[str]:
     """RUN_DIR/replay/ when it holds a replay of `seeds` that did not finish (its config saved, no
     replay.md); None when there is none. Other seeds than the interrupted replay's are refused."""
     out = os.path.join(os.path.abspath(run_dir), REPLAY_DIR)
-    if os.path.exists(os.path.join(out, "replay.md")) or not os.path.isfile(os.path.join(out, RESOLVED_CONFIG)):
+    if os.path.exists(os.path.join(out, REPLAY_TABLE)) or not os.path.isfile(os.path.join(out, RESOLVED_CONFIG)):
         return None
     saved = saved_config(out)
     started = saved["search_space"]["seed"]["values"]
@@ -135,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"hfsweep: error: {err}", file=sys.stderr)
         return 2
-    print(Path(out, "replay.md").read_text())
+    print(Path(out, REPLAY_TABLE).read_text())
     return 0
 
 

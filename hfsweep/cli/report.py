@@ -15,10 +15,20 @@ import importlib.util
 import os
 import sys
 
-from hfsweep.driver.anytime import ANYTIME_PLOT, plot_anytime, summary_row
-from hfsweep.driver.insight import IMPORTANCE_PLOT, PARALLEL_PLOT, study_name
+from hfsweep.driver.anytime import plot_anytime, summary_row
+from hfsweep.driver.insight import study_name
 from hfsweep.driver.report import sweep_anytime, write_report
-from hfsweep.run_dir import RESOLVED_CONFIG, holds_sweep, read_config
+from hfsweep.run_dir import (
+    ANYTIME_PLOT,
+    CURVES_PLOT,
+    HYPERPARAMETERS_PLOT,
+    IMPORTANCE_PLOT,
+    PARALLEL_PLOT,
+    PARETO_PLOT,
+    RESOLVED_CONFIG,
+    holds_sweep,
+    read_config,
+)
 
 
 def storage_problem(url: str) -> str | None:
@@ -67,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     table = write_report(run_dir, args.optuna_storage)
     print(table.to_string(index=False))
-    plots = ["curves.png", "hyperparameters.png", ANYTIME_PLOT, IMPORTANCE_PLOT, PARALLEL_PLOT, "pareto.png"]
+    plots = [CURVES_PLOT, HYPERPARAMETERS_PLOT, ANYTIME_PLOT, IMPORTANCE_PLOT, PARALLEL_PLOT, PARETO_PLOT]
     written = [name for name in plots if os.path.isfile(os.path.join(run_dir, name))]
     print(f"Wrote results.csv, results.md, {', '.join(written)} in {run_dir}")
     if args.optuna_storage:

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         "-m",
         "--multirun",
         action="store_true",
-        help="Hydra's spelling, accepted: comma-separated values always replay every combination",
+        help="Hydra's spelling, accepted: comma-separated values always simulate every combination",
     )
     parser.add_argument(
         "--shuffle", type=int, metavar="SEED", help="start the trials in this seed's shuffle of the recorded order"
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--treat-stopped-as-final",
         action="store_true",
-        help="replay a sweep whose trials were stopped early, taking their last report as their end",
+        help="simulate a sweep whose trials were stopped early, taking their last report as their end",
     )
     parser.add_argument("--metric", help="the metric to optimise (default: the sweep's)")
     parser.add_argument("--mode", choices=["min", "max"], help="(default: the sweep's)")
@@ -61,18 +61,20 @@ def run(args) -> None:
         )
     recording = simulate.read_recording(experiment_dirs)
     if not recording.trials:
-        raise ConfigError(f"{args.run_dir}: no trial reported a result; replay a sweep that ran.")
+        raise ConfigError(f"{args.run_dir}: no trial reported a result; simulate a sweep that ran.")
     stopped = recording.stopped_early()
     if stopped and not args.treat_stopped_as_final:
         names = ", ".join(f"{t.trial_id} ({recording.progress} {recording.last(t)})" for t in stopped)
         raise ConfigError(
             f"{args.run_dir}: {len(stopped)} trials ended before {recording.progress} "
-            f"{recording.max_progress()}: {names}; replay a sweep run with scheduler=fifo, "
+            f"{recording.max_progress()}: {names}; simulate a sweep run with scheduler=fifo, "
             f"or pass --treat-stopped-as-final to take their last report as their end."
         )
     if "metric" not in sweep_cfg:  # a bare Tune experiment: its furthest trial's progress is the budget
         sweep_cfg = {"training": {"max_steps": recording.max_progress()}}
-    schedulers = [simulate.build_replay_scheduler(job, sweep_cfg, metric, mode) for job in jobs]  # all refused or none
+    schedulers = [
+        simulate.build_simulated_scheduler(job, sweep_cfg, metric, mode) for job in jobs
+    ]  # all refused or none
     sims = []
     for job, scheduler in zip(jobs, schedulers):
         stopper = build_stopper(sweep_cfg) if "stopper" in sweep_cfg else None  # they see a report first, as in Tune
@@ -111,7 +113,7 @@ def sweep_records(run_dir: str) -> tuple[dict, list[str]]:
         )
     if not glob.glob(os.path.join(experiment_dirs[0], "experiment_state-*.json")):
         raise ConfigError(
-            f"{run_dir}: no results (no Tune experiment in {experiment_dirs[0]}); replay a sweep that ran."
+            f"{run_dir}: no results (no Tune experiment in {experiment_dirs[0]}); simulate a sweep that ran."
         )
     return cfg, experiment_dirs
 

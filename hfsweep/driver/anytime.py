@@ -21,8 +21,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-ANYTIME_PLOT = "anytime.png"
-
 
 def anytime_curve(histories: dict, metric: str, mode: str, resources: float) -> pd.DataFrame:
     """One row per report, in arrival order: wall seconds since the first, trial-hours spent by

@@ -29,10 +29,8 @@ from hfsweep.config.loading import iter_leaves
 from hfsweep.config.objectives import first_objective, objectives
 from hfsweep.driver.search_rules import is_population_training
 from hfsweep.driver.tables import markdown
-from hfsweep.run_dir import last_column
+from hfsweep.run_dir import IMPORTANCE_PLOT, PARALLEL_PLOT, last_column
 
-IMPORTANCE_PLOT = "importance.png"
-PARALLEL_PLOT = "parallel.png"
 CATEGORICAL_SAMPLERS = {"grid", "choice"}
 LOG_SAMPLERS = {"loguniform", "qloguniform", "lograndint"}
 INT_SAMPLERS = {"randint", "qrandint", "lograndint"}

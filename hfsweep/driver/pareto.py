@@ -14,8 +14,6 @@ import pandas as pd
 
 from hfsweep.run_dir import last_column
 
-PARETO_PLOT = "pareto.png"
-
 
 def minimised(table: pd.DataFrame, objectives: list[tuple[str, str]]) -> np.ndarray:
     """Each row's last objective values, signed so that lower is better in every column."""

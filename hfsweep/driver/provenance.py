@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-PROVENANCE_FILE = "provenance.json"
+from hfsweep.run_dir import PROVENANCE_FILE
+
 PROVENANCE_PACKAGES = (
     "torch",
     "transformers",

@@ -27,19 +27,17 @@ from hfsweep.config.objectives import first_objective, is_multi_objective, objec
 from hfsweep.config.resources import billed_resources, price_key  # noqa: E402
 from hfsweep.contract import COST_METRICS, MAX_STEPS  # noqa: E402
 from hfsweep.driver import defaults_trial  # noqa: E402
-from hfsweep.driver.anytime import ANYTIME_PLOT, anytime_curve, plot_anytime, summary_row  # noqa: E402
+from hfsweep.driver.anytime import anytime_curve, plot_anytime, summary_row  # noqa: E402
 from hfsweep.driver.best import BestTrial, lookup, searched_paths  # noqa: E402
 from hfsweep.driver.budget import trial_cost_usd  # noqa: E402
 from hfsweep.driver.insight import (  # noqa: E402
-    IMPORTANCE_PLOT,
-    PARALLEL_PLOT,
     export_study,
     importance_section,
     plot_importance,
     plot_parallel,
     why_not,
 )
-from hfsweep.driver.pareto import PARETO_PLOT, pareto_optimal, plot_pareto  # noqa: E402
+from hfsweep.driver.pareto import pareto_optimal, plot_pareto  # noqa: E402
 from hfsweep.driver.tables import markdown  # noqa: E402
 from hfsweep.run_dir import last_column  # noqa: E402
 
@@ -172,20 +170,23 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     heading = f"\n## Selection over seeds ({run_files.SELECT_DIR}/)\n\n"
     tail = heading + selection.read_text() if selection.is_file() else ""
     curves = {trial_id: history for analysis in analyses for trial_id, history in analysis.trial_dataframes.items()}
-    progress = anytime_section(curves, table, cfg, os.path.join(run_dir, ANYTIME_PLOT))
+    progress = anytime_section(curves, table, cfg, os.path.join(run_dir, run_files.ANYTIME_PLOT))
     Path(run_dir, run_files.RESULTS_TABLE).write_text(
         markdown(table) + cost_line(table, cfg) + progress + section + tail
     )
-    plot_curves(curves, cfg, os.path.join(run_dir, "curves.png"))
-    plot_hyperparameters(table, cfg, os.path.join(run_dir, "hyperparameters.png"))
-    for name in (IMPORTANCE_PLOT, PARALLEL_PLOT):  # an earlier report's, which this one may not replace
+    plot_curves(curves, cfg, os.path.join(run_dir, run_files.CURVES_PLOT))
+    plot_hyperparameters(table, cfg, os.path.join(run_dir, run_files.HYPERPARAMETERS_PLOT))
+    for name in (
+        run_files.IMPORTANCE_PLOT,
+        run_files.PARALLEL_PLOT,
+    ):  # an earlier report's, which this one may not replace
         Path(run_dir, name).unlink(missing_ok=True)
     if importances:
-        plot_importance(importances, os.path.join(run_dir, IMPORTANCE_PLOT))
+        plot_importance(importances, os.path.join(run_dir, run_files.IMPORTANCE_PLOT))
     if why_not(table, cfg) is None:
-        plot_parallel(table, cfg, os.path.join(run_dir, PARALLEL_PLOT))
+        plot_parallel(table, cfg, os.path.join(run_dir, run_files.PARALLEL_PLOT))
     if is_multi_objective(cfg) and len(table):
-        plot_pareto(table, objectives(cfg), os.path.join(run_dir, PARETO_PLOT))
+        plot_pareto(table, objectives(cfg), os.path.join(run_dir, run_files.PARETO_PLOT))
     if optuna_storage:
         export_study(table, curves, cfg, run_dir, optuna_storage)
     return table
@@ -232,7 +233,7 @@ def anytime_section(histories: dict, table: pd.DataFrame, cfg: dict, path: str) 
         else ""
     )
     return (
-        f"\n## Best so far against compute ({ANYTIME_PLOT})\n\nBest {metric} {row['final_best']:.4g} after "
+        f"\n## Best so far against compute ({run_files.ANYTIME_PLOT})\n\nBest {metric} {row['final_best']:.4g} after "
         f"{row['trial_hours']:.4g} trial-hours; area under the curve (the mean best so far over the trial-hours) "
         f"{row['area']:.4g}{reached}.\n"
     )

@@ -1,6 +1,6 @@
 """Picking a winner over seeds (`select.top_k`): after the search, its K best configurations are
-re-trained once per seed as one sweep in RUN_DIR/select/ (a grid over configuration × seed, at the
-full budget, as replay trains), and the winner is the configuration with the best mean, not the
+re-trained once per seed as one sweep in RUN_DIR/select/ (a grid over configuration × seed, each run
+to its last step, as replay trains), and the winner is the configuration with the best mean, not the
 best single run: fine-tuning results vary with the seed as much as with many hyperparameters
 (Dodge et al. 2020). Each mean comes with a Student t interval, and the winner is tested against
 the runner-up with a t-test paired by seed."""
@@ -20,7 +20,7 @@ import pandas as pd
 from scipy import stats
 
 from hfsweep.driver.best import BestTrial, best_of_trial
-from hfsweep.driver.rerun import FULL_BUDGET
+from hfsweep.driver.rerun import RUN_TO_THE_END
 from hfsweep.driver.search_space import nested
 from hfsweep.driver.tables import markdown
 from hfsweep.run_dir import SELECTION_FILE, SELECTION_TABLE
@@ -41,7 +41,7 @@ def selection_config(cfg: dict, configurations: list[dict], out: str) -> dict:
     """The sweep's config re-training each configuration once per `select.seeds`: a grid over
     their values and the seeds, of which `selection_points` are run."""
     values = {path: list(dict.fromkeys(c[path] for c in configurations)) for path in configurations[0]}
-    sub = {**copy.deepcopy(cfg), **copy.deepcopy(FULL_BUDGET)}
+    sub = {**copy.deepcopy(cfg), **copy.deepcopy(RUN_TO_THE_END)}
     sub["search_space"] = nested(
         {
             **{p: {"sampler": "grid", "values": v} for p, v in values.items()},

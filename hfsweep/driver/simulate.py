@@ -3,7 +3,7 @@
 rule have stopped, which configuration would it have picked, at what share of the compute?
 
 Only Tune's own records are read (`ExperimentAnalysis`: each trial's config and start time, and
-its `result.json`), so any Tune experiment directory replays. The scheduler deciding is the real
+its `result.json`), so any Tune experiment directory can be simulated. The scheduler deciding is the real
 one, built from the `scheduler` config group as a sweep builds it; `ReplayController` stands in
 for the part of Tune's `TuneController` a scheduler calls back into, and acts on the decisions as
 Tune does: a stopped trial ends, a paused one frees its slot until the scheduler picks it again.
@@ -66,7 +66,7 @@ class Recording:
         return max(self.last(t) for t in self.trials)
 
     def stopped_early(self) -> list[RecordedTrial]:
-        """Trials that ended before the furthest one: their curves lack what a replay would show."""
+        """Trials that ended before the furthest one: their curves lack what a simulation would show."""
         furthest = self.max_progress()
         return [t for t in self.trials if self.last(t) < furthest]
 
@@ -95,7 +95,7 @@ def read_recording(experiment_dirs: list[str]) -> Recording:
 
 def flat_report(line: str) -> dict:
     """A recorded result as the scheduler received it: flattened, without the `done` Tune added
-    once the trial was over (the replay decides when it is over)."""
+    once the trial was over (the simulation decides when it is over)."""
     result = flatten_dict(json.loads(line))
     result.pop("done", None)
     return result
@@ -115,13 +115,15 @@ def scheduler_jobs(overrides: list[str]) -> list[list[str]]:
         key = override.get_key_element().lstrip("+~")
         if key == "search_alg" or key.startswith("search_alg."):
             raise ConfigError(
-                f"{key}: a replay runs the recorded configs only; change their order with --shuffle SEED."
+                f"{key}: a simulation runs the recorded configs only; change their order with --shuffle SEED."
             )
         if key != "scheduler" and not key.startswith("scheduler."):
-            raise ConfigError(f"{key}: a replay takes scheduler overrides only (scheduler=NAME, scheduler.KEY=VALUE).")
+            raise ConfigError(
+                f"{key}: a simulation takes scheduler overrides only (scheduler=NAME, scheduler.KEY=VALUE)."
+            )
     if not any(o.get_key_element() == "scheduler" for o in parsed):
         raise ConfigError(
-            "scheduler: name the scheduler to replay under, e.g. scheduler=asha (several: scheduler=asha,median)."
+            "scheduler: name the scheduler to simulate, e.g. scheduler=asha (several: scheduler=asha,median)."
         )
     choices = [
         [
@@ -142,7 +144,7 @@ def job_name(job: list[str]) -> str:
     return " ".join([name, *(o.replace("scheduler.", "", 1) for o in job if not o.startswith("scheduler="))])
 
 
-def build_replay_scheduler(job: list[str], sweep_cfg: dict, metric: str, mode: str) -> TrialScheduler:
+def build_simulated_scheduler(job: list[str], sweep_cfg: dict, metric: str, mode: str) -> TrialScheduler:
     """The scheduler `python -m hfsweep JOB` would build, its `${training.max_steps}` and the like
     read from the recorded sweep's config (keys it lacks, from the defaults), optimising the sweep's
     metric as TuneConfig makes it."""
@@ -153,7 +155,7 @@ def build_replay_scheduler(job: list[str], sweep_cfg: dict, metric: str, mode: s
     cls = target_class(node)
     if issubclass(cls, (PopulationBasedTraining, HyperBandForBOHB)):  # PB2 is a PopulationBasedTraining
         raise ConfigError(
-            f"scheduler={job_name(job).split()[0]}: {cls.__name__} needs what a replay of recorded "
+            f"scheduler={job_name(job).split()[0]}: {cls.__name__} needs what a simulation of recorded "
             f"curves cannot give (new configs, or BOHB's searcher); "
             f"choose fifo, asha, hyperband or median."
         )
@@ -219,7 +221,7 @@ class ReplayController:
         self.running.pop(trial, None)
         trial.set_status(Trial.PAUSED)
 
-    # The replay.
+    # The simulation.
     def run(self) -> None:
         self.fill()
         while self.events:
@@ -233,7 +235,7 @@ class ReplayController:
         ones too), then start what the scheduler chooses while a slot is free."""
         while self.to_add and len(self.get_live_trials()) < self.concurrency:
             record = self.to_add.pop(0)
-            trial = Trial("replay", config=record.config, trial_id=record.trial_id, stub=True)
+            trial = Trial("simulated", config=record.config, trial_id=record.trial_id, stub=True)
             self.records[trial], self.delivered[trial] = record, 0
             self.scheduler.on_trial_add(self, trial)
         while len(self.running) < self.concurrency:
@@ -395,7 +397,7 @@ def comparison_table(sims: list[Simulation], metric: str) -> pd.DataFrame:
 
 
 def describe(sim: Simulation, metric: str, progress: str) -> str:
-    """One scheduler's replay in a few lines: what it stopped and when, what it would pick."""
+    """One scheduler's simulation in a few lines: what it stopped and when, what it would pick."""
     stopped = [f"{o.trial_id} at {progress} {o.progress}" for o in sim.trials if o.ended == "stopped"]
     paused = [o.trial_id for o in sim.trials if o.ended == "paused at the end"]
     lines = [

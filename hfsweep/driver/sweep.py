@@ -31,7 +31,6 @@ from hfsweep.driver.defaults_trial import wanted as defaults_trial_wanted
 from hfsweep.driver.evaluation import evaluate_model
 from hfsweep.driver.export import export_best
 from hfsweep.driver.loggers import build_loggers
-from hfsweep.driver.pareto import PARETO_PLOT
 from hfsweep.driver.preflight import CheckedConfig, preflight
 from hfsweep.driver.provenance import write_provenance
 from hfsweep.driver.ray_cluster import (
@@ -56,7 +55,7 @@ from hfsweep.driver.select import (
 )
 from hfsweep.driver.warm_start import load_warm_start, searcher_arguments, warm_start_dirs
 from hfsweep.models import build_model, check_peft_targets, check_pretrained_reachable, check_weights_digest
-from hfsweep.run_dir import RESULTS_FILE, SELECT_DIR, experiment_names, write_config
+from hfsweep.run_dir import PARETO_PLOT, RESULTS_FILE, SELECT_DIR, SELECTION_FILE, experiment_names, write_config
 from hfsweep.trial.trainable import run_trial
 
 NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
@@ -106,58 +105,22 @@ def search_setup(cfg: dict, param_space: dict) -> SearchSetup:
     return setup
 
 
-def build_tuner(
-    cfg: dict,
-    param_space: dict,
-    task,
-    data: PreparedData,
-    scheduler,
-    stopper,
-    callbacks: list,
-    setup: SearchSetup = SearchSetup(),
-) -> tune.Tuner:
-    """In-process trials reuse their actors (imports paid once per actor) and are retried by Tune
-    from their latest checkpoint; a worker group is restarted by Train instead. Several objectives
-    are the searcher's alone (TuneConfig takes one metric); a trial's checkpoints are ranked by
-    the first."""
-    cluster = cfg["cluster"]
-    in_process = trains_in_process(cluster)
-    single = not is_multi_objective(cfg)
-    return tune.Tuner(
-        trainable_for(cfg, task, data),
-        param_space=param_space,
-        tune_config=tune.TuneConfig(
-            metric=cfg["metric"] if single else None,
-            mode=cfg["mode"] if single else None,
-            scheduler=scheduler,
-            search_alg=build_search_alg(cfg, searcher_cap(cfg), setup.searcher_arguments),
-            num_samples=setup.num_samples or cfg["num_samples"],  # the concurrency cap is on the search algorithm
-            reuse_actors=in_process,
-            trial_dirname_creator=trial_dirname,
-        ),
-        run_config=tune.RunConfig(
-            name=cfg["name"],
-            storage_path=cfg["cluster"]["storage_path"],
-            checkpoint_config=tune.CheckpointConfig(
-                num_to_keep=cfg["checkpoints"]["keep_per_trial"],
-                checkpoint_score_attribute=first_objective(cfg)[0],
-                checkpoint_score_order=first_objective(cfg)[1],
-            ),
-            stop=stopper,
-            failure_config=tune.FailureConfig(max_failures=cluster["max_failures"] if in_process else 0),
-            callbacks=callbacks,
-            verbose=1,  # Tune's status table; per-trial detail is in the experiment directory
-        ),
-    )
+@dataclass
+class SweepPlan:
+    """What a sweep runs, built from a checked config before Ray starts (`plan_sweep`): Tune's
+    param space, scheduler, stopper and callbacks, the prepared data, and what the searcher adds."""
+
+    cfg: dict
+    task: object
+    param_space: dict
+    scheduler: object
+    stopper: object
+    callbacks: list
+    data: Optional[PreparedData]
+    setup: SearchSetup = field(default_factory=SearchSetup)
 
 
-def trial_dirname(trial) -> str:
-    """A trial's folder: its trainable and id. Tune's default adds the sampled values rounded to
-    four digits (a learning rate of 5e-5 named 0.0001); params.json and results.csv hold them."""
-    return f"{trial.trainable_name}_{trial.trial_id}"
-
-
-def _prepare_sweep(cfg: dict, task) -> tuple:
+def plan_sweep(cfg: dict, task) -> SweepPlan:
     """Everything else that can fail on bad input (the search space, a warm start, a model the
     hub cannot reach, data files), before Ray starts."""
     param_space = compile_search_space(cfg["search_space"], cfg)
@@ -172,7 +135,58 @@ def _prepare_sweep(cfg: dict, task) -> tuple:
         data = prepare(cfg, task)
     else:
         data = prepare_apart(cfg, task)  # the driver starts Ray after it, holding no tokenizer threads
-    return param_space, scheduler, stopper, callbacks, data, setup
+    return SweepPlan(cfg, task, param_space, scheduler, stopper, callbacks, data, setup)
+
+
+def start_cluster(cfg: dict) -> Optional[int]:
+    """Start (or join) Ray and check that a trial fits on it; the searcher's cap on live trials,
+    which refuses a PBT population that could not be alive at once."""
+    init_ray(cfg["cluster"])
+    check_trial_fits(cfg["cluster"])
+    return searcher_cap(cfg)
+
+
+def build_tuner(plan: SweepPlan, cap: Optional[int]) -> tune.Tuner:
+    """In-process trials reuse their actors (imports paid once per actor) and are retried by Tune
+    from their latest checkpoint; a worker group is restarted by Train instead. Several objectives
+    are the searcher's alone (TuneConfig takes one metric); a trial's checkpoints are ranked by
+    the first. `cap`: `start_cluster`'s."""
+    cfg, setup = plan.cfg, plan.setup
+    cluster = cfg["cluster"]
+    in_process = trains_in_process(cluster)
+    single = not is_multi_objective(cfg)
+    return tune.Tuner(
+        trainable_for(cfg, plan.task, plan.data),
+        param_space=plan.param_space,
+        tune_config=tune.TuneConfig(
+            metric=cfg["metric"] if single else None,
+            mode=cfg["mode"] if single else None,
+            scheduler=plan.scheduler,
+            search_alg=build_search_alg(cfg, cap, setup.searcher_arguments),
+            num_samples=setup.num_samples or cfg["num_samples"],  # the concurrency cap is on the search algorithm
+            reuse_actors=in_process,
+            trial_dirname_creator=trial_dirname,
+        ),
+        run_config=tune.RunConfig(
+            name=cfg["name"],
+            storage_path=cfg["cluster"]["storage_path"],
+            checkpoint_config=tune.CheckpointConfig(
+                num_to_keep=cfg["checkpoints"]["keep_per_trial"],
+                checkpoint_score_attribute=first_objective(cfg)[0],
+                checkpoint_score_order=first_objective(cfg)[1],
+            ),
+            stop=plan.stopper,
+            failure_config=tune.FailureConfig(max_failures=cluster["max_failures"] if in_process else 0),
+            callbacks=plan.callbacks,
+            verbose=1,  # Tune's status table; per-trial detail is in the experiment directory
+        ),
+    )
+
+
+def trial_dirname(trial) -> str:
+    """A trial's folder: its trainable and id. Tune's default adds the sampled values rounded to
+    four digits (a learning rate of 5e-5 named 0.0001); params.json and results.csv hold them."""
+    return f"{trial.trainable_name}_{trial.trial_id}"
 
 
 def run(checked: CheckedConfig) -> tune.ResultGrid:
@@ -183,20 +197,16 @@ def run(checked: CheckedConfig) -> tune.ResultGrid:
             f"sweep.run takes the CheckedConfig of hfsweep.driver.preflight.preflight(cfg), not {type(checked).__name__}"
         )
     cfg, task = checked.cfg, checked.task
-    param_space, scheduler, stopper, callbacks, data, setup = _prepare_sweep(cfg, task)
+    plan = plan_sweep(cfg, task)
     storage = cfg["cluster"]["storage_path"]
     check_storage_writable(storage)
-    init_ray(cfg["cluster"])
-    check_trial_fits(cfg["cluster"])
-    searcher_cap(cfg)  # refuses a PBT population that could not be alive at once
+    cap = start_cluster(cfg)
     # Everything is checked: only now does the run directory get the sweep's files.
     write_config(storage, cfg)
     write_provenance(storage, cfg)
-    for note in setup.notes:
+    for note in plan.setup.notes:
         print(f"hfsweep: {note}")
-    return fit(
-        build_tuner(cfg, param_space, task, data, scheduler, stopper, callbacks, setup), cfg, task, data, setup.budget
-    )
+    return finish(tune_fit(build_tuner(plan, cap)), cfg, task, plan.data, plan.setup.budget)
 
 
 def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune.ResultGrid:
@@ -210,14 +220,12 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
     experiment = os.path.join(run_dir, latest)
     if not tune.Tuner.can_restore(experiment):
         raise ConfigError(f"resume: '{experiment}' holds no Tune experiment state; nothing to resume.")
-    param_space, _, _, _, data, _ = _prepare_sweep(cfg, task)
-    init_ray(cfg["cluster"])
-    check_trial_fits(cfg["cluster"])
-    searcher_cap(cfg)  # refuses a PBT population that could not be alive at once
+    plan = plan_sweep(cfg, task)
+    start_cluster(cfg)
     # The loggers, the checkpoint budget and the sweep's budget come back with the Tuner, their state
     # included; an extension's searcher with the points it was left to run.
-    trainable = trainable_for({**cfg, "name": latest}, task, data)
-    tuner = tune.Tuner.restore(experiment, trainable, resume_errored=True, param_space=param_space)
+    trainable = trainable_for({**cfg, "name": latest}, task, plan.data)
+    tuner = tune.Tuner.restore(experiment, trainable, resume_errored=True, param_space=plan.param_space)
     budget = next((c for c in restored_callbacks(tuner) if isinstance(c, SweepBudget)), None)
     if budget is None and build_budget(cfg) is not None:
         raise RuntimeError(
@@ -226,7 +234,7 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
             "provenance.json to resume this sweep."
         )
     earlier = [tune.ResultGrid(tune.ExperimentAnalysis(os.path.join(run_dir, name))) for name in earlier_names]
-    return finish(tune_fit(tuner), cfg, task, data, budget, earlier)
+    return finish(tune_fit(tuner), cfg, task, plan.data, budget, earlier)
 
 
 def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
@@ -254,23 +262,21 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
     }
     checked = preflight(added)
     # the warm start reads the saved config, so it is replaced only after
-    param_space, scheduler, stopper, callbacks, data, setup = _prepare_sweep(added, checked.task)
+    plan = plan_sweep(added, checked.task)
+    budget = plan.setup.budget
     analyses = [tune.ExperimentAnalysis(os.path.join(run_dir, name)) for name in names]
-    if setup.budget is not None:  # one budget for the whole sweep: the extension spends what is left
-        setup.budget.set_state(spent_before(analyses))
-        if setup.budget.stop_all():
+    if budget is not None:  # one budget for the whole sweep: the extension spends what is left
+        budget.set_state(spent_before(analyses))
+        if budget.stop_all():
             raise ConfigError(
-                f"resume --extend: {run_dir} has spent {setup.budget.reason} already; raise that budget to add trials."
+                f"resume --extend: {run_dir} has spent {budget.reason} already; raise that budget to add trials."
             )
-    init_ray(cfg["cluster"])
-    check_trial_fits(cfg["cluster"])
-    searcher_cap(cfg)  # refuses a PBT population that could not be alive at once
+    cap = start_cluster(added)
     write_config(run_dir, cfg)  # the sweep's config is the extended one from now on
-    for note in setup.notes:
+    for note in plan.setup.notes:
         print(f"hfsweep: extend: {note}")
     earlier = [tune.ResultGrid(analysis) for analysis in analyses]
-    tuner = build_tuner(added, param_space, checked.task, data, scheduler, stopper, callbacks, setup)
-    return finish(tune_fit(tuner), cfg, checked.task, data, setup.budget, earlier)
+    return finish(tune_fit(build_tuner(plan, cap)), cfg, checked.task, plan.data, budget, earlier)
 
 
 def check_extendable(cfg: dict, run_dir: str) -> None:
@@ -302,12 +308,6 @@ def extension_searcher(cfg: dict, run_dir: str, grid: bool, number: int) -> dict
 
 def searches_grid(cfg: dict) -> bool:
     return any(spec["sampler"] == "grid" for _, spec in iter_leaves(cfg["search_space"]))
-
-
-def fit(
-    tuner: tune.Tuner, cfg: dict, task, data: PreparedData, budget: Optional[SweepBudget] = None
-) -> tune.ResultGrid:
-    return finish(tune_fit(tuner), cfg, task, data, budget)
 
 
 def tune_fit(tuner: tune.Tuner) -> tune.ResultGrid:
@@ -385,8 +385,8 @@ def select_over_seeds(
     skipped when the search spent it all."""
     storage = cfg["cluster"]["storage_path"]
     out = os.path.join(storage, SELECT_DIR)
-    if os.path.exists(out):  # a resumed sweep whose selection ran already
-        print(f"hfsweep: {out} exists: the selection is not run again (move it away to select anew)")
+    if os.path.exists(os.path.join(out, SELECTION_FILE)):  # a resumed sweep whose selection ran already
+        print(f"hfsweep: {out} holds a finished selection: it is not run again (move it away to select anew)")
         return
     if budget is not None and budget.reason:
         print(
@@ -400,15 +400,22 @@ def select_over_seeds(
         configurations.append(defaults)  # re-trained beside the top K, over the same seeds
     sub = selection_config(cfg, configurations, out)
     param_space = compile_search_space(sub["search_space"], sub)
-    os.makedirs(out)
-    write_config(out, sub)
     seeds = sub["select"]["seeds"]
-    print(f"hfsweep: select: re-training the {len(configurations)} best configurations over seeds {seeds} in {out}")
-    points = selection_points(cfg, configurations)
-    setup = SearchSetup(searcher_arguments={"points_to_evaluate": points}, num_samples=len(points))
-    scheduler, stopper = build_scheduler(sub, param_space), build_stopper(sub, *filter(None, [budget]))
-    callbacks = [*build_loggers(sub), *filter(None, [budget])]
-    tuner = build_tuner(sub, param_space, task, data, scheduler, stopper, callbacks, setup)
+    experiment = os.path.join(out, sub["name"])
+    if tune.Tuner.can_restore(experiment):  # a selection cut short (a session's end): Tune continues it
+        print(f"hfsweep: select: continuing the selection in {out}: finished runs are kept")
+        trainable = trainable_for(sub, task, data)
+        tuner = tune.Tuner.restore(experiment, trainable, resume_errored=True, param_space=param_space)
+    else:
+        os.makedirs(out, exist_ok=True)
+        write_config(out, sub)
+        print(f"hfsweep: select: re-training the {len(configurations)} best configurations over seeds {seeds} in {out}")
+        points = selection_points(cfg, configurations)
+        setup = SearchSetup(searcher_arguments={"points_to_evaluate": points}, num_samples=len(points))
+        stopper = build_stopper(sub, *filter(None, [budget]))
+        callbacks = [*build_loggers(sub), *filter(None, [budget])]
+        plan = SweepPlan(sub, task, param_space, build_scheduler(sub, param_space), stopper, callbacks, data, setup)
+        tuner = build_tuner(plan, searcher_cap(sub))
     reruns = tune_fit(tuner)
     rerun_table = write_report(out)
     if "cost_usd" in rerun_table and search_cost is not None:

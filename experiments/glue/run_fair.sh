@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The fair test of #38 (experiments/glue/README.md, "Does the sweep beat run_glue.py's defaults?"):
+# per task, +experiment=glue_minilm_search (the defaults trial, search_space=finetune, TPE, ASHA in
+# epochs, then the winner and the defaults re-trained over seeds 1-3), resumable: a task whose run
+# directory exists is continued with python -m hfsweep.resume (finished trials and seeds are kept).
+# Beside each run: the hfsweep commit and the sha256 of the data files it read.
+#   GLUE_DIR=/data/glue OUT=/data/fair experiments/glue/run_fair.sh stsb rte mrpc cola
+set -u
+: "${GLUE_DIR:?set GLUE_DIR to the folder that holds the GLUE task folders (STS-B, RTE, ...)}" "${OUT:?set OUT to a folder for the runs}"
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline
+declare -A FOLDER=([stsb]=STS-B [rte]=RTE [mrpc]=MRPC [cola]=CoLA [sst2]=SST-2 [wnli]=WNLI)
+mkdir -p "$OUT"
+for task in "$@"; do
+  run="$OUT/$task"
+  (cd "$GLUE_DIR/${FOLDER[$task]}" && sha256sum train.tsv dev.tsv) > "$OUT/$task.sha256"
+  git -C "$(dirname "$0")" rev-parse HEAD >> "$OUT/$task.commits"
+  if [ -f "$run/resolved_config.yaml" ]; then
+    echo "=== $(date +%T) $task: resuming $run"
+    python -m hfsweep.resume "$run" >> "$OUT/$task.log" 2>&1
+  else
+    echo "=== $(date +%T) $task: starting $run"
+    python -m hfsweep +experiment=glue_minilm_search glue="$task" hydra.run.dir="$run" >> "$OUT/$task.log" 2>&1
+  fi
+  echo "=== $(date +%T) $task: exit $?"
+done
