@@ -13,6 +13,21 @@ from hfsweep.contract import POINTER_FILE
 from hfsweep.driver.preflight import preflight
 
 
+def kill_driver(driver) -> None:
+    """End a `python -m hfsweep` driver (a subprocess.Popen) and the local Ray it started, its child
+    processes, with no chance to save anything: as a session's end or a killed job does."""
+    import psutil
+
+    started_by_driver = psutil.Process(driver.pid).children(recursive=True)
+    driver.kill()
+    driver.wait(timeout=30)
+    for child in started_by_driver:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
 class CrashMidSave(TrainerCallback):
     """At `step`, leave half of checkpoint-STEP on disk, as a crash inside the save would, and end
     the process at once. Crashes once per sweep: a marker in the sweep's train_runs folder."""

@@ -12,9 +12,10 @@ import sys
 import time
 
 import pandas as pd
-import psutil
 import pytest
 import yaml
+
+from tests.faults import kill_driver
 
 SWEEP = [
     "debug=tiny",
@@ -45,14 +46,7 @@ def interrupt(driver: subprocess.Popen, how: str) -> None:
         driver.send_signal(signal.SIGINT)
         driver.wait(timeout=120)
         return
-    started_by_driver = psutil.Process(driver.pid).children(recursive=True)
-    driver.kill()
-    driver.wait(timeout=30)
-    for child in started_by_driver:
-        try:
-            child.kill()
-        except psutil.NoSuchProcess:
-            pass
+    kill_driver(driver)
 
 
 @pytest.mark.parametrize(

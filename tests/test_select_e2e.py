@@ -122,7 +122,7 @@ def test_a_selection_cut_short_is_continued_by_resume_keeping_its_finished_runs(
     import os
     import time
 
-    import psutil
+    from tests.faults import kill_driver
 
     run_dir = tmp_path / "run"
     command = [
@@ -150,14 +150,7 @@ def test_a_selection_cut_short_is_continued_by_resume_keeping_its_finished_runs(
         time.sleep(0.2)
     assert holding.exists(), "the selection's seed-2 run never held at step 10"
     time.sleep(4)  # Tune saves its experiment state every second
-    started_by_driver = psutil.Process(driver.pid).children(recursive=True)
-    driver.kill()
-    driver.wait(timeout=30)
-    for child in started_by_driver:
-        try:
-            child.kill()
-        except psutil.NoSuchProcess:
-            pass
+    kill_driver(driver)
     assert not (run_dir / "select" / "selection.csv").exists()
     done_before = {}
     for result_file in glob.glob(str(selection / "run_trial_*" / "result.json")):

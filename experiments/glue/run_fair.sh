@@ -21,5 +21,6 @@ for task in "$@"; do
     echo "=== $(date +%T) $task: starting $run"
     python -m hfsweep +experiment=glue_minilm_search glue="$task" hydra.run.dir="$run" >> "$OUT/$task.log" 2>&1
   fi
-  echo "=== $(date +%T) $task: exit $?"
+  rc=$?  # before $(date) below, which would set $? to its own
+  echo "=== $(date +%T) $task: exit $rc"
 done
