@@ -169,3 +169,54 @@ def test_a_selection_cut_short_is_continued_by_resume_keeping_its_finished_runs(
     assert len(table) == 1 and table["n"].iloc[0] == 2 and {"seed_1", "seed_2"} <= set(table.columns), table
     for path, before in done_before.items():
         assert open(path).read() == before, "the finished seed was run again"
+
+
+def test_a_search_stopped_by_ctrl_c_selects_nothing_until_resume_finishes_it(tmp_path, cache_dir):
+    """Tune's fit returns after a Ctrl-C, so the selection used to start on the half-run search
+    (and a later resume then skipped it as done). Now it is not run, in one line; resume finishes
+    the search and selects."""
+    import os
+    import signal
+    import time
+
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable,
+        "-m",
+        "hfsweep",
+        "debug=tiny",
+        "search_space.training.learning_rate.values=[3e-3,1e-3]",
+        "cluster.max_concurrent_trials=1",
+        "select.top_k=1",
+        "select.seeds=[1,2]",
+        "+callbacks.hold._target_=tests.faults.HoldAfterStep",
+        "+callbacks.hold.step=10",
+        "+callbacks.hold.learning_rate=1e-3",
+        f"cache_dir={cache_dir}",
+        f"hydra.run.dir={run_dir}",
+    ]
+    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
+    with open(tmp_path / "driver.log", "w") as log:
+        driver = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        holding = run_dir / "sweep" / "train_runs" / "holding"
+        deadline = time.time() + 400
+        while not holding.exists() and time.time() < deadline and driver.poll() is None:
+            time.sleep(0.2)
+        assert holding.exists(), "the search's 1e-3 trial never held at step 10"
+        time.sleep(3)
+        driver.send_signal(signal.SIGINT)
+        driver.wait(timeout=300)
+    printed = (tmp_path / "driver.log").read_text()
+    assert (
+        "hfsweep: select: not run: the search was interrupted with 1 trials unfinished; "
+        f"python -m hfsweep.resume {run_dir} finishes it, then selects"
+    ) in printed, printed[-3000:]
+    assert not (run_dir / "select").exists()
+    (holding.parent / "released").touch()
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hfsweep.resume", str(run_dir)], capture_output=True, text=True, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    table = pd.read_csv(run_dir / "select" / "selection.csv")
+    assert table["n"].iloc[0] == 2

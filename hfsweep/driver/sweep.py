@@ -366,9 +366,18 @@ def finish(
     keep = cfg["checkpoints"]["keep_per_trial"]
     kept = f"the best {keep} per trial" if keep else "all kept; set checkpoints.keep_per_trial=K to keep fewer"
     print(f"  checkpoints:     {count} on disk, {size / 2**20:.1f} MiB ({kept})")
-    if cfg["select"]["top_k"]:
+    unfinished = int(table["ended"].isin(UNFINISHED).sum())
+    if cfg["select"]["top_k"] and unfinished:
+        print(
+            f"hfsweep: select: not run: the search was interrupted with {unfinished} trials unfinished; "
+            f"python -m hfsweep.resume {storage} finishes it, then selects"
+        )
+    elif cfg["select"]["top_k"]:
         select_over_seeds(results, cfg, task, data, budget, search_cost=table.get("cost_usd"))
     return results
+
+
+UNFINISHED = ("running", "pending")  # what results.csv says of trials a Ctrl-C left (Tune's fit returns after it)
 
 
 def select_over_seeds(
