@@ -63,7 +63,7 @@ def measure(way: list[str], train_samples: int, epochs: int) -> dict:
         *data_overrides(train_samples), *way,
         f"training.max_steps={(epochs + 1) * every}", f"training.eval_steps={every}", f"training.save_steps={every}",
         f"training.logging_steps={every}", "scheduler=fifo", "scheduler.grace_period=null",
-        "search_space.training.learning_rate.values=[3e-5]", "checkpoints.keep_per_trial=1",
+        "search_space.training.learning_rate.values=[3e-5]", "search_alg.defaults_trial=false", "checkpoints.keep_per_trial=1",
         "+training.include_num_input_tokens_seen=non_padding",
     ])
     history = results[0].metrics_dataframe
