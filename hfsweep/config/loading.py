@@ -69,7 +69,11 @@ def resolve(cfg: DictConfig, run_dir: str, overrides: list[str] = ()) -> dict:
     cfg.cluster.storage_path = os.path.abspath(os.path.expanduser(storage))
     resolved = to_plain_dict(cfg)
     if resolved["search_one_value"]:
-        keep_first_values(resolved["search_space"], [o.split("=", 1)[0].lstrip("+~") for o in overrides])
+        given = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
+        keep_first_values(resolved["search_space"], given)
+        if resolved["training"]["max_steps"] != -1 and not any("num_train_epochs" in key for key in given):
+            # debug=tiny's step cap sets every trial's length: a searched epoch count would only be refused
+            resolved["search_space"].get("training", {}).pop("num_train_epochs", None)
     resolved["cache_dir"] = os.path.abspath(os.path.expanduser(resolved["cache_dir"]))
     for *parents, key in LOCAL_PATH_KEYS:
         section = resolved
