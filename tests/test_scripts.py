@@ -131,7 +131,7 @@ def test_an_experiment_script_logs_the_exit_status_of_each_run(tmp_path, script,
     [
         (
             ["--bogus"],
-            "gpu.sh: error: unknown argument '--bogus'; use --wheelhouse DIR, --out DIR, --cpu-smoke, --steps a,b",
+            "gpu.sh: error: unknown argument '--bogus'; use --wheelhouse DIR, --out DIR, --cpu-smoke, --steps a,b, --budget SECONDS",
         ),
         (
             ["--wheelhouse", "/nonexistent/wh"],
