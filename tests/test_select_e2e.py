@@ -105,6 +105,18 @@ def test_a_search_that_spent_its_budget_skips_the_selection_in_one_line(tmp_path
     assert not (run_dir / "select").exists()
 
 
+# Two learning rates, one trial at a time, the winner re-trained over seeds 1 and 2; a trial holds
+# after its checkpoint at step 10 (which one: the test's `+callbacks.hold.*`) until the test releases it.
+HELD_SWEEP = [
+    "debug=tiny",
+    "search_space.training.learning_rate.values=[3e-3,1e-3]",
+    "cluster.max_concurrent_trials=1",
+    "select.top_k=1",
+    "select.seeds=[1,2]",
+    "+callbacks.hold._target_=tests.faults.HoldAfterStep",
+    "+callbacks.hold.step=10",
+]
+
 # The selection drops the sweep's callbacks (nothing ends a seed early); this driver keeps the hold.
 SELECTING_KEEPS_CALLBACKS = (
     "import runpy; from hfsweep.driver import select; "
@@ -129,15 +141,8 @@ def test_a_selection_cut_short_is_continued_by_resume_keeping_its_finished_runs(
         sys.executable,
         "-c",
         SELECTING_KEEPS_CALLBACKS,
-        "debug=tiny",
-        "search_space.training.learning_rate.values=[3e-3,1e-3]",
-        "cluster.max_concurrent_trials=1",
-        "select.top_k=1",
-        "select.seeds=[1,2]",
-        # the selection's seed-2 run holds after its checkpoint at step 10: the driver is killed there
-        "+callbacks.hold._target_=tests.faults.HoldAfterStep",
-        "+callbacks.hold.step=10",
-        "+callbacks.hold.seed=2",
+        *HELD_SWEEP,
+        "+callbacks.hold.seed=2",  # the selection's seed-2 run holds: the driver is killed there
         f"cache_dir={cache_dir}",
         f"hydra.run.dir={run_dir}",
     ]
@@ -184,14 +189,8 @@ def test_a_search_stopped_by_ctrl_c_selects_nothing_until_resume_finishes_it(tmp
         sys.executable,
         "-m",
         "hfsweep",
-        "debug=tiny",
-        "search_space.training.learning_rate.values=[3e-3,1e-3]",
-        "cluster.max_concurrent_trials=1",
-        "select.top_k=1",
-        "select.seeds=[1,2]",
-        "+callbacks.hold._target_=tests.faults.HoldAfterStep",
-        "+callbacks.hold.step=10",
-        "+callbacks.hold.learning_rate=1e-3",
+        *HELD_SWEEP,
+        "+callbacks.hold.learning_rate=1e-3",  # the search's 1e-3 trial holds: the driver gets a Ctrl-C there
         f"cache_dir={cache_dir}",
         f"hydra.run.dir={run_dir}",
     ]
