@@ -264,6 +264,13 @@ def build_pure_wheel(spec: str, into: Path) -> Path:
         return Path(shutil.move(str(wheel), into / wheel.name))
 
 
+def actionable(spec: str, built: set, pins: dict) -> bool:
+    """A requirement pip could not meet that the next round can act on: one to build here, or one
+    whose name the target pins at a version (which is then unpinned)."""
+    name = canonical(Requirement(spec).name)
+    return name not in built and (name not in pins or bool(pins[name]))
+
+
 def resolve(roots: list[str], python_version: str, tags: list[str], have: dict, house: Path, log) -> dict:
     """pip's resolution of `roots` for the target, building pure wheels of source-only needs as
     they come up; a pinned target version PyPI has no wheel of is unpinned (with a note)."""
@@ -306,13 +313,7 @@ def resolve(roots: list[str], python_version: str, tags: list[str], have: dict, 
             specs = (
                 [unavailable(output)]
                 if unavailable(output)
-                else [
-                    spec
-                    for spec in re.findall(r"depends on ([^\s;]+)", output)
-                    # one to build here, or a version of the target's that the requirement excludes
-                    if canonical(Requirement(spec).name) not in built
-                    and (canonical(Requirement(spec).name) not in pins or pins[canonical(Requirement(spec).name)])
-                ]
+                else [spec for spec in re.findall(r"depends on ([^\s;]+)", output) if actionable(spec, built, pins)]
             )
             if not specs:
                 raise WheelhouseError(

@@ -124,7 +124,8 @@ def test_resume_of_a_directory_without_a_sweep_is_refused(tmp_path):
 # Replay drops the sweep's callbacks (nothing ends a seed early); its first run here keeps the hold.
 REPLAY_KEEPING_CALLBACKS = (
     "import sys; from hfsweep.cli import replay; "
-    "replay.RUN_TO_THE_END = {k: v for k, v in replay.RUN_TO_THE_END.items() if k != 'callbacks'}; sys.exit(replay.main(sys.argv[1:]))"
+    "replay.RUN_TO_THE_END = {k: v for k, v in replay.RUN_TO_THE_END.items() if k != 'callbacks'}; "
+    "sys.exit(replay.main(sys.argv[1:]))"
 )
 
 

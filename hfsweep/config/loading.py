@@ -71,7 +71,9 @@ def resolve(cfg: DictConfig, run_dir: str, overrides: list[str] = ()) -> dict:
     if resolved["search_one_value"]:
         given = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
         keep_first_values(resolved["search_space"], given)
-        if resolved["training"]["max_steps"] != -1 and not any("num_train_epochs" in key for key in given):
+        if resolved["training"]["max_steps"] != -1 and not any(
+            k.startswith("search_space.training.num_train_epochs") for k in given
+        ):
             # debug=tiny's step cap sets every trial's length: a searched epoch count would only be refused
             resolved["search_space"].get("training", {}).pop("num_train_epochs", None)
     resolved["cache_dir"] = os.path.abspath(os.path.expanduser(resolved["cache_dir"]))
