@@ -37,6 +37,16 @@ def quiet_ray_auth_notice() -> None:
     logging.getLogger(RAY_AUTH_NOTICE_LOGGER).setLevel(logging.ERROR)
 
 
+PLACEMENT_GROUP_CLEANER_LOGGER = "ray.train.v2._internal.execution.controller.placement_group_cleaner"
+
+
+def quiet_ray_process() -> None:
+    """Ray's `worker_process_setup_hook` for a sweep: Train V2's placement-group cleaner warns each
+    time a scheduler stops a multi-worker trial that the trial's controller is dead and that it
+    removes its placement group: Tune's own stop, nothing for the user to act on."""
+    logging.getLogger(PLACEMENT_GROUP_CLEANER_LOGGER).setLevel(logging.ERROR)
+
+
 GCS_PORT_ENV = "RAY_GCS_SERVER_PORT"  # read by `ray.init` when it starts a new local Ray
 
 

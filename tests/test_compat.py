@@ -70,6 +70,19 @@ def test_datasets_fingerprint_follows_the_content():
     assert compat.dataset_fingerprint(changed) != compat.dataset_fingerprint(dataset)
 
 
+def test_every_ray_process_of_a_sweep_quiets_trains_placement_group_cleaner(ray_cluster):
+    import ray
+    from ray.train.v2._internal.execution.controller import placement_group_cleaner
+
+    assert placement_group_cleaner.logger.name == compat.PLACEMENT_GROUP_CLEANER_LOGGER, "the cleaner's logger moved"
+
+    @ray.remote(num_cpus=0)
+    def cleaner_log_level() -> int:
+        return logging.getLogger(compat.PLACEMENT_GROUP_CLEANER_LOGGER).getEffectiveLevel()
+
+    assert ray.get(cleaner_log_level.remote()) == logging.ERROR, "init_ray's setup hook did not run in a Ray worker"
+
+
 def test_the_auth_notice_is_silenced_on_the_logger_ray_logs_it_under(caplog):
     from ray._private.authentication import authentication_token_setup as setup
 

@@ -56,6 +56,15 @@ MIN_FREE_MB = 200
 TRIAL_SLOT = "hfsweep_trial_slot"
 
 
+def quiet_deepspeed_here() -> None:
+    """The driver loads the best model on its own devices (PEFT and transformers import DeepSpeed
+    when it is installed): with no GPU in this process, DeepSpeed would warn that it found none."""
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+
 def init_ray(cluster: dict) -> None:
     """Connect to `cluster.address`, or start a local Ray with the declared logical CPUs."""
     if ray.is_initialized():
@@ -64,12 +73,13 @@ def init_ray(cluster: dict) -> None:
     env["TOKENIZERS_PARALLELISM"] = "false"
     if not cluster.get("use_gpu") and "DS_ACCELERATOR" not in env:
         env["DS_ACCELERATOR"] = "cpu"  # else DeepSpeed, when installed, warns on every CPU worker that it found no GPU
+    quiet_deepspeed_here()
     quiet_ray_auth_notice()
     runtime_env = cluster.get("runtime_env") or {}
     if cluster["address"]:
         check_reachable(cluster["address"])
         try:
-            ray.init(address=cluster["address"], runtime_env=with_env_vars(runtime_env, env))
+            ray.init(address=cluster["address"], runtime_env=sweep_runtime_env(runtime_env, env))
         except (ConnectionError, TimeoutError) as err:
             raise ConfigError(
                 f"cluster.address: cannot reach a Ray cluster at '{cluster['address']}' ({type(err).__name__}); "
@@ -93,10 +103,15 @@ def auth_hint() -> str:
     )
 
 
-def with_env_vars(runtime_env: dict, env: dict) -> dict:
+def sweep_runtime_env(runtime_env: dict, env: dict) -> dict:
     """The configured `cluster.runtime_env` (working_dir, py_modules: how a user's `_target_` code
-    reaches the workers) with hfsweep's environment variables added to its own."""
-    return {**runtime_env, "env_vars": {**env, **runtime_env.get("env_vars", {})}}
+    reaches the workers) with hfsweep's environment variables added to its own, and hfsweep's
+    quieting of Ray's own loggers run in every Ray process unless it names a setup hook itself."""
+    return {
+        "worker_process_setup_hook": "hfsweep.compat.quiet_ray_process",
+        **runtime_env,
+        "env_vars": {**env, **runtime_env.get("env_vars", {})},
+    }
 
 
 def start_local_ray(cluster: dict, env: dict, runtime_env: dict) -> None:
@@ -119,7 +134,7 @@ def start_local_ray(cluster: dict, env: dict, runtime_env: dict) -> None:
                 num_cpus=whole_cpus(cluster["num_cpus"]),
                 num_gpus=cluster["num_gpus"],
                 resources={TRIAL_SLOT: local_trial_slots(cluster)},
-                runtime_env=with_env_vars(runtime_env, env),
+                runtime_env=sweep_runtime_env(runtime_env, env),
             )
         except Exception as err:
             if STARTUP_TIMEOUT not in str(err):
