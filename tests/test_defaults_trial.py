@@ -111,3 +111,25 @@ def test_a_range_sampler_beside_a_presets_grid_values_is_judged_by_its_range(tmp
     check_searchable(cfg, {"training." + k: cfg["training"][k] for k in cfg["search_space"]["training"]}, True)
     cfg["search_space"]["training"]["num_train_epochs"] = {"sampler": "uniform", "low": 1, "high": 7, "values": [2]}
     assert longest_epochs(cfg) == 7
+
+
+@pytest.mark.parametrize(
+    ("mode", "best", "verdict"),
+    [
+        ("min", 3.5, "the best is +0.5 better (+12.5%)"),
+        ("max", 4.5, "the best is +0.5 better (+12.5%)"),
+        ("min", 4.0, "no searched trial beat it"),  # the defaults trial itself is the best
+    ],
+)
+def test_the_summary_states_the_winners_gain_over_the_defaults_trial(tmp_path, mode, best, verdict):
+    import pandas as pd
+
+    from hfsweep.driver.best import BestTrial
+    from hfsweep.driver.defaults_trial import DEFAULTS_COLUMN
+    from hfsweep.driver.report import search_lines
+
+    cfg = resolved_config([f"mode={mode}", "metric=eval_loss"], tmp_path, tmp_path)
+    table = pd.DataFrame({DEFAULTS_COLUMN: [False, True], "best_eval_loss": [best, 4.0]})
+    winner = BestTrial("t1", {}, "eval_loss", best, step=10, checkpoint_path="unused")
+    (line,) = search_lines(table, cfg, winner, startup=None)
+    assert line == f"  defaults trial:  eval_loss = 4.0000 (the config's own values); {verdict}"

@@ -266,10 +266,8 @@ def search_lines(table: pd.DataFrame, cfg: dict, best, startup: Optional[int]) -
     if value is not None:
         gain = (best.value - value) * (1 if first_objective(cfg)[1] == "max" else -1)
         relative = f" ({gain / abs(value):+.1%})" if value else ""
-        lines.append(
-            f"  defaults trial:  {best.metric} = {value:.4f} (the config's own values); "
-            f"the best is {gain:+.4g} better{relative}"
-        )
+        verdict = f"the best is {gain:+.4g} better{relative}" if gain > 0 else "no searched trial beat it"
+        lines.append(f"  defaults trial:  {best.metric} = {value:.4f} (the config's own values); {verdict}")
     elif defaults_trial.wanted(cfg):
         lines.append("  defaults trial:  did not report; no gain over the config's own values to state")
     if startup is not None:
