@@ -27,7 +27,8 @@ def config(overrides: list[str], storage: str) -> dict:
     """The resolved config `python -m hfsweep OVERRIDES` runs, stored in `storage` (`+experiment=`
     read as the CLI reads it: `normalise_overrides`)."""
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        composed = compose(config_name="config", overrides=normalise_overrides([*overrides, f"cluster.storage_path={storage}"]))
+        composed = compose(config_name="config",
+                           overrides=normalise_overrides([*overrides, f"cluster.storage_path={storage}"]))
     return resolve(composed, storage, overrides)
 
 
@@ -54,7 +55,7 @@ def plain_trainer_saves(cfg: dict, workers: int) -> list[tuple[int, float]]:
             sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={workers}", script]
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
         proc = subprocess.run([*launcher, str(spec)], capture_output=True, text=True, env=env, check=True)
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("SAVES "))
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("SAVES "))  # noqa: E741
     return [tuple(s) for s in json.loads(line[len("SAVES "):])]
 
 

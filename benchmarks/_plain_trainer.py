@@ -39,7 +39,8 @@ def main(spec_path: str) -> None:
     train = datasets.Dataset.from_parquet(sorted(glob.glob(os.path.join(data["train_path"], "*.parquet"))))
     validation = datasets.load_from_disk(data["validation_path"])
     args = TrainingArguments(
-        output_dir=spec["output_dir"], use_cpu=not cfg["cluster"]["use_gpu"], report_to="none", **cfg["training"], **cfg["strategy"]["training_args"]
+        output_dir=spec["output_dir"], use_cpu=not cfg["cluster"]["use_gpu"], report_to="none", **cfg["training"],
+        **cfg["strategy"]["training_args"]
     )
     clock = SaveClock()
     callbacks = [clock]

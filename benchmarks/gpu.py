@@ -89,7 +89,8 @@ def step_sweep(args) -> None:
         overrides.append("cluster.num_workers=1")
     with tempfile.TemporaryDirectory() as cwd:  # from outside the repository, as a user runs it
         started = time.time()
-        rc = run_logged(hfsweep_cmd(*overrides), args.step_timeout - 10, env={"RAY_LOG_TO_STDERR": "1", **OFFLINE}, cwd=cwd)
+        rc = run_logged(hfsweep_cmd(*overrides), args.step_timeout - 10, env={"RAY_LOG_TO_STDERR": "1", **OFFLINE},
+                        cwd=cwd)
         tables = list(Path(cwd).glob("outputs/*/*/results.csv"))
         if not tables:
             return result(ok=False, exit=rc, seconds=round(time.time() - started), overrides=" ".join(overrides))
@@ -97,8 +98,9 @@ def step_sweep(args) -> None:
 
         table = pd.read_csv(tables[0])
         best = [c for c in table.columns if c.startswith("best")]
-        result(ok=rc == 0, exit=rc, seconds=round(time.time() - started), overrides=" ".join(overrides), trials=len(table),
-               ended=sorted(set(table["ended"])), **({best[0]: round(float(table[best[0]].min()), 4)} if best else {}),
+        result(ok=rc == 0, exit=rc, seconds=round(time.time() - started), overrides=" ".join(overrides),
+               trials=len(table), ended=sorted(set(table["ended"])),
+               **({best[0]: round(float(table[best[0]].min()), 4)} if best else {}),
                device=sorted(set(table["device"])) if "device" in table else None)
 
 
@@ -167,10 +169,10 @@ def step_gpt2(args) -> None:
     device = "cuda" if gpu else "cpu"
     steps = 60 if gpu else 6
     model = ["model=gpt2", "data.block_size=1024"] if gpu else ["model=gpt2_tiny"]
-    base = ["scheduler=fifo", "search_space.training.learning_rate.values=[3e-4]", "search_alg.defaults_trial=false", "cluster.num_workers=1",
-            f"cluster.use_gpu={str(gpu).lower()}", "training.bf16=true", f"training.max_steps={steps}",
-            f"training.eval_steps={steps // 3}", f"training.save_steps={steps // 3}", f"training.logging_steps={steps // 3}",
-            "training.warmup_steps=0", *model]
+    base = ["scheduler=fifo", "search_space.training.learning_rate.values=[3e-4]", "search_alg.defaults_trial=false",
+            "cluster.num_workers=1", f"cluster.use_gpu={str(gpu).lower()}", "training.bf16=true",
+            f"training.max_steps={steps}", f"training.eval_steps={steps // 3}", f"training.save_steps={steps // 3}",
+            f"training.logging_steps={steps // 3}", "training.warmup_steps=0", *model]
     cfg = config(base, "/tmp/unused")
     init_ray(cfg["cluster"])  # before this process tokenizes or touches CUDA: their threads break Ray's start
     # the data (and its tokenizer) once, as the sweep prepares it: the model's vocabulary is the tokenizer's
@@ -193,7 +195,8 @@ def step_gpt2(args) -> None:
     flops_per_token = 6 * params + 12 * layers * heads * head_size * seq
     peak = peak_flops(torch.cuda.get_device_name(0)) if gpu else None
     mfu = ours * flops_per_token / peak if peak else None
-    print(f"N = {params:,} parameters; FLOPs per token = 6N + 12*L*H*Q*T = 6*{params:,} + 12*{layers}*{heads}*{head_size}*{seq} "
+    print(f"N = {params:,} parameters; FLOPs per token = 6N + 12*L*H*Q*T = "
+          f"6*{params:,} + 12*{layers}*{heads}*{head_size}*{seq} "
           f"= {flops_per_token:,}; peak {peak or 'unknown'} FLOP/s", flush=True)
     result(ok=True, batch=batch, params=params, plain_tokens_per_s=round(plain), hfsweep_tokens_per_s=round(ours),
            ratio=round(ours / plain, 3), target_ratio=0.97, mfu=round(mfu, 3) if mfu else None,
@@ -214,8 +217,8 @@ def step_packed(args) -> None:
     runs = {}
     for label, lrs, share in (("alone", "[1e-3]", 0.4), ("packed", "[3e-3,1e-3,3e-4,1e-4]", 0.55)):
         with tempfile.TemporaryDirectory() as cwd:
-            rc = run_logged(hfsweep_cmd(*base, f"search_space.training.learning_rate.values={lrs}"), args.step_timeout * share,
-                            env=OFFLINE, cwd=cwd)
+            rc = run_logged(hfsweep_cmd(*base, f"search_space.training.learning_rate.values={lrs}"),
+                            args.step_timeout * share, env=OFFLINE, cwd=cwd)
             table = list(Path(cwd).glob("outputs/*/*/results.csv"))
             if rc or not table:
                 return result(ok=False, exit=rc, failed=label)
@@ -228,7 +231,8 @@ def step_packed(args) -> None:
 
 def step_fsdp(args) -> None:
     if args.cpu_smoke:
-        return result(ok=True, skipped="FSDP needs a GPU (hfsweep refuses strategy=fsdp on CPU, where transformers trains plain DDP)")
+        return result(ok=True, skipped="FSDP needs a GPU (hfsweep refuses strategy=fsdp on CPU, where transformers "
+                                       "trains plain DDP)")
     import dataclasses
 
     from _common import config, prepare_data
@@ -237,10 +241,11 @@ def step_fsdp(args) -> None:
     overrides = ["debug=tiny", "cluster.use_gpu=true", "strategy=fsdp", "training.bf16=true",
                  "+callbacks.probe._target_=gpu_probe.ShardedParams", f"+callbacks.probe.out={probe}"]
     with tempfile.TemporaryDirectory() as cwd:
-        rc = run_logged(hfsweep_cmd(*overrides), args.step_timeout * 0.55, env={**OFFLINE, "PYTHONPATH": f"{BENCH}:{os.environ.get('PYTHONPATH', '')}"},
-                        cwd=cwd)
+        rc = run_logged(hfsweep_cmd(*overrides), args.step_timeout * 0.55,
+                        env={**OFFLINE, "PYTHONPATH": f"{BENCH}:{os.environ.get('PYTHONPATH', '')}"}, cwd=cwd)
         reports = list(Path(cwd).glob("outputs/*/*/sweep/*/result.json"))
-        distributed = sorted({json.loads(l).get("distributed") for r in reports for l in r.read_text().splitlines() if l.strip()})
+        distributed = sorted({json.loads(l).get("distributed")
+                              for r in reports for l in r.read_text().splitlines() if l.strip()})  # noqa: E741
     seen = json.loads(probe.read_text()) if probe.exists() else None
     engaged = bool(seen and seen["dtensor_params"] and seen["fsdp_modules"])
     out = {"hfsweep_exit": rc, "hfsweep_distributed": distributed, "hfsweep_wrapping": seen, "engaged": engaged}
@@ -252,8 +257,9 @@ def step_fsdp(args) -> None:
             spec = Path(out_dir, "spec.json")
             spec.write_text(json.dumps({"cfg": cfg, "data": dataclasses.asdict(data), "output_dir": out_dir,
                                         "probe_out": str(plain_probe)}))
-            prc = run_logged([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1", str(BENCH / "_plain_trainer.py"),
-                              str(spec)], args.step_timeout * 0.35, env={"PYTHONPATH": str(BENCH)})
+            prc = run_logged([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1",
+                              str(BENCH / "_plain_trainer.py"), str(spec)],
+                             args.step_timeout * 0.35, env={"PYTHONPATH": str(BENCH)})
         out["plain_torchrun_exit"] = prc
         out["plain_torchrun_wrapping"] = json.loads(plain_probe.read_text()) if plain_probe.exists() else None
     result(ok=engaged, **out)
@@ -306,8 +312,10 @@ def main() -> int:
             log.write(text + "\n")
             log.flush()
 
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=ROOT).stdout.strip() or "unknown"
         say(f"== gpu.py {'--cpu-smoke ' if args.cpu_smoke else ''}at {time.strftime('%Y-%m-%d %H:%M:%S')}, "
-            f"commit {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True, cwd=ROOT).stdout.strip() or 'unknown'}")
+            f"commit {commit}")
         begun = time.time()
         for step in chosen:
             left = args.budget - (time.time() - begun)
@@ -318,7 +326,8 @@ def main() -> int:
                 continue
             say(f"\n== step {step} (timeout {timeout:.0f} s)")
             started = time.time()
-            cmd = [sys.executable, str(Path(__file__)), "--step", step, "--step-timeout", str(timeout), *(["--cpu-smoke"] if args.cpu_smoke else [])]
+            cmd = [sys.executable, str(Path(__file__)), "--step", step, "--step-timeout", str(timeout),
+                   *(["--cpu-smoke"] if args.cpu_smoke else [])]
             env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": f"{BENCH}:{os.environ.get('PYTHONPATH', '')}"}
             lines = []
             try:
@@ -352,7 +361,7 @@ def main() -> int:
                 os.killpg(proc.pid, 9)  # the step and everything it started (its own Ray included)
                 proc.wait()
                 rc = 124
-            found = [json.loads(l[len("RESULT "):]) for l in lines if l.startswith("RESULT ")]
+            found = [json.loads(l[len("RESULT "):]) for l in lines if l.startswith("RESULT ")]  # noqa: E741
             outcome = found[-1] if found else {"ok": False}
             if rc:
                 outcome.update(ok=False, exit=rc, why="timed out" if rc == 124 else "failed: see its output above")
@@ -363,7 +372,8 @@ def main() -> int:
             say(f"== step {step}: {'ok' if outcome['ok'] else 'FAILED'} {json.dumps(outcome)}")
         say("\n== summary")
         for step, outcome in summary:
-            say(f"{step:7s} {'ok    ' if outcome['ok'] else 'FAILED'} {json.dumps({k: v for k, v in outcome.items() if k != 'ok'})}")
+            say(f"{step:7s} {'ok    ' if outcome['ok'] else 'FAILED'} "
+                f"{json.dumps({k: v for k, v in outcome.items() if k != 'ok'})}")
         say(f"log: {log_path}")
     return 0 if all(outcome["ok"] for _, outcome in summary) else 1
 

@@ -41,13 +41,15 @@ BATCH = 16
 WAYS = {
     "padded to max_length (128)": ["data.pad_to_max_length=true"],
     "padded per batch": ["data.pad_to_max_length=false"],
-    "padded per batch, grouped by length": ["data.pad_to_max_length=false", "+training.train_sampling_strategy=group_by_length"],
+    "padded per batch, grouped by length": ["data.pad_to_max_length=false",
+                                            "+training.train_sampling_strategy=group_by_length"],
 }
 
 
 def data_overrides(train_samples: int) -> list[str]:
     return ["+experiment=glue_tsv", "glue=mrpc", "model=minilm_l6", "cluster.num_workers=1",
-            f"training.per_device_train_batch_size={BATCH}", *([f"data.max_train_samples={train_samples}"] if train_samples else [])]
+            f"training.per_device_train_batch_size={BATCH}",
+            *([f"data.max_train_samples={train_samples}"] if train_samples else [])]
 
 
 def epoch_of(way: list[str], train_samples: int) -> tuple[int, int]:
@@ -63,13 +65,15 @@ def measure(way: list[str], train_samples: int, epochs: int) -> dict:
         *data_overrides(train_samples), *way,
         f"training.max_steps={(epochs + 1) * every}", f"training.eval_steps={every}", f"training.save_steps={every}",
         f"training.logging_steps={every}", "scheduler=fifo", "scheduler.grace_period=null",
-        "search_space.training.learning_rate.values=[3e-5]", "search_alg.defaults_trial=false", "checkpoints.keep_per_trial=1",
+        "search_space.training.learning_rate.values=[3e-5]", "search_alg.defaults_trial=false",
+        "checkpoints.keep_per_trial=1",
         "+training.include_num_input_tokens_seen=non_padding",
     ])
     history = results[0].metrics_dataframe
     assert list(history["step"]) == [every * (i + 1) for i in range(epochs + 1)], list(history["step"])
     tokens = history["num_input_tokens_seen"].iloc[-1] - history["num_input_tokens_seen"].iloc[0]
-    seconds = history["time_total_s"].iloc[-1] - history["time_total_s"].iloc[0] - history["eval_runtime"].iloc[1:].sum()
+    seconds = (history["time_total_s"].iloc[-1] - history["time_total_s"].iloc[0]
+               - history["eval_runtime"].iloc[1:].sum())
     return {"tokens_per_s": tokens / seconds, "accuracy": history["eval_accuracy"].iloc[-1], "tokens": tokens,
             "split_tokens": epochs * split_tokens, "steps": every}
 
@@ -89,13 +93,13 @@ def main() -> None:
         for name in names[repeat % len(names):] + names[:repeat % len(names)]:
             run = measure(WAYS[name], args.train_samples, args.epochs)
             runs[name].append(run)
-            print(f"repeat {repeat + 1}, {name}: {run['tokens_per_s']:.0f} real tokens/s over {args.epochs} epoch(s) of "
-                  f"{run['steps']} steps ({run['tokens']} tokens; the split holds {run['split_tokens']}), "
+            print(f"repeat {repeat + 1}, {name}: {run['tokens_per_s']:.0f} real tokens/s over {args.epochs} epoch(s) "
+                  f"of {run['steps']} steps ({run['tokens']} tokens; the split holds {run['split_tokens']}), "
                   f"accuracy {run['accuracy']:.4f}", flush=True)
     base = [r["tokens_per_s"] for r in runs["padded to max_length (128)"]]
     pairs = f"first {args.train_samples} training pairs" if args.train_samples else "all training pairs"
-    print(f"\nMRPC (real files, {pairs}), all-MiniLM-L6-v2, batch {BATCH}, 1 worker; {args.epochs} whole epoch(s) after one "
-          f"warm-up epoch; order rotated over {args.repeats} repeats; median (min–max, n)")
+    print(f"\nMRPC (real files, {pairs}), all-MiniLM-L6-v2, batch {BATCH}, 1 worker; {args.epochs} whole epoch(s) "
+          f"after one warm-up epoch; order rotated over {args.repeats} repeats; median (min–max, n)")
     print("| padding | real tokens/s | ratio to padded to 128 (same repeat) | eval accuracy at the last epoch |")
     print("| --- | --- | --- | --- |")
     for name, measured in runs.items():

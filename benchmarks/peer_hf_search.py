@@ -63,7 +63,8 @@ def record_threads(folder: str) -> None:
     import torch
 
     torch.set_num_threads(THREADS)
-    Path(folder, f"{os.getpid()}-{time.monotonic_ns()}").write_text(f"{torch.get_num_threads()} {os.environ.get('OMP_NUM_THREADS')}")
+    Path(folder, f"{os.getpid()}-{time.monotonic_ns()}").write_text(
+        f"{torch.get_num_threads()} {os.environ.get('OMP_NUM_THREADS')}")
 
 
 def threads_seen(folder: str) -> str:
@@ -76,9 +77,10 @@ def outcome(trials: dict) -> tuple[float, float, str]:
     the trials' last reports, and each trial's steps trained and last eval loss."""
     assert trials, "no trial reported"
     losses = {lr: history["eval_loss"].dropna() for lr, history in sorted(trials.items(), reverse=True)}
-    assert all(len(l) for l in losses.values()), "a trial without an eval_loss report"
-    each = " / ".join(f"{lr:g}: {len(l) * EVAL_STEPS} steps, {l.iloc[-1]:.4f}" for lr, l in losses.items())
-    return min(l.min() for l in losses.values()), min(l.iloc[-1] for l in losses.values()), each
+    assert all(len(l) for l in losses.values()), "a trial without an eval_loss report"  # noqa: E741
+    each = " / ".join(f"{lr:g}: {len(l) * EVAL_STEPS} steps, {l.iloc[-1]:.4f}"
+                      for lr, l in losses.items())  # noqa: E741
+    return min(l.min() for l in losses.values()), min(l.iloc[-1] for l in losses.values()), each  # noqa: E741
 
 
 def hf_search(cfg: dict, reuse_actors: bool, threads_dir: str) -> tuple[float, float, float, str]:
@@ -103,8 +105,10 @@ def hf_search(cfg: dict, reuse_actors: bool, threads_dir: str) -> tuple[float, f
             backend="ray",
             n_trials=1,
             direction="minimize",
-            scheduler=ASHAScheduler(metric="objective", mode="min", max_t=STEPS // EVAL_STEPS, grace_period=GRACE // EVAL_STEPS,
-                                    reduction_factor=cfg["scheduler"]["reduction_factor"]),  # hfsweep's (conf/scheduler/asha.yaml)
+            scheduler=ASHAScheduler(metric="objective", mode="min", max_t=STEPS // EVAL_STEPS,
+                                    grace_period=GRACE // EVAL_STEPS,
+                                    # hfsweep's (conf/scheduler/asha.yaml)
+                                    reduction_factor=cfg["scheduler"]["reduction_factor"]),
             resources_per_trial={"cpu": THREADS},
             max_concurrent_trials=CONCURRENT,
             reuse_actors=reuse_actors,
@@ -132,7 +136,8 @@ def hfsweep_search(threads_dir: str) -> tuple[float, float, float, str]:
 
 def spread(values: list[float], digits: int) -> str:
     """median (min–max, n)"""
-    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f}, n={len(values)})"
+    return (f"{statistics.median(values):.{digits}f} "
+            f"({min(values):.{digits}f}–{max(values):.{digits}f}, n={len(values)})")
 
 
 def main() -> None:
@@ -157,8 +162,8 @@ def main() -> None:
             runs[name].append({"wall": wall, "best": best, "final": final})
             print(f"repeat {repeat + 1}, {name}: {wall:.1f} s, best eval_loss {best:.4f}, final {final:.4f}; "
                   f"trials ran with {threads_seen(threads_dir)}; per lr: {each}", flush=True)
-    print(f"\n{len(GRID)}-point lr grid, ASHA (grace {GRACE} of {STEPS} steps, reduction factor {cfg['scheduler']['reduction_factor']}), "
-          f"{CONCURRENT} trials at a time, "
+    print(f"\n{len(GRID)}-point lr grid, ASHA (grace {GRACE} of {STEPS} steps, "
+          f"reduction factor {cfg['scheduler']['reduction_factor']}), {CONCURRENT} trials at a time, "
           f"1 CPU and {THREADS} torch thread per trial; order rotated over {args.repeats} repeats")
     print("| arm | wall s | wall / HF (same repeat) | best eval_loss (any report) | final eval_loss (last reports) |")
     print("| --- | --- | --- | --- | --- |")

@@ -24,8 +24,8 @@ import tempfile
 
 from _common import config, run_sweep
 
-from hfsweep.driver.ray_cluster import init_ray
 from hfsweep.driver.best import directory_bytes
+from hfsweep.driver.ray_cluster import init_ray
 from hfsweep.tasks import get_task
 
 METHODS = {"full fine-tuning": ["peft=none"], "LoRA (r=8, c_attn)": ["peft=lora"]}
@@ -34,8 +34,8 @@ METHODS = {"full fine-tuning": ["peft=none"], "LoRA (r=8, c_attn)": ["peft=lora"
 def save_base(width: int, layers: int) -> str:
     """A GPT-2 of the given size with the embedded default's tokenizer, as a local directory."""
     import transformers
-
     from _common import prepare_data
+
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.models import build_model
 
@@ -51,11 +51,13 @@ def save_base(width: int, layers: int) -> str:
 def measure(base: str, method: list[str], steps: int) -> dict:
     common = [*method, f"model.pretrained={base}", f"model.tokenizer.pretrained={base}", "cluster.num_workers=1",
               "training.eval_steps=10", "training.save_steps=10", "training.logging_steps=10"]
-    _, results = run_sweep([*common, "scheduler=fifo", f"training.max_steps={steps}", "search_space.training.learning_rate.values=[1e-3]"])
+    _, results = run_sweep([*common, "scheduler=fifo", f"training.max_steps={steps}",
+                            "search_space.training.learning_rate.values=[1e-3]"])
     history = results[0].metrics_dataframe
     tokens_per_report = 10 * 8 * 128  # steps between reports x per_device_train_batch_size x block_size
-    _, pbt = run_sweep([*common, "scheduler=pbt", "scheduler.quantile_fraction=0.5", "scheduler.resample_probability=0.0",
-                        "+scheduler.synch=true", "search_space=learning_rate_loguniform", "num_samples=2", "training.max_steps=20",
+    _, pbt = run_sweep([*common, "scheduler=pbt", "scheduler.quantile_fraction=0.5",
+                        "scheduler.resample_probability=0.0", "+scheduler.synch=true",
+                        "search_space=learning_rate_loguniform", "num_samples=2", "training.max_steps=20",
                         "training.lr_scheduler_type=constant"])
     rows = [row for result in pbt for _, row in result.metrics_dataframe.iterrows()]
     restored = [row["startup_s"] for row in rows if isinstance(row.get("resumed_from"), str)]
@@ -79,10 +81,12 @@ def main() -> None:
     figures = {name: measure(base, method, args.steps) for name, method in METHODS.items()}
     full = figures["full fine-tuning"]
     print(f"\nGPT-2 {args.layers} layers x {args.width}, {args.steps} steps, 1 worker per trial")
-    print("| method | checkpoint bytes per report | share of full | tokens/s | PBT exploit: start to first step | fresh trial: start to first step |")
+    print("| method | checkpoint bytes per report | share of full | tokens/s | PBT exploit: start to first step "
+          "| fresh trial: start to first step |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, f in figures.items():
-        print(f"| {name} | {f['checkpoint_bytes'] / 2**20:.2f} MiB | {f['checkpoint_bytes'] / full['checkpoint_bytes']:.1%} | "
+        print(f"| {name} | {f['checkpoint_bytes'] / 2**20:.2f} MiB "
+              f"| {f['checkpoint_bytes'] / full['checkpoint_bytes']:.1%} | "
               f"{f['tokens_per_s']:.0f} | {f['restore_s']:.2f} s | {f['fresh_start_s']:.2f} s |")
 
 

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from _common import config
+
 from hfsweep.driver.preflight import preflight
 
 HERE = Path(__file__).resolve().parent
@@ -92,10 +93,10 @@ def prepare_once(corpus: str, tokenizer_path: str, cache: str, streaming: str) -
     import threading
 
     import transformers  # noqa: F401
-
     from _common import prepare_data
 
-    overrides = ["data.source=local", f"data.path={corpus}", f"model.tokenizer.pretrained={tokenizer_path}", f"data.streaming={streaming}"]
+    overrides = ["data.source=local", f"data.path={corpus}", f"model.tokenizer.pretrained={tokenizer_path}",
+                 f"data.streaming={streaming}"]
     cfg = config(overrides, tempfile.mkdtemp())
     cfg["cache_dir"] = cache
     peak_anon, done = [anonymous_rss_mb()], threading.Event()
@@ -125,19 +126,24 @@ def bench_data(sizes: list[int], root: Path, streaming: bool) -> None:
     print(f"ceiling: tokenizers encode_batch_fast on {os.cpu_count()} cores: {ceiling:,.0f} tokens/s")
     first = None
     for size in sizes:
-        cache = Path(tempfile.mkdtemp(prefix=f"cache-{size}-", dir=root))  # nothing prepared before, by hfsweep or by datasets
+        # nothing prepared before, by hfsweep or by datasets
+        cache = Path(tempfile.mkdtemp(prefix=f"cache-{size}-", dir=root))
         out = subprocess.run(
-            [sys.executable, __file__, "_prepare", str(corpora[size]), tokenizer_path, str(cache), str(streaming).lower()],
-            check=True, capture_output=True, text=True, env={**os.environ, "HF_DATASETS_CACHE": str(cache / "datasets")},
+            [sys.executable, __file__, "_prepare", str(corpora[size]), tokenizer_path, str(cache),
+             str(streaming).lower()],
+            check=True, capture_output=True, text=True,
+            env={**os.environ, "HF_DATASETS_CACHE": str(cache / "datasets")},
         )
         result = json.loads(out.stdout.strip().splitlines()[-1])
         first = first or result
         rate = result["tokens"] / result["wall_s"]
         print(
-            f"data {size} MB{' streamed' if streaming else ''}: {result['wall_s']:.1f} s, {result['tokens']:,} tokens, {rate:,.0f} tokens/s "
-            f"({rate / ceiling:.2f}x the ceiling), driver peak RSS {result['driver_peak_rss_mb']:.0f} MB "
-            f"({result['driver_peak_rss_mb'] / first['driver_peak_rss_mb']:.2f}x the {min(sizes)} MB figure), anonymous "
-            f"{result['driver_peak_anon_mb']:.0f} MB ({result['driver_peak_anon_mb'] / first['driver_peak_anon_mb']:.2f}x), "
+            f"data {size} MB{' streamed' if streaming else ''}: {result['wall_s']:.1f} s, {result['tokens']:,} tokens, "
+            f"{rate:,.0f} tokens/s ({rate / ceiling:.2f}x the ceiling), "
+            f"driver peak RSS {result['driver_peak_rss_mb']:.0f} MB "
+            f"({result['driver_peak_rss_mb'] / first['driver_peak_rss_mb']:.2f}x the {min(sizes)} MB figure), "
+            f"anonymous {result['driver_peak_anon_mb']:.0f} MB "
+            f"({result['driver_peak_anon_mb'] / first['driver_peak_anon_mb']:.2f}x), "
             f"tokenizing processes' peak RSS {result['pool_peak_rss_mb']:.0f} MB"
         )
 
@@ -147,7 +153,8 @@ def tiny_trial(config: dict) -> None:
     from hfsweep.contract import report_to_tune
 
     for step in (10, 20, 30):
-        report_to_tune({"eval_loss": 1.0 / (config["training"]["learning_rate"] * step), "step": step}, f"/nonexistent/checkpoint-{step}")
+        report_to_tune({"eval_loss": 1.0 / (config["training"]["learning_rate"] * step), "step": step},
+                       f"/nonexistent/checkpoint-{step}")
 
 
 def bench_trials(counts: list[int], root: Path) -> None:
@@ -174,24 +181,27 @@ def _run_trial_counts(counts: list[int], root: Path) -> None:
 
     from hfsweep.driver import sweep
     from hfsweep.driver.checkpoint_budget import build_checkpoint_budget
+    from hfsweep.driver.ray_cluster import searcher_cap
     from hfsweep.driver.report import write_report
     from hfsweep.driver.schedulers import build_scheduler, build_stopper
-    from hfsweep.driver.ray_cluster import searcher_cap
     from hfsweep.driver.search_space import compile_search_space
 
     for count in counts:
         storage = str(root / f"trials-{count}")
         cfg = config(
-            ["cluster.num_workers=1", f"num_samples={count}", "search_space=learning_rate_loguniform", "checkpoints.keep_per_trial=1"],
+            ["cluster.num_workers=1", f"num_samples={count}", "search_space=learning_rate_loguniform",
+             "checkpoints.keep_per_trial=1"],
             storage,
         )
         os.makedirs(storage, exist_ok=True)
         with open(os.path.join(storage, "resolved_config.yaml"), "w") as f:  # what write_report reads
             yaml.safe_dump(cfg, f)
         param_space = compile_search_space(cfg["search_space"], cfg)
-        bare_before = bare_tune_fit(cfg, count, root / "before")  # the baseline on both sides: a later fit may run slower
+        # the baseline on both sides: a later fit may run slower
+        bare_before = bare_tune_fit(cfg, count, root / "before")
         callbacks = [build_checkpoint_budget(cfg)]
-        plan = sweep.SweepPlan(cfg, None, param_space, build_scheduler(cfg, param_space), build_stopper(cfg), callbacks, None)
+        plan = sweep.SweepPlan(cfg, None, param_space, build_scheduler(cfg, param_space), build_stopper(cfg), callbacks,
+                               None)
         tuner = sweep.build_tuner(plan, searcher_cap(cfg))
         start = time.perf_counter()
         results = tuner.fit()
@@ -203,7 +213,8 @@ def _run_trial_counts(counts: list[int], root: Path) -> None:
         bare_after = bare_tune_fit(cfg, count, root / "after")
         bare_s = (bare_before + bare_after) / 2
         print(f"trials {count}: {fit_s / count:.3f} s per trial (Tune fit {fit_s:.1f} s), report {report_s:.1f} s; "
-              f"bare Tune {bare_s / count:.3f} s per trial (fit {bare_before:.1f} s before hfsweep's, {bare_after:.1f} s after): "
+              f"bare Tune {bare_s / count:.3f} s per trial "
+              f"(fit {bare_before:.1f} s before hfsweep's, {bare_after:.1f} s after): "
               f"hfsweep / bare = {(fit_s + report_s) / bare_s:.2f}")
 
 
@@ -221,7 +232,8 @@ def bare_tune_fit(cfg: dict, count: int, root: Path) -> float:
     tuner = tune.Tuner(
         tune.with_resources(tiny_trial, {"CPU": 1}),
         param_space={"training": {"learning_rate": tune.loguniform(1e-5, 1e-2)}},
-        tune_config=tune.TuneConfig(metric="eval_loss", mode="min", num_samples=count, scheduler=ASHAScheduler(max_t=3, grace_period=1),
+        tune_config=tune.TuneConfig(metric="eval_loss", mode="min", num_samples=count,
+                                    scheduler=ASHAScheduler(max_t=3, grace_period=1),
                                     max_concurrent_trials=max_concurrent_trials(cfg["cluster"]), reuse_actors=True),
         run_config=tune.RunConfig(name="bare", storage_path=str(root / f"bare-{count}"), verbose=1,
                                   checkpoint_config=tune.CheckpointConfig(num_to_keep=1)),
@@ -237,7 +249,6 @@ def bench_ingest(root: Path, steps: int) -> None:
     import numpy as np
     import pyarrow.parquet as pq
     import ray.data
-
     from throughput import tokens_per_second
 
     from hfsweep.data import prepare as prepare_module
@@ -250,7 +261,8 @@ def bench_ingest(root: Path, steps: int) -> None:
         return {"train": ray.data.from_arrow(train.take(np.random.default_rng(seed).permutation(train.num_rows)))}
 
     rates = {}
-    for name, loader in (("in-memory", in_memory), ("streamed", streamed), ("in-memory again", in_memory), ("streamed again", streamed)):
+    for name, loader in (("in-memory", in_memory), ("streamed", streamed), ("in-memory again", in_memory),
+                         ("streamed again", streamed)):
         sweep.load_ray_datasets = loader
         storage = str(root / f"ingest-{name.replace(' ', '-')}")
         cfg = config(["cluster.num_workers=1", "search_space.training.learning_rate.values=[1e-3]",
@@ -259,7 +271,8 @@ def bench_ingest(root: Path, steps: int) -> None:
         seconds = history["time_this_iter_s"].iloc[1:].sum()  # from the first report to the last, as throughput.py
         rates[name] = tokens_per_second(list(history["step"]), seconds, cfg, 1)
         print(f"ingest {name}: {rates[name]:,.0f} tokens/s")
-    ratio = statistics.median([rates["streamed"] / rates["in-memory"], rates["streamed again"] / rates["in-memory again"]])
+    ratio = statistics.median([rates["streamed"] / rates["in-memory"],
+                               rates["streamed again"] / rates["in-memory again"]])
     print(f"ingest: streamed / in-memory = {ratio:.3f}")
 
 
@@ -278,7 +291,8 @@ def bench_shuffle(root: Path, size: int, batches: int = 500, batch_size: int = 8
 
     init_ray({"address": None, "num_cpus": 8, "num_gpus": None, "runtime_env": {}})
     train_path = sorted(glob.glob(str(root / f"cache-{size}-*" / "tokenized" / "*" / "train")))[-1]
-    shards = [pq.read_table(p, columns=["input_ids"]).column("input_ids").to_pylist() for p in sorted(glob.glob(f"{train_path}/*.parquet"))]
+    shards = [pq.read_table(p, columns=["input_ids"]).column("input_ids").to_pylist()
+              for p in sorted(glob.glob(f"{train_path}/*.parquet"))]
     position = {tuple(row): (k, i) for k, shard in enumerate(shards) for i, row in enumerate(shard)}
     offsets = np.cumsum([0] + [len(shard) for shard in shards])
     total = offsets[-1]
@@ -295,8 +309,10 @@ def bench_shuffle(root: Path, size: int, batches: int = 500, batch_size: int = 8
     rng = np.random.default_rng(0)
     everything = [row for shard in shards for row in shard]
     permuted = [everything[i] for i in rng.permutation(total)]
-    print(f"shuffle ({total:,} blocks in {len(shards)} shards): global permutation: spread %.3f, single-shard batches %.0f%%"
-          % (lambda m: (m[0], 100 * m[1]))(measure(permuted[i : i + batch_size] for i in range(0, batches * batch_size, batch_size))))
+    print(f"shuffle ({total:,} blocks in {len(shards)} shards): global permutation: spread %.3f, "
+          "single-shard batches %.0f%%"
+          % (lambda m: (m[0], 100 * m[1]))(measure(permuted[i : i + batch_size]
+                                                   for i in range(0, batches * batch_size, batch_size))))
     prepared = PreparedData("", train_path, "", total, 0)
     for buffer in (1024, 8192):
         train = load_ray_datasets(prepared, ["train"], seed=0)["train"]
@@ -304,7 +320,8 @@ def bench_shuffle(root: Path, size: int, batches: int = 500, batch_size: int = 8
         order = (b["input_ids"].tolist() for _, b in zip(range(batches), train.iter_batches(
             batch_size=batch_size, batch_format="numpy", local_shuffle_buffer_size=buffer, local_shuffle_seed=0)))
         spread, single = measure(order)
-        print(f"shuffle: streamed, shard order seeded, local buffer {buffer} rows: spread {spread:.3f}, single-shard batches {100 * single:.0f}%")
+        print(f"shuffle: streamed, shard order seeded, local buffer {buffer} rows: spread {spread:.3f}, "
+              f"single-shard batches {100 * single:.0f}%")
 
 
 def main() -> None:
@@ -316,8 +333,10 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000], help="corpus sizes in MB")
     parser.add_argument("--trials", type=int, nargs="+", default=[8, 64, 256])
     parser.add_argument("--ingest-steps", type=int, default=200)
-    parser.add_argument("--only", choices=("data", "shuffle", "trials", "ingest"), nargs="+", default=["data", "shuffle", "trials", "ingest"])
-    parser.add_argument("--streaming", action="store_true", help="prepare with data.streaming=true (no Arrow copy, no memory map)")
+    parser.add_argument("--only", choices=("data", "shuffle", "trials", "ingest"), nargs="+",
+                        default=["data", "shuffle", "trials", "ingest"])
+    parser.add_argument("--streaming", action="store_true",
+                        help="prepare with data.streaming=true (no Arrow copy, no memory map)")
     parser.add_argument("--root", default=None, help="working folder (default: a new temporary one)")
     args = parser.parse_args()
     if args.smoke:

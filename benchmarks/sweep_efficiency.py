@@ -22,7 +22,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--asha", nargs="*", default=[], help="overrides for the ASHA run, e.g. scheduler.reduction_factor=4")
+    parser.add_argument("--asha", nargs="*", default=[],
+                        help="overrides for the ASHA run, e.g. scheduler.reduction_factor=4")
     args = parser.parse_args()
     common = [GRID, f"training.max_steps={args.steps}", f"cluster.num_workers={args.workers}"]
     init_ray(config(common, "/tmp/unused")["cluster"])
@@ -32,7 +33,8 @@ def main() -> None:
         result = results.get_best_result(metric="eval_loss", mode="min", scope="all")
         best[scheduler] = (result.config["training"]["learning_rate"], result.metrics_dataframe["eval_loss"].min())
         steps = sorted(r.metrics["step"] for r in results)
-        print(f"{scheduler}: {walls[scheduler]:.1f} s, final steps {steps}, best lr {best[scheduler][0]} eval_loss {best[scheduler][1]:.4f}")
+        print(f"{scheduler}: {walls[scheduler]:.1f} s, final steps {steps}, best lr {best[scheduler][0]} "
+              f"eval_loss {best[scheduler][1]:.4f}")
     print(f"wall ratio asha/fifo: {walls['asha'] / walls['fifo']:.3f}  (target <= 0.5)")
     print(f"same best configuration: {best['asha'][0] == best['fifo'][0]}")
 

@@ -80,8 +80,10 @@ def ray_head(no_ray_connection, token_auth):
 
 CHUNK_TASKS = """import json, sys
 from ray.util.state import list_nodes, list_tasks
-tasks = list_tasks(address=sys.argv[1], limit=1000, filters=[("func_or_class_name", "=", "_process_on_node"), ("state", "=", "FINISHED")])
-print(json.dumps({"nodes": [n.node_id for n in list_nodes(address=sys.argv[1])], "tasks": [[t.node_id, t.worker_pid] for t in tasks]}))"""
+tasks = list_tasks(address=sys.argv[1], limit=1000, \
+filters=[("func_or_class_name", "=", "_process_on_node"), ("state", "=", "FINISHED")])
+print(json.dumps({"nodes": [n.node_id for n in list_nodes(address=sys.argv[1])], \
+"tasks": [[t.node_id, t.worker_pid] for t in tasks]}))"""
 
 
 def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, token_auth, tmp_path):
@@ -116,8 +118,9 @@ def test_a_sweep_runs_on_an_existing_cluster_by_address(ray_head, token_auth, tm
 
 
 def test_a_trial_survives_losing_the_node_that_runs_its_workers(no_ray_connection, tmp_path, cache_dir):
-    """Head: 1 CPU for the trial process, 1 for Ray Data's read tasks. Two worker nodes with 2 `train_slot`s each and no CPU,
-    so the workers (and only they) land there; the node running them is removed mid-trial."""
+    """Head: 1 CPU for the trial process, 1 for Ray Data's read tasks. Two worker nodes with 2
+    `train_slot`s each and no CPU, so the workers (and only they) land there; the node running them
+    is removed mid-trial."""
     import ray
     from ray.cluster_utils import Cluster
 

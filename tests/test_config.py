@@ -235,11 +235,13 @@ REFUSED = [
     ),
     (
         ["scheduler=ashaa"],
-        "scheduler=ashaa: no such option (did you mean 'asha'?); choose one of asha, asha_epochs, bohb, fifo, hyperband, median, pb2, pbt.",
+        "scheduler=ashaa: no such option (did you mean 'asha'?); choose one of asha, asha_epochs, bohb, fifo, "
+        "hyperband, median, pb2, pbt.",
     ),
     (
         ["-m", "scheduler=asha,fifoo"],
-        "scheduler=fifoo: no such option (did you mean 'fifo'?); choose one of asha, asha_epochs, bohb, fifo, hyperband, median, pb2, pbt.",
+        "scheduler=fifoo: no such option (did you mean 'fifo'?); choose one of asha, asha_epochs, bohb, fifo, "
+        "hyperband, median, pb2, pbt.",
     ),
     (
         ["stopper=threshold"],
@@ -250,44 +252,55 @@ REFUSED = [
     (["mode=maximum"], "mode: must be 'min' or 'max', not 'maximum'."),
     (
         ["metric=eval_acuracy"],
-        "metric: no trial reports 'eval_acuracy'; choose one of eval_loss, eval_perplexity, loss, time_total_s, train_tokens_per_second, train_samples_per_second, peak_memory_mb, trainable_params, mfu.",
+        "metric: no trial reports 'eval_acuracy'; choose one of eval_loss, eval_perplexity, loss, time_total_s, "
+        "train_tokens_per_second, train_samples_per_second, peak_memory_mb, trainable_params, mfu.",
     ),
     (
         ["model.task=translation"],
-        f"model.task: 'translation' is not one of {', '.join(task_names())}; or give a task class as model.task._target_.",
+        f"model.task: 'translation' is not one of {', '.join(task_names())}; or give a task class as "
+        "model.task._target_.",
     ),
     (
         ["+callbacks.mine._target_=my_project.NoSuchCallback"],
-        "callbacks.mine._target_: cannot import 'my_project.NoSuchCallback' (No module named 'my_project'); fix the name, or make its module importable: install its package, or run from its folder (workers get it with cluster.runtime_env.working_dir or py_modules).",
+        "callbacks.mine._target_: cannot import 'my_project.NoSuchCallback' (No module named 'my_project'); fix the "
+        "name, or make its module importable: install its package, or run from its folder (workers get it with "
+        "cluster.runtime_env.working_dir or py_modules).",
     ),
     (
         ["model.tokenizer.kind=sentencepiece"],
-        "model.tokenizer.kind: Invalid value 'sentencepiece', expected one of [byte_level_bpe, roberta_bpe, unigram, wordpiece], e.g. model.tokenizer.kind=byte_level_bpe.",
+        "model.tokenizer.kind: Invalid value 'sentencepiece', expected one of [byte_level_bpe, roberta_bpe, unigram, "
+        "wordpiece], e.g. model.tokenizer.kind=byte_level_bpe.",
     ),
     (
         ["checkpoints.keep_per_trial=0"],
-        "checkpoints.keep_per_trial: must be at least 1 (the best checkpoint), not 0; or null to keep every checkpoint.",
+        "checkpoints.keep_per_trial: must be at least 1 (the best checkpoint), not 0; or null to keep every "
+        "checkpoint.",
     ),
     # training
     (
         ["+training.learning_rat=0.1"],
-        "training.learning_rat: not a transformers.TrainingArguments field (did you mean 'learning_rate'?); remove it or fix the spelling.",
+        "training.learning_rat: not a transformers.TrainingArguments field (did you mean 'learning_rate'?); remove it "
+        "or fix the spelling.",
     ),
     (
         ["+strategy.training_args.fsdp_confi=x"],
-        "strategy.training_args.fsdp_confi: not a transformers.TrainingArguments field (did you mean 'fsdp_config'?); remove it or fix the spelling.",
+        "strategy.training_args.fsdp_confi: not a transformers.TrainingArguments field (did you mean 'fsdp_config'?); "
+        "remove it or fix the spelling.",
     ),
     (
         ["training.per_device_train_batch_size=0"],
-        "training.per_device_train_batch_size: must be a positive integer, not 0; e.g. training.per_device_train_batch_size=8.",
+        "training.per_device_train_batch_size: must be a positive integer, not 0; e.g. "
+        "training.per_device_train_batch_size=8.",
     ),
     (
         ["training.save_steps=15"],
-        "training.save_steps (15): must be a multiple of training.eval_steps (10), or schedulers act on stale metrics; e.g. training.save_steps=10.",
+        "training.save_steps (15): must be a multiple of training.eval_steps (10), or schedulers act on stale metrics; "
+        "e.g. training.save_steps=10.",
     ),
     (
         ["training.eval_strategy=no"],
-        "training.eval_strategy and training.save_strategy: both must be 'steps', so every checkpoint reaches Tune with a fresh eval metric.",
+        "training.eval_strategy and training.save_strategy: both must be 'steps', so every checkpoint reaches Tune "
+        "with a fresh eval metric.",
     ),
     (
         ["training.learning_rate=-1"],
@@ -295,29 +308,37 @@ REFUSED = [
     ),
     (
         ["training.max_steps=0"],
-        "training.max_steps: must be a positive integer (a Ray Data training set is an iterable, so the Trainer needs max_steps), e.g. training.max_steps=100; or -1, for each trial's steps to follow from training.num_train_epochs and its batch size.",
+        "training.max_steps: must be a positive integer (a Ray Data training set is an iterable, so the Trainer needs "
+        "max_steps), e.g. training.max_steps=100; or -1, for each trial's steps to follow from "
+        "training.num_train_epochs and its batch size.",
     ),
     (
         ["+search_space.training.per_device_train_batch_size={sampler:grid,values:[8,16]}"],
-        "scheduler.time_attr: ASHAScheduler compares trials at the same step, and search_space.training.per_device_train_batch_size makes a step a different amount of data in each trial; use scheduler=asha_epochs (time in epochs), or scheduler=fifo.",
+        "scheduler.time_attr: ASHAScheduler compares trials at the same step, and "
+        "search_space.training.per_device_train_batch_size makes a step a different amount of data in each trial; use "
+        "scheduler=asha_epochs (time in epochs), or scheduler=fifo.",
     ),
     (
         ["+search_space.training.num_train_epochs={sampler:grid,values:[2,3]}"],
-        "search_space.training.num_train_epochs: training.max_steps=60 gives every trial that many steps, whatever its epochs; set training.max_steps=-1 (each trial's steps follow from its epochs and batch size).",
+        "search_space.training.num_train_epochs: training.max_steps=60 gives every trial that many steps, whatever its "
+        "epochs; set training.max_steps=-1 (each trial's steps follow from its epochs and batch size).",
     ),
     (
         ["training.max_steps=-1", "training.num_train_epochs=0"],
-        "training.num_train_epochs: must be above 0 under training.max_steps=-1, not 0; e.g. training.num_train_epochs=3.",
+        "training.num_train_epochs: must be above 0 under training.max_steps=-1, not 0; e.g. "
+        "training.num_train_epochs=3.",
     ),
     (["+training.output_dir=/x"], "training.output_dir: hfsweep sets this itself; remove it from the config."),
     # data
     (
         ["data.block_size=512"],
-        "data.block_size (512): larger than the model's 128 positions; lower it (data.block_size=128) or raise the model's positions.",
+        "data.block_size (512): larger than the model's 128 positions; lower it (data.block_size=128) or raise the "
+        "model's positions.",
     ),
     (
         ["data.path=/tmp"],
-        "data.path: is set, but data.source is 'pydoc', which does not read it; add data.source=local, or drop data.path.",
+        "data.path: is set, but data.source is 'pydoc', which does not read it; add data.source=local, or drop "
+        "data.path.",
     ),
     (
         ["data.source=local", "data.path=/no/such/dir"],
@@ -342,17 +363,19 @@ REFUSED = [
     ),
     (
         ["peft=lora", "+search_space.peft.method={sampler:grid,values:[lora,prefix]}"],
-        "search_space.peft.method: 'prefix' is not a value peft.method takes (Invalid value 'prefix', expected one of [none, lora, ia3]).",
+        "search_space.peft.method: 'prefix' is not a value peft.method takes (Invalid value 'prefix', expected one of "
+        "[none, lora, ia3]).",
     ),
     (
         ["task_options.doc_strid=3", "model.task=question_answering"],
-        "task_options.doc_strid: not an option of the question_answering task (its options: doc_stride, max_answer_length, n_best_size, "
-        "version_2_with_negative, null_score_diff_threshold) (did you mean 'doc_stride'?); remove it or fix the spelling.",
+        "task_options.doc_strid: not an option of the question_answering task (its options: doc_stride, "
+        "max_answer_length, n_best_size, version_2_with_negative, null_score_diff_threshold) "
+        "(did you mean 'doc_stride'?); remove it or fix the spelling.",
     ),
     (
         ["task_options.mlm_probability=often", "model.task=masked_lm"],
-        "task_options.mlm_probability: Value 'often' of type 'str' could not be converted to Float; give a value of the type the masked_lm task "
-        "declares (hfsweep.tasks.masked_lm).",
+        "task_options.mlm_probability: Value 'often' of type 'str' could not be converted to Float; "
+        "give a value of the type the masked_lm task declares (hfsweep.tasks.masked_lm).",
     ),
     (
         ["model=roberta_tiny", "task_options.mlm_probability=1.7"],
@@ -377,23 +400,28 @@ REFUSED = [
     (["data.chunk_rows=0"], "data.chunk_rows: must be a positive integer, not 0; e.g. data.chunk_rows=10000."),
     (
         ["data.max_train_tokens=-5"],
-        "data.max_train_tokens: must be a positive integer, not -5; e.g. data.max_train_tokens=10000000 or null (no budget).",
+        "data.max_train_tokens: must be a positive integer, not -5; e.g. data.max_train_tokens=10000000 or null (no "
+        "budget).",
     ),
     (
         ["data.streaming=true"],
-        "data.streaming: a tokenizer is trained on the whole train split, which a stream does not hold; set model.tokenizer.pretrained (a hub name or a local directory).",
+        "data.streaming: a tokenizer is trained on the whole train split, which a stream does not hold; set "
+        "model.tokenizer.pretrained (a hub name or a local directory).",
     ),
     (
         ["model=bert_tiny", "data.streaming=true", "model.tokenizer.pretrained=/tmp"],
-        "data.streaming: the sequence_classification task reads the whole train split before tokenizing (e.g. to list its labels); set data.streaming=false (data.max_train_samples bounds what is read).",
+        "data.streaming: the sequence_classification task reads the whole train split before tokenizing (e.g. to list "
+        "its labels); set data.streaming=false (data.max_train_samples bounds what is read).",
     ),
     (
         ["data.datasets_to_split=[validation]"],
-        "data.datasets_to_split: ['validation'] is neither [train] (every worker evaluates the whole validation split) nor [train,validation] (each evaluates its Ray Data shard); use one of them.",
+        "data.datasets_to_split: ['validation'] is neither [train] (every worker evaluates the whole validation split) "
+        "nor [train,validation] (each evaluates its Ray Data shard); use one of them.",
     ),
     (
         ["+experiment=gpt2_wikitext"],
-        "data: cannot load 'wikitext' from the Hugging Face hub (ConnectionError); run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt).",
+        "data: cannot load 'wikitext' from the Hugging Face hub (ConnectionError); run offline with data.source=local "
+        "data.path=DIR (DIR holding train.txt and validation.txt).",
     ),
     # metrics
     (
@@ -402,35 +430,44 @@ REFUSED = [
     ),
     (
         ["model=bert_tiny", "eval_metrics=[perplexity]"],
-        "eval_metrics: 'perplexity' is exp(eval_loss) of a language model's token loss, which this task's loss is not; use accuracy, f1, glue, matthews_correlation, pearsonr, precision, recall, spearmanr.",
+        "eval_metrics: 'perplexity' is exp(eval_loss) of a language model's token loss, which this task's loss is not; "
+        "use accuracy, f1, glue, matthews_correlation, pearsonr, precision, recall, spearmanr.",
     ),
     (
         ["model=bert_tiny", "metric=eval_perplexity"],
-        "metric: no trial reports 'eval_perplexity'; choose one of eval_loss, loss, time_total_s, train_tokens_per_second, train_samples_per_second, peak_memory_mb, trainable_params, mfu.",
+        "metric: no trial reports 'eval_perplexity'; choose one of eval_loss, loss, time_total_s, "
+        "train_tokens_per_second, train_samples_per_second, peak_memory_mb, trainable_params, mfu.",
     ),
     (
         ["model=bert_tiny", "eval_metrics=[auc]"],
-        "eval_metrics: 'auc' is not computed locally and evaluate.load cannot load it (FileNotFoundError; HF_HUB_OFFLINE is set); use accuracy, f1, glue, matthews_correlation, pearsonr, precision, recall, spearmanr, or a path to an evaluate module.",
+        "eval_metrics: 'auc' is not computed locally and evaluate.load cannot load it (FileNotFoundError; "
+        "HF_HUB_OFFLINE is set); use accuracy, f1, glue, matthews_correlation, pearsonr, precision, recall, spearmanr, "
+        "or a path to an evaluate module.",
     ),
     (
         ["+experiment=t5_xsum", "metric=eval_rouge1"],
-        "trainer.every_k_evals: 2 generates at one evaluation in 2, so eval_rouge1 is missing from the reports between; sweep on metric=eval_loss, or set trainer.every_k_evals=1.",
+        "trainer.every_k_evals: 2 generates at one evaluation in 2, so eval_rouge1 is missing from the reports "
+        "between; sweep on metric=eval_loss, or set trainer.every_k_evals=1.",
     ),
     (
         ["+experiment=t5_xsum_offline", "data.path=.", "trainer=default"],
-        "trainer._target_: transformers.Trainer does not generate, so eval_metrics cannot be scored; use trainer._target_=hfsweep.loops.trainers.GenerationEvalTrainer (or a Seq2SeqTrainer).",
+        "trainer._target_: transformers.Trainer does not generate, so eval_metrics cannot be scored; use "
+        "trainer._target_=hfsweep.loops.trainers.GenerationEvalTrainer (or a Seq2SeqTrainer).",
     ),
     (
         ["model=bert_tiny", "eval_metrics=[{name:glue,config_name:mrcp}]"],
-        "eval_metrics: glue needs config_name, one of cola, sst2, mrpc, qqp, stsb, mnli, mnli_matched, mnli_mismatched, qnli, rte, wnli, hans; e.g. {name: glue, config_name: mrpc}.",
+        "eval_metrics: glue needs config_name, one of cola, sst2, mrpc, qqp, stsb, mnli, mnli_matched, "
+        "mnli_mismatched, qnli, rte, wnli, hans; e.g. {name: glue, config_name: mrpc}.",
     ),
     (
         ["+experiment=glue", "glue=stsb", "model=bert_tiny", "+extra_validation.other.validation_splt=test"],
-        "extra_validation.other: 'validation_splt' is not a data.* key; give the data.* keys that make this validation set, e.g. extra_validation.other.validation_split=validation_mismatched.",
+        "extra_validation.other: 'validation_splt' is not a data.* key; give the data.* keys that make this validation "
+        "set, e.g. extra_validation.other.validation_split=validation_mismatched.",
     ),
     (
         ["+experiment=glue_tsv", "glue=cola"],
-        "data.path: the environment variable GLUE_DIR is not set; set it (GLUE_DIR=... python -m hfsweep ...) or give data.path directly.",
+        "data.path: the environment variable GLUE_DIR is not set; set it (GLUE_DIR=... python -m hfsweep ...) or give "
+        "data.path directly.",
     ),
     (
         ["model=bert_tiny", "metric=eval_f1", "eval_metrics=[accuracy]"],
@@ -448,20 +485,24 @@ REFUSED = [
     ),
     (
         ["model=bert_tiny", "data.max_length=256"],
-        "data.max_length (256): larger than the model's 128 positions; lower it (data.max_length=128) or raise the model's positions.",
+        "data.max_length (256): larger than the model's 128 positions; lower it (data.max_length=128) or raise the "
+        "model's positions.",
     ),
     # cluster and hardware
     (
         ["cluster.num_cpus=4", "cluster.num_workers=4"],
-        "cluster.num_workers: one trial needs 5 CPUs (1 CPU for the trial + 4 workers) and reading its data 1 more, but cluster.num_cpus is 4; raise cluster.num_cpus or lower cluster.num_workers.",
+        "cluster.num_workers: one trial needs 5 CPUs (1 CPU for the trial + 4 workers) and reading its data 1 more, "
+        "but cluster.num_cpus is 4; raise cluster.num_cpus or lower cluster.num_workers.",
     ),
     (
         ["cluster.use_gpu=true", "cluster.num_gpus=1", "+cluster.resources_per_worker.GPU=0.25", "strategy=fsdp"],
-        "strategy=fsdp: shards a model across whole GPUs, not a share of one (cluster.resources_per_worker.GPU=0.25); use strategy=ddp, or GPU=1.",
+        "strategy=fsdp: shards a model across whole GPUs, not a share of one (cluster.resources_per_worker.GPU=0.25); "
+        "use strategy=ddp, or GPU=1.",
     ),
     (
         ["cluster.use_gpu=true", "cluster.num_gpus=1", "+cluster.resources_per_worker.GPU=0.25"],
-        "cluster.num_workers: trials packed onto shared GPUs (cluster.resources_per_worker.GPU=0.25) train in one process each, as NCCL needs a GPU per worker; set cluster.num_workers=1, or GPU=1.",
+        "cluster.num_workers: trials packed onto shared GPUs (cluster.resources_per_worker.GPU=0.25) train in one "
+        "process each, as NCCL needs a GPU per worker; set cluster.num_workers=1, or GPU=1.",
     ),
     # loops
     (
@@ -474,12 +515,14 @@ REFUSED = [
     ),
     (
         ["loop=accelerate", "training.lr_scheduler_type=reduce_lr_on_plateau"],
-        "training.lr_scheduler_type: loop=accelerate steps its schedule every optimizer step, and reduce_lr_on_plateau needs the eval metric; use another type, or loop=hf_trainer.",
+        "training.lr_scheduler_type: loop=accelerate steps its schedule every optimizer step, and reduce_lr_on_plateau "
+        "needs the eval metric; use another type, or loop=hf_trainer.",
     ),
     # several objectives, BOHB, budgets
     (
         ["metric=[eval_loss,time_total_s]", "mode=[min,min]"],
-        "scheduler: ASHAScheduler stops or pauses trials by one metric, and metric lists 2; use scheduler=fifo (with search_alg=optuna, grid or random), or sweep one metric (metric=eval_loss mode=min).",
+        "scheduler: ASHAScheduler stops or pauses trials by one metric, and metric lists 2; use scheduler=fifo (with "
+        "search_alg=optuna, grid or random), or sweep one metric (metric=eval_loss mode=min).",
     ),
     (
         [
@@ -489,11 +532,13 @@ REFUSED = [
             "search_alg=hyperopt",
             "search_space=learning_rate_loguniform",
         ],
-        "search_alg: HyperOptSearch optimises one metric, and metric lists 2; use search_alg=optuna (multi-objective TPE), grid or random, or sweep one metric (metric=eval_loss mode=min).",
+        "search_alg: HyperOptSearch optimises one metric, and metric lists 2; use search_alg=optuna (multi-objective "
+        "TPE), grid or random, or sweep one metric (metric=eval_loss mode=min).",
     ),
     (
         ["scheduler=bohb"],
-        "scheduler: HyperBandForBOHB works only with BOHB's search_alg; set scheduler=bohb search_alg=bohb, or use search_alg=optuna scheduler=hyperband.",
+        "scheduler: HyperBandForBOHB works only with BOHB's search_alg; set scheduler=bohb search_alg=bohb, or use "
+        "search_alg=optuna scheduler=hyperband.",
     ),
     (
         ["budget.trial_hours=0"],
@@ -501,11 +546,14 @@ REFUSED = [
     ),
     (
         ["budget.usd=5"],
-        "budget.usd: needs the price of what the trials hold; set cluster.price_per_cpu_hour, e.g. cluster.price_per_cpu_hour=2.5.",
+        "budget.usd: needs the price of what the trials hold; set cluster.price_per_cpu_hour, e.g. "
+        "cluster.price_per_cpu_hour=2.5.",
     ),
     (
         ["budget.trial_hours=2", "cluster.address=ray://head:10001"],
-        "budget.trial_hours: a budget is counted by Tune's loop, which runs on the cluster under Ray Client (cluster.address=ray://...) where the driver cannot read it; run the sweep on the head node (cluster.address=auto), or drop budget.trial_hours.",
+        "budget.trial_hours: a budget is counted by Tune's loop, which runs on the cluster under Ray Client "
+        "(cluster.address=ray://...) where the driver cannot read it; run the sweep on the head node "
+        "(cluster.address=auto), or drop budget.trial_hours.",
     ),
     (
         ["metric=mfu", "mode=max"],
@@ -514,19 +562,23 @@ REFUSED = [
     # search space and warm start (checked by the sweep, still before Ray starts)
     (
         ["search_alg.warm_start=/no/such/run"],
-        "search_alg.warm_start: '/no/such/run' holds no sweep (resolved_config.yaml is missing); pass an earlier sweep's run directory.",
+        "search_alg.warm_start: '/no/such/run' holds no sweep (resolved_config.yaml is missing); pass an earlier "
+        "sweep's run directory.",
     ),
     (
         ["+training.train_sampling_strategy=batch_rebalance"],
-        "training.train_sampling_strategy: 'batch_rebalance' is not one of random, sequential, group_by_length (the workers stream their shards, so batch_rebalance's whole-set planning cannot run); e.g. group_by_length.",
+        "training.train_sampling_strategy: 'batch_rebalance' is not one of random, sequential, group_by_length (the "
+        "workers stream their shards, so batch_rebalance's whole-set planning cannot run); e.g. group_by_length.",
     ),
     (
         ["+training.train_sampling_strategy=group_by_length"],
-        "training.train_sampling_strategy: group_by_length batches examples of similar length to pad less, and every example of model.task=causal_lm has the same length here; remove it.",
+        "training.train_sampling_strategy: group_by_length batches examples of similar length to pad less, and every "
+        "example of model.task=causal_lm has the same length here; remove it.",
     ),
     (
         ["search_space.training.learning_rate.sampler=nope"],
-        "search_space.training.learning_rate: unknown sampler 'nope'; use one of choice, grid, uniform, quniform, loguniform, qloguniform, randint, qrandint, lograndint.",
+        "search_space.training.learning_rate: unknown sampler 'nope'; use one of choice, grid, uniform, quniform, "
+        "loguniform, qloguniform, randint, qrandint, lograndint.",
     ),
     (
         ["+search_space.training.learning_rate.low=1.0e-5", "+search_space.training.learning_rate.high=1.0e-3"],
@@ -541,15 +593,20 @@ REFUSED = [
     # PEFT
     (
         ["peft=lora", "peft.load_in_4bit=true"],
-        "peft.load_in_4bit: a quantized base (QLoRA) needs a CUDA GPU; set cluster.use_gpu=true on a GPU machine, or peft.load_in_4bit=false.",
+        "peft.load_in_4bit: a quantized base (QLoRA) needs a CUDA GPU; set cluster.use_gpu=true on a GPU machine, or "
+        "peft.load_in_4bit=false.",
     ),
     (
         ["peft=lora", "scheduler=pbt", "+search_space.peft.r={sampler:choice,values:[4,8]}"],
-        "search_space.peft.r: PopulationBasedTraining would perturb it, and an exploited trial cannot load a donor's adapter of another shape; add search_space.peft.r.perturb=false (sampled per trial, taken from the donor at an exploit), or use scheduler=asha.",
+        "search_space.peft.r: PopulationBasedTraining would perturb it, and an exploited trial cannot load a donor's "
+        "adapter of another shape; add search_space.peft.r.perturb=false (sampled per trial, taken from the donor at "
+        "an exploit), or use scheduler=asha.",
     ),
     (
         ["peft=lora", "peft.target_modules=[q_proj]"],
-        "peft.target_modules: ['q_proj'] does not fit this gpt2 model (Target modules {'q_proj'} not found in the base model. Please check the target modules and try again.); use some of c_attn, c_fc, c_proj, lm_head, or all-linear.",
+        "peft.target_modules: ['q_proj'] does not fit this gpt2 model (Target modules {'q_proj'} not found in the base "
+        "model. Please check the target modules and try again.); use some of c_attn, c_fc, c_proj, lm_head, or "
+        "all-linear.",
     ),
     (
         ["+search_space.peft.r={sampler:choice,values:[4,8]}"],
@@ -563,23 +620,29 @@ REFUSED = [
     # data files as users get them wrong ({data}: the folders `write_bad_data` writes)
     (
         [*PAIRS, "data.path={data}/empty"],
-        "data.path: '{data}/empty/train.csv' (train) holds a header and no rows; put the train split's examples in it, or point data.path at the right folder.",
+        "data.path: '{data}/empty/train.csv' (train) holds a header and no rows; put the train split's examples in it, "
+        "or point data.path at the right folder.",
     ),
     (
         [*PAIRS, "data.path={data}/empty_validation"],
-        "data.path: '{data}/empty_validation/validation.csv' (validation) is empty; put the validation split's examples in it, or point data.path at the right folder.",
+        "data.path: '{data}/empty_validation/validation.csv' (validation) is empty; put the validation split's "
+        "examples in it, or point data.path at the right folder.",
     ),
     (
         [*PAIRS, "data.path={data}/mixed_labels"],
-        "data.label_column: 'label' of the train split mixes numbers (0, 1) and words (pos); give every example a label of one kind (class ids, or class names).",
+        "data.label_column: 'label' of the train split mixes numbers (0, 1) and words (pos); give every example a "
+        "label of one kind (class ids, or class names).",
     ),
     (
         [*PAIRS, "data.path={data}/unseen_label"],
-        "data.label_column: 'label' of the validation split has labels outside the 2 classes of the train split (2); check the data or data.num_labels.",
+        "data.label_column: 'label' of the validation split has labels outside the 2 classes of the train split (2); "
+        "check the data or data.num_labels.",
     ),
     (
         [*PAIRS, "data.path={data}/good", "model.pretrained={data}/no_config"],
-        "model.pretrained: '{data}/no_config' has no usable config.json (Unrecognized model in {data}/no_config. Should have a `model_type` key in its config.json.); give a folder a model was saved to (save_pretrained), or a hub name.",
+        "model.pretrained: '{data}/no_config' has no usable config.json (Unrecognized model in {data}/no_config. "
+        "Should have a `model_type` key in its config.json.); give a folder a model was saved to (save_pretrained), or "
+        "a hub name.",
     ),
 ]
 if not torch.cuda.is_available():  # refused only because this machine has no CUDA device
@@ -589,14 +652,16 @@ if not torch.cuda.is_available():  # refused only because this machine has no CU
     REFUSED.append(
         (
             ["+cluster.resources_per_worker.GPU=1"],
-            "cluster.resources_per_worker.GPU: this machine has no CUDA GPU; remove it (~cluster.resources_per_worker.GPU).",
+            "cluster.resources_per_worker.GPU: this machine has no CUDA GPU; remove it "
+            "(~cluster.resources_per_worker.GPU).",
         )
     )
 if importlib.util.find_spec("deepspeed") is None:
     REFUSED.append(
         (
             ["strategy=deepspeed_zero2"],
-            "strategy=deepspeed_zero2: DeepSpeed is not installed; pip install 'hfsweep[deepspeed]' (on a machine with CUDA GPUs), or use strategy=ddp.",
+            "strategy=deepspeed_zero2: DeepSpeed is not installed; pip install 'hfsweep[deepspeed]' (on a machine with "
+            "CUDA GPUs), or use strategy=ddp.",
         )
     )
 
@@ -726,7 +791,8 @@ def test_bf16_on_a_gpu_without_it_is_refused(tmp_path, monkeypatch):
 
 
 def test_relative_local_paths_are_made_absolute_for_the_trials_and_hub_names_stay_names(tmp_path, monkeypatch):
-    """Trials run in Ray's working directory, not the driver's: `model.pretrained=outputs/base/best` must still be found there."""
+    """Trials run in Ray's working directory, not the driver's: `model.pretrained=outputs/base/best`
+    must still be found there."""
     (tmp_path / "outputs" / "base").mkdir(parents=True)
     (tmp_path / "chat.jinja").write_text("{{ messages }}")
     monkeypatch.chdir(tmp_path)

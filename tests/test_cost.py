@@ -172,7 +172,8 @@ def test_usd_budget_ends_the_sweep_at_the_report_that_spends_it(tmp_path):
     [
         (
             ["budget.usd=5"],
-            "budget.usd: needs the price of what the trials hold; set cluster.price_per_cpu_hour, e.g. cluster.price_per_cpu_hour=2.5.",
+            "budget.usd: needs the price of what the trials hold; set cluster.price_per_cpu_hour, e.g. "
+            "cluster.price_per_cpu_hour=2.5.",
         ),
         (
             ["budget.usd=0", "cluster.price_per_cpu_hour=1"],

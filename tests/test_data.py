@@ -249,7 +249,8 @@ def test_string_labels_become_named_classes_and_subsets_apply(tmp_path):
     [
         (
             {"label_column": "score"},
-            r"data\.label_column: 'score' is not a column of the \w+ split \(columns: text, label\); set data\.label_column",
+            r"data\.label_column: 'score' is not a column of the \w+ split \(columns: text, label\); set "
+            r"data\.label_column",
         ),
         ({"pair_column": "sentence2"}, r"data\.pair_column: 'sentence2' is not a column"),
         ({"text_column": "review"}, r"data\.text_column: 'review' is not a column"),
@@ -266,8 +267,9 @@ def test_glue_tsv_is_refused_in_one_line_without_quoting_and_read_with_it(tmp_pa
     with pytest.raises(ConfigError) as refused:
         prepare_data(classification_config(tmp_path / "cache", folder, **columns))
     assert str(refused.value) == (
-        f"data.path: cannot parse '{folder}/train.tsv' as csv (ParserError: Error tokenizing data. C error: EOF inside string "
-        "starting at row 11); quote characters inside unquoted fields (as in GLUE's TSVs): +data.load_kwargs.quoting=3; "
+        f"data.path: cannot parse '{folder}/train.tsv' as csv (ParserError: Error tokenizing data. C error: EOF inside "
+        "string starting at row 11); quote characters inside unquoted fields (as in GLUE's TSVs): "
+        "+data.load_kwargs.quoting=3; "
         "other pandas.read_csv options (delimiter, column_names, skiprows, encoding) go in data.load_kwargs too."
     )
     prepared = prepare_data(classification_config(tmp_path / "cache", folder, load_kwargs={"quoting": 3}, **columns))
@@ -303,7 +305,8 @@ def test_a_file_the_reader_cannot_parse_is_refused_by_the_cli_in_one_line_before
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(f"hfsweep: error: data.path: cannot parse '{folder}/train.tsv' as csv (ParserError: ")
     assert line.endswith(
-        "+data.load_kwargs.quoting=3; other pandas.read_csv options (delimiter, column_names, skiprows, encoding) go in data.load_kwargs too."
+        "+data.load_kwargs.quoting=3; other pandas.read_csv options (delimiter, column_names, skiprows, encoding) go "
+        "in data.load_kwargs too."
     )
 
 

@@ -117,7 +117,10 @@ def test_a_trial_shape_the_cluster_cannot_hold_fails_at_once_and_writes_nothing(
     cfg = resolved_config(["cluster.address=auto", "cluster.resources_per_worker.CPU=8"], tmp_path, cache_dir)
     with pytest.raises(
         ConfigError,
-        match=r"^cluster\.resources_per_worker: one trial needs 18 CPU \(1 CPU for the trial \+ 2 workers and 1 to read its data\) but the cluster has 8;",
+        match=(
+            r"^cluster\.resources_per_worker: one trial needs 18 CPU \(1 CPU for the trial \+ 2 workers and 1 to read "
+            r"its data\) but the cluster has 8;"
+        ),
     ):
         sweep.run(preflight(cfg))
     assert not (tmp_path / "resolved_config.yaml").exists() and not (tmp_path / "provenance.json").exists()

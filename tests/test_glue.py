@@ -74,7 +74,8 @@ def test_jobs_are_found_by_their_glue_metric_in_glues_order(tmp_path):
         ([], "glue: '{d}' holds no finished sweep (*/best.json); pass the directory of a finished multirun."),
         (
             [["accuracy"]],
-            "glue: job '{d}/0' scores no GLUE task; its eval_metrics need {{name: glue, config_name: TASK}} (+experiment=glue).",
+            "glue: job '{d}/0' scores no GLUE task; its eval_metrics need {{name: glue, config_name: TASK}} "
+            "(+experiment=glue).",
         ),
         (
             [[{"name": "glue", "config_name": "rte"}]] * 2,
@@ -99,7 +100,8 @@ def test_a_finished_replay_of_other_seeds_is_not_reused(tmp_path, capsys):
     replay_table(last_eval_accuracy=[0.6, 0.7]).rename_axis("seed").to_csv(job / "replay" / "replay.csv")
     assert glue.main([str(tmp_path), "--seeds", "1", "2", "3"]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"hfsweep: error: glue: '{job}/replay/replay.csv' replayed seeds [1, 2], not [1, 2, 3]; move it away or ask for those seeds."
+        f"hfsweep: error: glue: '{job}/replay/replay.csv' replayed seeds [1, 2], not [1, 2, 3]; move it away or ask "
+        "for those seeds."
     )
     assert glue.main([str(tmp_path), "--seeds", "2", "1"]) == 0  # the same seeds: read, not replayed
     assert (tmp_path / "glue.csv").is_file()

@@ -21,7 +21,10 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from hfsweep.cli import glue
 from tests.conftest import NUMBERS, WORDS
 
-MNLI_TRAIN = "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label"
+MNLI_TRAIN = (
+    "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
+    "sentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label"
+)
 MNLI_DEV = MNLI_TRAIN.replace("label1", "label1\tlabel2\tlabel3\tlabel4\tlabel5")
 STSB = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
 LABELS = ("entailment", "neutral", "contradiction")
@@ -68,7 +71,8 @@ def write_glue_dir(root: Path) -> Path:
             kept = rng.randint(0, 8)  # the more of sentence1 sentence2 repeats, the more similar: 0 to 5
             second = first[:kept] + rng.choices(NUMBERS.split(), k=8 - kept)
             lines.append(
-                f"{i}\tmain-captions\tMSRvid\t2012test\t{i}\tnone\tnone\t{' '.join(first)}\t{' '.join(second)}\t{5 * kept / 8:.3f}"
+                f"{i}\tmain-captions\tMSRvid\t2012test\t{i}\tnone\tnone\t"
+                f"{' '.join(first)}\t{' '.join(second)}\t{5 * kept / 8:.3f}"
             )
         (stsb / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root

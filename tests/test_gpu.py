@@ -26,7 +26,10 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 TWO_GPUS = pytest.mark.skipif(
     torch.cuda.device_count() < 2,
-    reason="needs two GPUs: one worker per GPU; on one GPU the trial trains in one process, where DDP, FSDP and DeepSpeed do not engage",
+    reason=(
+        "needs two GPUs: one worker per GPU; on one GPU the trial trains in one process, where DDP, FSDP and DeepSpeed "
+        "do not engage"
+    ),
 )
 
 

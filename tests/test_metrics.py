@@ -158,10 +158,12 @@ def test_a_local_evaluate_module_loads_offline(tmp_path):
         "import datasets\nimport evaluate\n\n\n"
         "class ExactPairs(evaluate.Metric):\n"
         "    def _info(self):\n"
-        "        return evaluate.MetricInfo(description='', citation='', inputs_description='', features=datasets.Features(\n"
+        "        return evaluate.MetricInfo(description='', citation='', inputs_description='',"
+        " features=datasets.Features(\n"
         "            {'predictions': datasets.Value('int64'), 'references': datasets.Value('int64')}))\n\n"
         "    def _compute(self, predictions, references):\n"
-        "        return {'pairs': sum(p == r for p, r in zip(predictions, references)), 'detail': {'n': len(references)}}\n"
+        "        return {'pairs': sum(p == r for p, r in zip(predictions, references)),"
+        " 'detail': {'n': len(references)}}\n"
     )
     assert reported_names(check_entry(str(module), LABELS, False)) is None  # known only from its results
     assert score(str(module), PREDS, REFS) == {"pairs": 3.0, "detail_n": 4.0}
@@ -233,6 +235,9 @@ def test_a_metric_the_task_cannot_feed_is_refused_in_one_line(entry, inputs, per
 def test_a_folder_without_an_evaluate_module_is_refused(tmp_path):
     with pytest.raises(
         ConfigError,
-        match=r"^eval_metrics: '.*/nothing' is not an evaluate module \(.*\); give the folder holding NAME\.py, or the \.py file\.$",
+        match=(
+            r"^eval_metrics: '.*/nothing' is not an evaluate module \(.*\); give the folder holding NAME\.py, or the "
+            r"\.py file\.$"
+        ),
     ):
         check_entry(str(tmp_path / "nothing"), LABELS, False)

@@ -27,7 +27,8 @@ def pbt_sweep(request, ray_cluster, tmp_path_factory, cache_dir):
         "scheduler=pbt",
         "scheduler.quantile_fraction=0.5",
         "scheduler.resample_probability=0.0",  # always perturb: x0.8 or x1.2 of the donor's value
-        "+scheduler.synch=true",  # every trial reaches each perturbation point before PBT ranks them: the worse one is always exploited
+        # every trial reaches each perturbation point before PBT ranks them: the worse one is always exploited
+        "+scheduler.synch=true",
         "search_space=learning_rate_loguniform",
         "search_space.training.learning_rate.low=1e-5",
         "+search_space.training.weight_decay={sampler:loguniform,low:0.001,high:0.1}",

@@ -80,7 +80,8 @@ def test_a_checkpoint_holds_the_adapter_of_the_trials_rank_and_no_base_weight(as
         ranks = {t.shape[0] for name, t in tensors.items() if ".lora_A." in name}
         assert ranks == {result.config["peft"]["r"]}
         assert not any(name.startswith("model.safetensors") for name in os.listdir(path))
-        # weights, Adam's two moments, RNG and scheduler state, tokenizer: still under a tenth of the base's weights alone
+        # weights, Adam's two moments, RNG and scheduler state, tokenizer: still under a tenth of the
+        # base's weights alone
         assert directory_bytes(path) < 0.1 * os.path.getsize(os.path.join(base, "model.safetensors"))
 
 

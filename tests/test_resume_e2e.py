@@ -117,7 +117,8 @@ def test_resume_of_a_directory_without_a_sweep_is_refused(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
-        f"hfsweep: error: resume: '{tmp_path}' holds no sweep (resolved_config.yaml is missing); pass a sweep's run directory."
+        f"hfsweep: error: resume: '{tmp_path}' holds no sweep (resolved_config.yaml is missing); pass a sweep's run "
+        "directory."
     )
 
 
@@ -214,5 +215,6 @@ def test_a_replay_stopped_before_its_first_trial_or_asked_for_other_seeds_is_ref
     )
     assert replay.main([str(tmp_path), "--seeds", "2", "1"]) == 2  # the same seeds, in another order
     assert capsys.readouterr().err.strip() == (
-        f"hfsweep: error: replay: '{out}' was stopped before its first trial started; move or delete it to replay again."
+        f"hfsweep: error: replay: '{out}' was stopped before its first trial started; move or delete it to replay "
+        "again."
     )

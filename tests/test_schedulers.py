@@ -177,7 +177,10 @@ def test_a_setting_the_chosen_scheduler_does_not_take_names_the_key_to_drop(tmp_
     cfg = config(tmp_path, "scheduler=fifo", "+scheduler.grace_period=300")  # as a preset tuned for ASHA leaves it
     with pytest.raises(
         ConfigError,
-        match=r"^scheduler\.grace_period: FIFOScheduler takes no 'grace_period'; drop it with ~scheduler\.grace_period \(or scheduler\.grace_period=null\)$",
+        match=(
+            r"^scheduler\.grace_period: FIFOScheduler takes no 'grace_period'; drop it with ~scheduler\.grace_period "
+            r"\(or scheduler\.grace_period=null\)$"
+        ),
     ):
         build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
 
@@ -190,6 +193,10 @@ def test_population_training_refuses_a_plateau_schedule_even_a_searched_one(tmp_
     cfg = config(tmp_path, f"scheduler={scheduler}", searched)
     with pytest.raises(
         ConfigError,
-        match=r"^training\.lr_scheduler_type: under (PopulationBasedTraining|PB2), reduce_lr_on_plateau cannot carry an exploited trial's own learning rate over the donor's reductions; use another type \(e\.g\. linear\), or scheduler=asha\.$",
+        match=(
+            r"^training\.lr_scheduler_type: under (PopulationBasedTraining|PB2), reduce_lr_on_plateau cannot carry an "
+            r"exploited trial's own learning rate over the donor's reductions; use another type \(e\.g\. linear\), or "
+            r"scheduler=asha\.$"
+        ),
     ):
         preflight(cfg)

@@ -131,11 +131,13 @@ def test_an_experiment_script_logs_the_exit_status_of_each_run(tmp_path, script,
     [
         (
             ["--bogus"],
-            "gpu.sh: error: unknown argument '--bogus'; use --wheelhouse DIR, --out DIR, --cpu-smoke, --steps a,b, --budget SECONDS",
+            "gpu.sh: error: unknown argument '--bogus'; use --wheelhouse DIR, --out DIR, --cpu-smoke, --steps a,b, "
+            "--budget SECONDS",
         ),
         (
             ["--wheelhouse", "/nonexistent/wh"],
-            "gpu.sh: error: no hfsweep wheel in /nonexistent/wh; build the wheelhouse first (see the top of this script)",
+            "gpu.sh: error: no hfsweep wheel in /nonexistent/wh; build the wheelhouse first (see the top of this "
+            "script)",
         ),
     ],
 )

@@ -89,7 +89,8 @@ def test_nested_model_key_is_searchable():
             {"training": {"learning_rate": {"sampler": "grid", "values": [1e-3], "low": 1e-5, "high": 1e-3}}},
             r"^search_space\.training\.learning_rate: sampler 'grid' reads values, not low, high; set "
             r"search_space\.training\.learning_rate\.sampler=loguniform \(or uniform\) to sample the range, or remove "
-            r"~search_space\.training\.learning_rate\.low ~search_space\.training\.learning_rate\.high to keep the values\.$",
+            r"~search_space\.training\.learning_rate\.low ~search_space\.training\.learning_rate\.high to keep the "
+            r"values\.$",
         ),
     ],
 )

@@ -109,7 +109,8 @@ def test_pareto_plot_is_written(tmp_path):
         ),
         (
             [*TWO, "stopper=plateau"],
-            r"^stopper\.plateau\.metric: a stopper watches one metric, not \[eval_loss,time_total_s\]; set stopper\.plateau\.metric=eval_loss",
+            r"^stopper\.plateau\.metric: a stopper watches one metric, not \[eval_loss,time_total_s\]; set "
+            r"stopper\.plateau\.metric=eval_loss",
         ),
         (
             [*TWO, "callbacks=early_stopping"],
@@ -117,7 +118,8 @@ def test_pareto_plot_is_written(tmp_path):
         ),
         (
             ["metric=[eval_loss,time_total_s]", "mode=min", "scheduler=fifo"],
-            r"^mode: min does not pair with metric=\[eval_loss,time_total_s\]; give one mode per metric, e.g\. mode=\[min,min\]\.$",
+            r"^mode: min does not pair with metric=\[eval_loss,time_total_s\]; give one mode per metric, e.g\. "
+            r"mode=\[min,min\]\.$",
         ),
         (
             ["metric=[eval_loss,eval_loss]", "mode=[min,min]", "scheduler=fifo"],
@@ -323,7 +325,8 @@ def test_an_optuna_warm_start_of_three_trials_steers_the_first_suggestions(tmp_p
     [
         (
             ["metric=eval_perplexity"],
-            r"^search_alg\.warm_start: '.*first' swept metric=eval_loss mode=min, this sweep metric=eval_perplexity mode=min; warm-start from a sweep of the same objectives\.$",
+            r"^search_alg\.warm_start: '.*first' swept metric=eval_loss mode=min, this sweep metric=eval_perplexity "
+            r"mode=min; warm-start from a sweep of the same objectives\.$",
         ),
         (
             ["search_alg=hyperopt"],
@@ -406,7 +409,9 @@ def test_budget_is_none_unless_set_and_must_be_positive(tmp_path):
     assert build_budget(config(tmp_path)) is None
     with pytest.raises(
         ConfigError,
-        match=r"^budget\.wall_clock_s: must be positive, not -1\.0; e\.g\. budget\.wall_clock_s=3600, or null for none\.$",
+        match=(
+            r"^budget\.wall_clock_s: must be positive, not -1\.0; e\.g\. budget\.wall_clock_s=3600, or null for none\.$"
+        ),
     ):
         preflight(config(tmp_path, "budget.wall_clock_s=-1"))
 

@@ -128,8 +128,8 @@ def test_the_selection_sweep_runs_each_configuration_once_per_seed(tmp_path):
         ),
         (
             ["select.top_k=2", "select.seeds=[1,1,2]"],
-            "select.seeds: [1,1,2] names seed 1 more than once, which would train the same run twice; give each seed once, "
-            "e.g. select.seeds=[1,2].",
+            "select.seeds: [1,1,2] names seed 1 more than once, which would train the same run twice; "
+            "give each seed once, e.g. select.seeds=[1,2].",
         ),
         (
             ["select.top_k=2", "select.confidence=1.5"],
@@ -138,7 +138,8 @@ def test_the_selection_sweep_runs_each_configuration_once_per_seed(tmp_path):
         (["select.top_k=-1"], "select.top_k: must be 0 (off) or the number of configurations to re-train, not -1."),
         (
             ["select.top_k=2", "metric=[eval_loss,time_total_s]", "mode=[min,min]", "scheduler=fifo"],
-            "select.top_k: picks a winner by the mean of one metric; several objectives have none (set select.top_k=0).",
+            "select.top_k: picks a winner by the mean of one metric; several objectives have none (set "
+            "select.top_k=0).",
         ),
     ],
 )

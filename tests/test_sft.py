@@ -17,7 +17,8 @@ from hfsweep.tasks.sft import TASK
 from tests.conftest import WORDS
 
 CHAT_TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n"
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}"
+    "{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n"
     "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
 DATA = {"max_length": 48}
@@ -99,7 +100,8 @@ def test_assistant_only_loss_trains_on_every_assistant_turn_and_nothing_else(tok
     (row,) = rows(tokenizer, [example], assistant_only_loss=True, max_length=128)
     answers = [m["content"] for m in example["messages"] if m["role"] == "assistant"]
     assert len(answers) == 3 and sum(row["attention_mask"]) < 128
-    # each assistant turn's text and its EOS (transformers renders with trim_blocks: no newline after {% endif %}); no system or user token
+    # each assistant turn's text and its EOS (transformers renders with trim_blocks: no newline after
+    # {% endif %}); no system or user token
     assert [tokenizer.decode(span) for span in trained_spans(row)] == [a + tokenizer.eos_token for a in answers]
     (last_only,) = rows(tokenizer, [example], max_length=128)
     assert [tokenizer.decode(span) for span in trained_spans(last_only)] == [answers[-1] + tokenizer.eos_token]
@@ -110,7 +112,10 @@ def test_assistant_only_loss_refuses_plain_text_and_a_template_that_renders_begi
 
     with pytest.raises(
         ConfigError,
-        match=r"^task_options\.assistant_only_loss: .* these rows are plain text; set task_options\.assistant_only_loss=false\.$",
+        match=(
+            r"^task_options\.assistant_only_loss: .* these rows are plain text; set "
+            r"task_options\.assistant_only_loss=false\.$"
+        ),
     ):
         rows(
             tokenizer,
@@ -124,7 +129,9 @@ def test_assistant_only_loss_refuses_plain_text_and_a_template_that_renders_begi
     example = {"messages": chat(0, random.Random(0))["messages"] * 2}
     with pytest.raises(
         ConfigError,
-        match=r"^task_options\.assistant_only_loss: the chat template renders a conversation's first 3 messages otherwise",
+        match=(
+            r"^task_options\.assistant_only_loss: the chat template renders a conversation's first 3 messages otherwise"
+        ),
     ):
         rows(tokenizer, [example], chat_template=marks_the_last, assistant_only_loss=True)
 
@@ -221,7 +228,10 @@ def test_trl_sft_trainers_are_refused_in_one_line_off_sft_rows_or_without_the_sh
         preflight(resolved_config(["debug=tiny", "trainer=sft"], tmp_path, tmp_path))
     with pytest.raises(
         ConfigError,
-        match=r"^trainer\._target_: trl\.SFTTrainer takes only a `datasets` Dataset, not a worker's Ray Data shard; use trainer=sft",
+        match=(
+            r"^trainer\._target_: trl\.SFTTrainer takes only a `datasets` Dataset, not a worker's Ray Data shard; use "
+            r"trainer=sft"
+        ),
     ):
         preflight(
             resolved_config(["debug=tiny", "model.task=sft", "trainer._target_=trl.SFTTrainer"], tmp_path, tmp_path)

@@ -113,7 +113,9 @@ def test_run_directory_holds_config_provenance_table_plots_and_best_model(finish
     assert provenance["hardware"]["cpu_count"] == os.cpu_count()
     assert provenance["seeds"]["seed"] == cfg["seed"]
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    git = lambda *args: subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=True).stdout  # noqa: E731
+    git = lambda *args: (  # noqa: E731
+        subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=True).stdout
+    )
     assert provenance["code"]["commit"] == git("rev-parse", "HEAD").strip()
     assert provenance["code"]["dirty"] == bool(git("status", "--porcelain").strip())
     assert (provenance["code"]["diff_sha256"] is None) == (git("diff", "HEAD") == "")

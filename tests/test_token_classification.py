@@ -56,7 +56,9 @@ def test_a_validation_tag_the_training_split_lacks_is_refused(tmp_path):
     data_cfg = local_data_cfg(tmp_path, {"train.txt": CONLL_TRAIN, "validation.txt": CONLL_VALIDATION})
     with pytest.raises(
         ConfigError,
-        match=r"^data\.label_column: the validation split has tags the train split lacks \(B-LOC\); add them to train\.$",
+        match=(
+            r"^data\.label_column: the validation split has tags the train split lacks \(B-LOC\); add them to train\.$"
+        ),
     ):
         TASK.prepare_raw(load_raw(data_cfg, str(tmp_path / "cache"), TASK), data_cfg)
 

@@ -51,7 +51,8 @@ def test_a_user_config_folder_adds_experiments_models_and_search_spaces(how, tmp
         [p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml")] + ["score_regression"]
     )  # hfsweep's and the user's
     assert refused.stderr.strip().splitlines() == [
-        f"hfsweep: error: experiment=score_regresion: no such option (did you mean 'score_regression'?); choose one of {', '.join(options)}."
+        "hfsweep: error: experiment=score_regresion: no such option (did you mean 'score_regression'?); choose one of "
+        f"{', '.join(options)}."
     ]
 
 

@@ -145,7 +145,9 @@ def fake_ray_wheel(folder):
         "ray/jars/ray_dist.jar": b"PK" + bytes(range(256)) * 400,
         "ray/_private/runtime_env/java_jars.py": b"# imported by every runtime env\n",
         "ray-9.9.9.dist-info/METADATA": b"Metadata-Version: 2.1\nName: ray\nVersion: 9.9.9\n",
-        "ray-9.9.9.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: py3-none-any\n",
+        "ray-9.9.9.dist-info/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: py3-none-any\n"
+        ),
     }
     record = "".join(record_line(name, data) for name, data in files.items()) + "ray-9.9.9.dist-info/RECORD,,\n"
     wheel = folder / "ray-9.9.9-py3-none-any.whl"

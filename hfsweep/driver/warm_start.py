@@ -96,17 +96,20 @@ def _read_run(run_dir: str, cfg: dict, param_space: dict, warm: WarmStart) -> No
     results_path = os.path.join(run_dir, RESULTS_FILE)
     if not holds_sweep(run_dir):
         raise ConfigError(
-            f"search_alg.warm_start: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass an earlier sweep's run directory."
+            f"search_alg.warm_start: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass an earlier "
+            "sweep's run directory."
         )
     if not os.path.isfile(results_path):
         raise ConfigError(
-            f"search_alg.warm_start: '{run_dir}' holds no {RESULTS_FILE}; write it with python -m hfsweep.report {run_dir}."
+            f"search_alg.warm_start: '{run_dir}' holds no {RESULTS_FILE}; write it with python -m hfsweep.report "
+            f"{run_dir}."
         )
     earlier = read_config(run_dir)
     if objectives(earlier) != objectives(cfg):
         raise ConfigError(
-            f"search_alg.warm_start: '{run_dir}' swept metric={as_override(earlier['metric'])} mode={as_override(earlier['mode'])}, "
-            f"this sweep metric={as_override(cfg['metric'])} mode={as_override(cfg['mode'])}; warm-start from a sweep of the same objectives."
+            f"search_alg.warm_start: '{run_dir}' swept metric={as_override(earlier['metric'])} "
+            f"mode={as_override(earlier['mode'])}, this sweep metric={as_override(cfg['metric'])} "
+            f"mode={as_override(cfg['mode'])}; warm-start from a sweep of the same objectives."
         )
     searched_then = {path for path, _ in iter_leaves(earlier["search_space"])}
     searched_now = [path for path, _ in iter_leaves(cfg["search_space"])]
@@ -114,12 +117,14 @@ def _read_run(run_dir: str, cfg: dict, param_space: dict, warm: WarmStart) -> No
     for path in searched_now:
         if path not in searched_then and OmegaConf.select(fixed_then, path, default=_ABSENT) is _ABSENT:
             raise ConfigError(
-                f"search_alg.warm_start: '{run_dir}' has no value of {path}, which this sweep searches; warm-start from a sweep that had it."
+                f"search_alg.warm_start: '{run_dir}' has no value of {path}, which this sweep searches; warm-start "
+                "from a sweep that had it."
             )
     ignored = sorted(searched_then - set(searched_now))
     if ignored:
         warm.notes.append(
-            f"{run_dir}: searched {', '.join(ignored)}, which this sweep does not; the trials are used as if at this sweep's values"
+            f"{run_dir}: searched {', '.join(ignored)}, which this sweep does not; the trials are used as if at this "
+            "sweep's values"
         )
     changed = sorted(
         k

@@ -330,12 +330,13 @@ def check_entry(entry: Any, task_inputs: Optional[str], perplexity: bool) -> Met
     if spec.local:
         if spec.local.inputs != task_inputs:
             raise ConfigError(
-                f"eval_metrics: '{spec.name}' scores {spec.local.inputs}, and this task predicts {task_inputs or 'none of them'}; "
-                f"use {fitting_names(task_inputs, perplexity)}."
+                f"eval_metrics: '{spec.name}' scores {spec.local.inputs}, and this task predicts "
+                f"{task_inputs or 'none of them'}; use {fitting_names(task_inputs, perplexity)}."
             )
         if spec.name == "glue" and spec.config_name not in GLUE_CONFIGS:
             raise ConfigError(
-                f"eval_metrics: glue needs config_name, one of {', '.join(GLUE_CONFIGS)}; e.g. {{name: glue, config_name: mrpc}}."
+                f"eval_metrics: glue needs config_name, one of {', '.join(GLUE_CONFIGS)}; "
+                "e.g. {name: glue, config_name: mrpc}."
             )
         return spec
     if spec.target:
@@ -361,12 +362,14 @@ def _load_evaluate_module(spec: MetricSpec, task_inputs: Optional[str] = None, p
         if is_module_path(spec.name):
             reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise ConfigError(
-                f"eval_metrics: '{spec.label}' is not an evaluate module ({reason}); give the folder holding NAME.py, or the .py file."
+                f"eval_metrics: '{spec.label}' is not an evaluate module ({reason}); give the folder holding NAME.py, "
+                "or the .py file."
             ) from err
         offline = "; HF_HUB_OFFLINE is set" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
         raise ConfigError(
-            f"eval_metrics: '{spec.label}' is not computed locally and evaluate.load cannot load it ({type(err).__name__}{offline}); "
-            f"use {fitting_names(task_inputs, perplexity)}, or a path to an evaluate module."
+            f"eval_metrics: '{spec.label}' is not computed locally and evaluate.load cannot load it "
+            f"({type(err).__name__}{offline}); use {fitting_names(task_inputs, perplexity)}, or a path to an "
+            "evaluate module."
         ) from err
 
 
@@ -491,7 +494,8 @@ def check_objective_metric(cfg: dict, task, metric: str) -> None:
         bare = metric.removeprefix("eval_")
         if bare in task.metrics and bare not in cfg["eval_metrics"]:
             raise ConfigError(
-                f"metric: {metric} is never computed; add it, e.g. eval_metrics=[{','.join([*cfg['eval_metrics'], bare])}]."
+                f"metric: {metric} is never computed; add it, e.g. "
+                f"eval_metrics=[{','.join([*cfg['eval_metrics'], bare])}]."
             )
         _check_reported(metric, list(cfg["eval_metrics"]), task)
         return
@@ -505,7 +509,8 @@ def check_objective_metric(cfg: dict, task, metric: str) -> None:
     bare = metric.removeprefix("eval_")
     if bare not in names and bare in LOCAL_METRICS and LOCAL_METRICS[bare].inputs == task.inputs:
         raise ConfigError(
-            f"metric: {metric} is never computed; add it, e.g. eval_metrics=[{','.join([*map(str, cfg['eval_metrics']), bare])}]."
+            f"metric: {metric} is never computed; add it, e.g. "
+            f"eval_metrics=[{','.join([*map(str, cfg['eval_metrics']), bare])}]."
         )
     _check_reported(metric, names, task)
 

@@ -63,5 +63,6 @@ class HuberTrainer(Trainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         labels = inputs.pop("labels")
         outputs = model(**inputs)
-        loss = torch.nn.functional.huber_loss(outputs.logits.squeeze(-1), labels.to(outputs.logits.dtype), delta=self.delta)
+        loss = torch.nn.functional.huber_loss(outputs.logits.squeeze(-1), labels.to(outputs.logits.dtype),
+                                              delta=self.delta)
         return (loss, outputs) if return_outputs else loss
