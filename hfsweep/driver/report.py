@@ -240,6 +240,67 @@ def anytime_section(histories: dict, table: pd.DataFrame, cfg: dict, path: str) 
     )
 
 
+def sweep_summary(
+    best: BestTrial,
+    table: pd.DataFrame,
+    cfg: dict,
+    *,
+    untrained_loss: Optional[float],
+    perplexity: bool,
+    startup: Optional[int],
+    budget,
+    checkpoints: tuple[int, int],
+) -> str:
+    """The one screen a finished search ends with: the best trial, its objectives and the Pareto
+    front, the search against the defaults trial, cost, budget (and whether the sweep ended on it)
+    and the checkpoints on disk (`checkpoints`: their count and bytes)."""
+    lines = [summary(best, cfg["cluster"]["storage_path"], untrained_loss, perplexity)]
+    if is_multi_objective(cfg):
+        values = ", ".join(f"{name} = {value:.4g}" for name, value in best.objectives.items())
+        lines.append(f"  objectives:      {values} (its last report)")
+        lines.append(
+            f"  Pareto front:    {table['pareto'].sum()} of {len(table)} trials, marked in results.md and drawn in "
+            f"{run_files.PARETO_PLOT}; best/ is the one with the best {best.metric}"
+        )
+    lines += search_lines(table, cfg, best, startup)
+    if "cost_usd" in table:
+        lines.append(
+            f"  cost:            ${table['cost_usd'].sum():.4g} for {len(table)} trials (cost_usd in results.csv)"
+        )
+    if budget is not None:
+        lines.append(f"  budget:          {budget.summary()}")
+    if budget is not None and budget.reason:
+        ended = ", ".join(f"{n} {why}" for why, n in table["ended"].value_counts().items())
+        lines.append(
+            f"  budget:          the sweep ended on {budget.reason}; no trial started after, running ones were stopped "
+            f"({ended})"
+        )
+    count, size = checkpoints
+    keep = cfg["checkpoints"]["keep_per_trial"]
+    kept = f"the best {keep} per trial" if keep else "all kept; set checkpoints.keep_per_trial=K to keep fewer"
+    lines.append(f"  checkpoints:     {count} on disk, {size / 2**20:.1f} MiB ({kept})")
+    return "\n".join(lines)
+
+
+def selection_spend_lines(rerun_table: pd.DataFrame, search_cost: Optional[pd.Series], budget) -> list[str]:
+    """What the selection's re-training added to the search's cost and budget."""
+    lines = []
+    if "cost_usd" in rerun_table and search_cost is not None:
+        searched, selected = search_cost.sum(), rerun_table["cost_usd"].sum()
+        lines.append(
+            f"  cost:            ${searched:.4g} for the search + ${selected:.4g} for the selection's "
+            f"{len(rerun_table)} runs = ${searched + selected:.4g}"
+        )
+    if budget is not None:
+        lines.append(f"  budget:          {budget.summary()}, the selection included")
+        if budget.reason:
+            lines.append(
+                f"  budget:          the selection ended on {budget.reason}; runs stopped then count with their "
+                f"last report"
+            )
+    return lines
+
+
 def summary(best: BestTrial, run_dir: str, untrained_loss: Optional[float] = None, perplexity: bool = False) -> str:
     """The console's account of the best trial (`perplexity`: the task's loss is a token loss)."""
     lines = [f"Best trial {best.trial_id} at step {best.step}:"]

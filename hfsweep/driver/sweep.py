@@ -40,7 +40,7 @@ from hfsweep.driver.ray_cluster import (
     reserved_by_tune,
     searcher_cap,
 )
-from hfsweep.driver.report import search_lines, summary, write_report
+from hfsweep.driver.report import selection_spend_lines, sweep_summary, write_report
 from hfsweep.driver.schedulers import build_scheduler, build_search_alg, build_stopper, startup_trials, target_class
 from hfsweep.driver.search_space import compile_search_space
 from hfsweep.driver.select import (
@@ -55,7 +55,7 @@ from hfsweep.driver.select import (
 )
 from hfsweep.driver.warm_start import load_warm_start, searcher_arguments, warm_start_dirs
 from hfsweep.models import build_model, check_peft_targets, check_pretrained_reachable, check_weights_digest
-from hfsweep.run_dir import PARETO_PLOT, RESULTS_FILE, SELECT_DIR, SELECTION_FILE, experiment_names, write_config
+from hfsweep.run_dir import RESULTS_FILE, SELECT_DIR, SELECTION_FILE, experiment_names, write_config
 from hfsweep.trial.trainable import run_trial
 
 NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
@@ -343,32 +343,18 @@ def finish(
     write_best(best, storage)
     export_best(best, cfg, task, os.path.join(storage, "best"), data.label_names)
     table = write_report(storage)
-    print(summary(best, storage, untrained_eval_loss(cfg, task, data), task.reports_perplexity))
-    if is_multi_objective(cfg):
-        print(
-            f"  objectives:      {', '.join(f'{name} = {value:.4g}' for name, value in best.objectives.items())} "
-            "(its last report)"
+    print(
+        sweep_summary(
+            best,
+            table,
+            cfg,
+            untrained_loss=untrained_eval_loss(cfg, task, data),
+            perplexity=task.reports_perplexity,
+            startup=startup_trials(cfg),
+            budget=budget,
+            checkpoints=checkpoint_disk_use(results),
         )
-        print(
-            f"  Pareto front:    {table['pareto'].sum()} of {len(table)} trials, marked in results.md and drawn in "
-            f"{PARETO_PLOT}; best/ is the one with the best {best.metric}"
-        )
-    for line in search_lines(table, cfg, best, startup_trials(cfg)):
-        print(line)
-    if "cost_usd" in table:
-        print(f"  cost:            ${table['cost_usd'].sum():.4g} for {len(table)} trials (cost_usd in results.csv)")
-    if budget is not None:
-        print(f"  budget:          {budget.summary()}")
-    if budget is not None and budget.reason:
-        ended = ", ".join(f"{n} {why}" for why, n in table["ended"].value_counts().items())
-        print(
-            f"  budget:          the sweep ended on {budget.reason}; no trial started after, running ones were stopped "
-            f"({ended})"
-        )
-    count, size = checkpoint_disk_use(results)
-    keep = cfg["checkpoints"]["keep_per_trial"]
-    kept = f"the best {keep} per trial" if keep else "all kept; set checkpoints.keep_per_trial=K to keep fewer"
-    print(f"  checkpoints:     {count} on disk, {size / 2**20:.1f} MiB ({kept})")
+    )
     unfinished = int(table["ended"].isin(UNFINISHED).sum())
     if cfg["select"]["top_k"] and unfinished:
         print(
@@ -430,19 +416,8 @@ def select_over_seeds(
         tuner = build_tuner(plan, searcher_cap(sub))
     reruns = tune_fit(tuner)
     rerun_table = write_report(out)
-    if "cost_usd" in rerun_table and search_cost is not None:
-        searched, selected = search_cost.sum(), rerun_table["cost_usd"].sum()
-        print(
-            f"  cost:            ${searched:.4g} for the search + ${selected:.4g} for the selection's "
-            f"{len(rerun_table)} runs = ${searched + selected:.4g}"
-        )
-    if budget is not None:
-        print(f"  budget:          {budget.summary()}, the selection included")
-        if budget.reason:
-            print(
-                f"  budget:          the selection ended on {budget.reason}; runs stopped then count with their "
-                f"last report"
-            )
+    for line in selection_spend_lines(rerun_table, search_cost, budget):
+        print(line)
     candidates = candidates_from(reruns, sub, configurations)
     defaults = next((c for c in configurations if defaults is not None and is_defaults(c, defaults)), None)
     selection = rank(candidates, cfg["metric"], cfg["mode"], cfg["select"]["confidence"], defaults)
