@@ -107,7 +107,7 @@ def step_sweep(args) -> None:
 def step_pytest(args) -> None:
     import importlib.util
 
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "tests/test_gpu.py", "-p", "no:cacheprovider", "-q", "-rs",
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "tests/e2e/test_gpu.py", "-p", "no:cacheprovider", "-q", "-rs",
            "--durations=5"]
     note = ""
     if importlib.util.find_spec("bitsandbytes") is None:

@@ -8,7 +8,7 @@
   comments.
 
     python docs/gen_reference.py           # rewrite the pages
-    python docs/gen_reference.py --check   # exit 1 if a page is not what the code gives (CI, tests/test_docs.py)
+    python docs/gen_reference.py --check   # exit 1 if a page is not what the code gives (CI, tests/unit/test_docs.py)
 
 Comments are read from the source with `ast` and `tokenize` (a field's comment on its line, or the
 comment lines just above it), so a comment written beside the code is the documentation.

@@ -1,7 +1,7 @@
 """Every private API of Ray, torch, datasets and W&B that hfsweep touches (and the one library
 print silenced where it is first imported), each guarded, in one place to mend on an upgrade.
 Where one has gone, hfsweep degrades (a log line stays loud, a
-cache key is computed the slow way) and nothing fails; `tests/test_compat.py` fails instead, so
+cache key is computed the slow way) and nothing fails; `tests/unit/test_compat.py` fails instead, so
 the upgrade is noticed."""
 
 from __future__ import annotations

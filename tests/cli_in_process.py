@@ -1,7 +1,7 @@
 """Many `python -m hfsweep ARGS` command lines in one Python process: what each one prints on file
 descriptors 1 and 2 (Python's and any library's, native code's included), its exit code, and
 whether it started Ray, without paying the interpreter's start and the imports for each (the
-refusal tests run about 80 of them; `tests/test_config.py` also runs one real process per section).
+refusal tests run about 80 of them; `tests/unit/test_config.py` also runs one real process per section).
 
     python -m tests.cli_in_process CASES.json RESULTS.json    # CASES: a list of argument lists
 """

@@ -18,7 +18,7 @@ CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 def compose_config(overrides: list[str] = ()):
     """Compose conf/config.yaml with overrides, as `python -m hfsweep` would; without the defaults
-    trial unless the overrides name `search_alg.defaults_trial` (tests/test_defaults_trial.py)."""
+    trial unless the overrides name `search_alg.defaults_trial` (tests/unit/test_defaults_trial.py)."""
     from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema)
     from hfsweep.config.loading import normalise_overrides
 
@@ -36,15 +36,25 @@ def resolved_config(overrides: list[str], storage: Path, cache: Path) -> dict:
     return resolve(cfg, str(storage), list(overrides))
 
 
+def run_sweep(overrides: list[str], storage: Path, cache: Path):
+    """An end-to-end test's sweep, as `python -m hfsweep OVERRIDES` runs it after composing: the
+    resolved config and Tune's results."""
+    from hfsweep.driver import sweep
+    from hfsweep.driver.preflight import preflight
+
+    cfg = resolved_config(overrides, storage, cache)
+    return cfg, sweep.run(preflight(cfg))
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
-    """The tiers: every test of an `*_e2e.py` module or on the shared Ray cluster is `slow` (the
-    end-to-end tier, `pytest -m slow`), but those marked `smoke`, which stay in the default tier
-    beside the unit tests. `gpu` tests are skipped on a machine without CUDA."""
+    """The tiers: every test in tests/e2e/, or on the shared Ray cluster, is `slow` (the end-to-end
+    tier, `pytest -m slow`), but those marked `smoke`, which stay in the default tier beside
+    tests/unit/. `gpu` tests are skipped on a machine without CUDA."""
     import torch
 
     for item in items:
-        on_ray = item.module.__name__.endswith("_e2e") or "ray_cluster" in getattr(item, "fixturenames", ())
+        on_ray = item.path.parent.name == "e2e" or "ray_cluster" in getattr(item, "fixturenames", ())
         if on_ray and "smoke" not in item.keywords:
             item.add_marker(pytest.mark.slow)
     if torch.cuda.is_available():

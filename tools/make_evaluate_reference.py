@@ -1,5 +1,5 @@
 """Writes tests/fixtures/evaluate_reference.json: fixed inputs and the values `evaluate`'s own
-metric modules give for them, which tests/test_metrics.py compares hfsweep's offline metrics with.
+metric modules give for them, which tests/unit/test_metrics.py compares hfsweep's offline metrics with.
 
     git clone https://github.com/huggingface/evaluate /tmp/evaluate
     python tools/make_evaluate_reference.py /tmp/evaluate/metrics

@@ -8,7 +8,7 @@ An `eval_metrics` entry is
 
 The common names are computed here, offline, with the libraries `evaluate`'s own modules call
 (scikit-learn, scipy, seqeval, rouge_score, sacrebleu) and with the same results
-(`tests/test_metrics.py` checks hand-computed values); every other name goes through
+(`tests/unit/test_metrics.py` checks hand-computed values); every other name goes through
 `evaluate.load`, which fetches the module from the hub (online) or its cache.
 
 Results are flattened for Tune: a nested value becomes `OUTER_INNER` (seqeval's `PER_f1`), lists are

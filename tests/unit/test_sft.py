@@ -14,7 +14,7 @@ from hfsweep.driver.preflight import preflight
 from hfsweep.tasks import with_options
 from hfsweep.tasks.base import IGNORED
 from hfsweep.tasks.sft import TASK
-from tests.conftest import WORDS
+from tests.conftest import WORDS, run_sweep
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}"
@@ -160,8 +160,7 @@ def test_a_lora_sft_sweep_runs_and_its_best_adapter_generates(ray_cluster, tmp_p
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hfsweep.driver import sweep
-    from tests.conftest import resolved_config, save_tiny_base
+    from tests.conftest import save_tiny_base
 
     base = save_tiny_base(tmp_path / "base", cache_dir)
     data = tmp_path / "chat"
@@ -184,8 +183,7 @@ def test_a_lora_sft_sweep_runs_and_its_best_adapter_generates(ray_cluster, tmp_p
         f"task_options.chat_template={tmp_path / 'chat.jinja'}",
         "search_space.training.learning_rate.values=[1e-2]",
     ]
-    cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
-    results = sweep.run(preflight(cfg))
+    cfg, results = run_sweep(overrides, tmp_path / "run", cache_dir)
     assert results.errors == [] and results[0].metrics["step"] == cfg["training"]["max_steps"]
     assert 0 < results[0].metrics["eval_mean_token_accuracy"] <= 1  # logged by TRL's SFTTrainer only
     history = results[0].metrics_dataframe["eval_loss"]

@@ -8,7 +8,7 @@ import pytest
 
 from hfsweep.driver import sweep
 from hfsweep.driver.preflight import preflight
-from tests.conftest import resolved_config, write_glue_pairs
+from tests.conftest import resolved_config, run_sweep, write_glue_pairs
 
 # Every key the Accelerate loop must honour as the Trainer does, set away from its default.
 SAME_RUN = [
@@ -27,7 +27,7 @@ SAME_RUN = [
 
 
 def loss_curve(loop: str, storage, cache_dir) -> list[tuple]:
-    results = sweep.run(preflight(resolved_config([f"loop={loop}", *SAME_RUN], storage, cache_dir)))
+    results = run_sweep([f"loop={loop}", *SAME_RUN], storage, cache_dir)[1]
     assert results.errors == []
     history = results[0].metrics_dataframe
     ran = history[["device", "param_dtype", "autocast_dtype", "distributed"]].drop_duplicates().to_dict("records")

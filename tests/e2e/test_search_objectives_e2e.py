@@ -10,8 +10,8 @@ import pytest
 
 from hfsweep.driver import sweep
 from hfsweep.driver.preflight import preflight
-from tests.conftest import resolved_config
-from tests.test_search_objectives import brute_force_front
+from tests.conftest import resolved_config, run_sweep
+from tests.unit.test_search_objectives import brute_force_front
 
 OBJECTIVES = [("eval_loss", "min"), ("time_total_s", "min")]
 TWO = [
@@ -55,7 +55,7 @@ def test_warm_start_grid_sweep_runs_none_of_the_earlier_configurations(pareto_sw
         f"search_space.training.learning_rate.values=[{','.join(map(str, rates))}]",
         f"search_alg.warm_start={pareto_sweep}",
     ]
-    sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
+    run_sweep(overrides, tmp_path, cache_dir)
     table = pd.read_csv(tmp_path / "results.csv")
     assert list(table["training.learning_rate"]) == [1e-3], "only the grid point the first sweep did not run"
     assert (table["status"] == "TERMINATED").all()
@@ -73,7 +73,7 @@ def test_budget_ends_the_sweep_and_every_trial_has_a_final_state(ray_cluster, tm
         "budget.trial_hours=0.0003",
         "search_space.training.learning_rate.values=[3e-3,1e-3,1e-4]",
     ]
-    results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
+    results = run_sweep(overrides, tmp_path, cache_dir)[1]
     assert results.errors == []
     table = pd.read_csv(tmp_path / "results.csv")
     assert len(table) >= 1 and set(table["status"]) == {"TERMINATED"}, table

@@ -11,10 +11,8 @@ import datasets
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
 from hfsweep.data.offline import write_digits
-from hfsweep.driver import sweep
-from hfsweep.driver.preflight import preflight
 from hfsweep.tasks.image_classification import TASK
-from tests.conftest import prepare_data, resolved_config
+from tests.conftest import prepare_data, resolved_config, run_sweep
 
 
 def test_digits_become_pixel_values_of_the_processors_size(tmp_path):
@@ -47,8 +45,7 @@ def test_vit_digits_offline_learns_the_digits(ray_cluster, tmp_path, cache_dir):
         "training.max_steps=100",
         "search_space.training.learning_rate.values=[3e-3]",
     ]
-    cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
-    results = sweep.run(preflight(cfg))
+    cfg, results = run_sweep(overrides, tmp_path / "run", cache_dir)
     assert results.errors == [] and len(results) == 1
     accuracy = results[0].metrics["eval_accuracy"]
     assert accuracy > 0.5, f"accuracy {accuracy:.2f} after 100 steps; chance is 0.10"

@@ -16,10 +16,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from transformers import AutoModelForCausalLM
 
 from hfsweep.cli import replay
-from hfsweep.driver import sweep
 from hfsweep.driver.best import best_trial
-from hfsweep.driver.preflight import preflight
-from tests.conftest import resolved_config
+from tests.conftest import run_sweep
 
 MAX_STEPS = 20
 LEARNING_RATES = [1e-2, 5e-3, 3e-3, 2e-3, 1e-3, 1e-4, 1e-5, 1e-6]  # the 8-trial sweep
@@ -38,8 +36,7 @@ BUDGET_SWEEP = [
 
 @pytest.fixture(scope="module")
 def budget_sweep(ray_cluster, tmp_path_factory, cache_dir):
-    cfg = resolved_config(BUDGET_SWEEP, tmp_path_factory.mktemp("budget"), cache_dir)
-    return cfg, sweep.run(preflight(cfg))
+    return run_sweep(BUDGET_SWEEP, tmp_path_factory.mktemp("budget"), cache_dir)
 
 
 def checkpoints_on_disk(cfg: dict) -> list[str]:
@@ -163,7 +160,7 @@ REPRODUCIBLE = [
 def test_same_seed_and_config_give_the_same_trials_and_metrics(ray_cluster, tmp_path, cache_dir):
     runs = []
     for name in ("first", "second"):
-        results = sweep.run(preflight(resolved_config(REPRODUCIBLE, tmp_path / name, cache_dir)))
+        results = run_sweep(REPRODUCIBLE, tmp_path / name, cache_dir)[1]
         assert results.errors == []
         runs.append({r.config["training"]["learning_rate"]: list(r.metrics_dataframe["eval_loss"]) for r in results})
     first, second = runs

@@ -19,7 +19,7 @@ from hfsweep.driver.best import best_trial
 from hfsweep.driver.evaluation import evaluate_model
 from hfsweep.driver.preflight import preflight
 from hfsweep.models import weights_digest
-from tests.conftest import prepare_data, resolved_config
+from tests.conftest import prepare_data, resolved_config, run_sweep
 
 MAX_STEPS = 30
 SWEEP = [
@@ -36,8 +36,7 @@ SWEEP = [
 @pytest.fixture(scope="module")
 def finished_sweep(ray_cluster, tmp_path_factory, cache_dir):
     storage = tmp_path_factory.mktemp("sweep")
-    cfg = resolved_config(SWEEP, storage, cache_dir)
-    return cfg, sweep.run(preflight(cfg))
+    return run_sweep(SWEEP, storage, cache_dir)
 
 
 @pytest.mark.smoke  # the default tier's one sweep: DDP workers, ASHA, checkpoints, best/, the report
@@ -112,7 +111,7 @@ def test_run_directory_holds_config_provenance_table_plots_and_best_model(finish
     assert provenance["packages"]["torch"] and provenance["packages"]["ray"] == ray.__version__
     assert provenance["hardware"]["cpu_count"] == os.cpu_count()
     assert provenance["seeds"]["seed"] == cfg["seed"]
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     git = lambda *args: (  # noqa: E731
         subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=True).stdout
     )

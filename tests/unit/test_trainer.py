@@ -135,7 +135,7 @@ def highest_logit_share(eval_pred) -> dict:
 
 
 def test_a_model_factory_from_config_builds_the_model(tmp_path):
-    cfg = resolved_config(["+model.factory._target_=tests.test_trainer.three_layer_gpt2"], tmp_path, tmp_path)
+    cfg = resolved_config(["+model.factory._target_=tests.unit.test_trainer.three_layer_gpt2"], tmp_path, tmp_path)
     model = build_model(cfg["model"], OneToken(), task=get_task(cfg["model"]["task"]))
     assert model.config.n_layer == 3 and model.loss_type == "ForCausalLM"
 
@@ -157,8 +157,8 @@ class CountingCollator:
 
 def test_compute_metrics_and_data_collator_from_config_reach_the_trainer(tmp_path):
     overrides = [
-        "+compute_metrics._target_=tests.test_trainer.highest_logit_share",
-        "+data_collator._target_=tests.test_trainer.CountingCollator",
+        "+compute_metrics._target_=tests.unit.test_trainer.highest_logit_share",
+        "+data_collator._target_=tests.unit.test_trainer.CountingCollator",
         "metric=eval_positive_share",
         "mode=max",
     ]

@@ -12,7 +12,7 @@ from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
 from hfsweep.driver.best import best_trial
 from hfsweep.driver.preflight import preflight
-from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
+from tests.conftest import resolved_config, run_sweep, sequential_sweep, untrained_metrics
 
 MAX_STEPS = 90
 MARGIN = 0.75  # nats below the untrained model's loss (ln 1000 = 6.9, the vocabulary); 90 steps reach ~5.9
@@ -61,7 +61,6 @@ def test_a_searched_task_option_reaches_each_trial_and_prepares_data_only_when_t
         "~search_space.task_options",
         f"+search_space.task_options.{option}={{sampler:grid,values:[0.15,0.5]}}",
     ]
-    cfg = resolved_config(overrides, tmp_path / "run", cache)
-    results = sweep.run(preflight(cfg))
+    cfg, results = run_sweep(overrides, tmp_path / "run", cache)
     assert results.errors == [] and sorted(r.config["task_options"][option] for r in results) == [0.15, 0.5]
     assert len(os.listdir(cache / "tokenized")) == prepared

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "hfsweep"
+PACKAGE = Path(__file__).resolve().parents[2] / "hfsweep"
 
 # Top to bottom. A module's layer is that of its longest listed prefix.
 LAYERS = [

@@ -23,7 +23,7 @@ from hfsweep.driver.preflight import preflight
 from hfsweep.loops.cost import Cost, peak_flops
 from hfsweep.tasks import get_task
 from hfsweep.tasks.metrics import check_objective_metric
-from tests.conftest import resolved_config
+from tests.conftest import resolved_config, run_sweep
 
 COST_OBJECTIVES = ["metric=[eval_loss,train_tokens_per_second]", "mode=[min,max]"]
 # 40 steps, a report every 20: seconds of training per report, so that Tune's lag in taking a report
@@ -280,7 +280,6 @@ def hparams_session(trial_dir: str) -> tuple[dict, dict]:
 def cost_sweep(ray_cluster, tmp_path_factory, cache_dir):
     """Two trials on two objectives, the loss and the throughput, with a price per CPU-hour and
     TensorBoard; and what the sweep printed."""
-    from hfsweep.driver import sweep
 
     storage = tmp_path_factory.mktemp("cost")
     overrides = [
@@ -294,7 +293,7 @@ def cost_sweep(ray_cluster, tmp_path_factory, cache_dir):
     ]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        sweep.run(preflight(resolved_config(overrides, storage, cache_dir)))
+        run_sweep(overrides, storage, cache_dir)
     return storage, printed.getvalue()
 
 
@@ -348,10 +347,8 @@ def test_tensorboard_hparams_hold_each_trials_searched_values_and_final_metrics(
 
 @pytest.mark.slow
 def test_accelerate_loop_on_two_workers_reports_their_summed_throughput(ray_cluster, tmp_path, cache_dir):
-    from hfsweep.driver import sweep
-
     overrides = ["debug=tiny", *TWO_WORKERS_LONGER, "loop=accelerate", "cluster.num_workers=2"]
-    sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
+    run_sweep(overrides, tmp_path, cache_dir)
     (rows,) = reports(tmp_path).values()
     assert rows[-1]["distributed"] == "MULTI_CPU"
     assert_throughput_matches_tokens_over_time(rows, workers=2)
@@ -362,8 +359,6 @@ def test_accelerate_loop_on_two_workers_reports_their_summed_throughput(ray_clus
 
 @pytest.mark.slow
 def test_usd_budget_stops_the_sweep(ray_cluster, tmp_path, cache_dir, capfd):
-    from hfsweep.driver import sweep
-
     # 3 trials of 40 steps one at a time at $1 per CPU-hour: the first report (several seconds in) spends $0.0003
     overrides = [
         "debug=tiny",
@@ -373,7 +368,7 @@ def test_usd_budget_stops_the_sweep(ray_cluster, tmp_path, cache_dir, capfd):
         "budget.usd=0.0003",
         "search_space.training.learning_rate.values=[3e-3,1e-3,1e-4]",
     ]
-    results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
+    results = run_sweep(overrides, tmp_path, cache_dir)[1]
     assert results.errors == []
     table = pd.read_csv(tmp_path / "results.csv")
     assert (table["step"] < 40).all(), "the budget stops the running trial before its end"
@@ -387,7 +382,6 @@ def test_usd_budget_stops_the_sweep(ray_cluster, tmp_path, cache_dir, capfd):
 def test_in_process_trials_on_a_reused_actor_each_report_their_own_peak_memory(ray_cluster, tmp_path, cache_dir):
     """Tune reuses an in-process trial's actor: a trial of small batches after one of large batches
     reports its own peak resident set, not the process's lifetime peak."""
-    from hfsweep.driver import sweep
 
     overrides = [
         "debug=tiny",
@@ -396,7 +390,7 @@ def test_in_process_trials_on_a_reused_actor_each_report_their_own_peak_memory(r
         "search_space.training.learning_rate.values=[1e-3]",
         "+search_space.training.per_device_train_batch_size={sampler:grid,values:[256,2]}",
     ]
-    results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
+    results = run_sweep(overrides, tmp_path, cache_dir)[1]
     assert results.errors == []
     assert len({result.metrics["pid"] for result in results}) == 1, "both trials ran in one reused actor"
     table = pd.read_csv(tmp_path / "results.csv").set_index("training.per_device_train_batch_size")
@@ -413,7 +407,7 @@ def test_a_budget_pickled_before_the_shared_ledger_resumes_with_what_it_spent():
     import pickle
     from pathlib import Path
 
-    data = (Path(__file__).parent / "fixtures" / "budget_pre_ledger.pkl").read_bytes()
+    data = (Path(__file__).parents[1] / "fixtures" / "budget_pre_ledger.pkl").read_bytes()
     stopper, callback = pickle.loads(data), pickle.loads(data)  # Tune restores two copies
     assert stopper.summary() == "0.25 of 0.5 trial-hours (450.0 trial-seconds x 2) used"
     callback("c3", {"time_total_s": 100.0})  # one ledger: the stopper sees what the callback counted

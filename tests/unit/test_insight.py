@@ -32,7 +32,7 @@ from hfsweep.driver.insight import (
     study_name,
     why_not,
 )
-from tests.conftest import resolved_config
+from tests.conftest import run_sweep
 
 SPACE = {
     "training": {
@@ -132,7 +132,7 @@ def test_parallel_axes_place_categories_in_the_spaces_order_and_log_keys_on_a_lo
 def test_importance_prints_nothing():
     """In a fresh process: Optuna's log handler holds the stderr of the moment it was imported, which
     pytest's capture fixtures may not be."""
-    code = "from tests.test_insight import *; importance_section(toy_table(), config())"
+    code = "from tests.unit.test_insight import *; importance_section(toy_table(), config())"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
 
@@ -257,12 +257,8 @@ SWEEP = [
 @pytest.fixture(scope="module")
 def reported_sweep(ray_cluster, tmp_path_factory, cache_dir):
     """The sweep's run directory and the storage `python -m hfsweep.report RUN_DIR --optuna-storage` wrote."""
-    from hfsweep.driver import sweep
-    from hfsweep.driver.preflight import preflight
-
     storage = tmp_path_factory.mktemp("insight")
-    cfg = resolved_config(SWEEP, storage, cache_dir)
-    sweep.run(preflight(cfg))
+    cfg, _ = run_sweep(SWEEP, storage, cache_dir)
     url = f"sqlite:///{storage}/sweep.db"
     proc = subprocess.run(
         [sys.executable, "-m", "hfsweep.report", str(storage), "--optuna-storage", url],

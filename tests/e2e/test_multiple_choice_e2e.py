@@ -10,10 +10,8 @@ import random
 
 from transformers import AutoModelForMultipleChoice
 
-from hfsweep.driver import sweep
-from hfsweep.driver.preflight import preflight
 from hfsweep.tasks.multiple_choice import TASK
-from tests.conftest import WORDS, prepare_data, resolved_config
+from tests.conftest import WORDS, prepare_data, resolved_config, run_sweep
 
 SWAG_COLUMNS = [
     "video-id",
@@ -105,8 +103,7 @@ def test_bert_swag_offline_learns_to_pick_the_ending(ray_cluster, tmp_path, cach
         "search_space.training.learning_rate.values=[3e-3]",
         "cluster.num_workers=1",
     ]
-    cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
-    results = sweep.run(preflight(cfg))
+    cfg, results = run_sweep(overrides, tmp_path / "run", cache_dir)
     assert results.errors == [] and len(results) == 1
     accuracy = results[0].metrics["eval_accuracy"]
     assert accuracy > 0.6, f"accuracy {accuracy:.2f} after 80 steps; chance is 0.25"

@@ -12,12 +12,10 @@ from peft import PeftModel
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hfsweep.driver import sweep
 from hfsweep.driver.best import best_trial, directory_bytes
 from hfsweep.driver.evaluation import evaluate_model
-from hfsweep.driver.preflight import preflight
 from hfsweep.models import tensors_digest
-from tests.conftest import prepare_data, resolved_config, save_tiny_base
+from tests.conftest import prepare_data, run_sweep, save_tiny_base
 
 ADAPTER = "adapter_model.safetensors"
 
@@ -46,8 +44,7 @@ def asha_sweep(ray_cluster, base, tmp_path_factory, cache_dir):
         "+callbacks.crash._target_=tests.faults.CrashMidSave",
         "+callbacks.crash.step=20",
     ]
-    cfg = resolved_config(overrides, tmp_path_factory.mktemp("lora_asha"), cache_dir)
-    return cfg, sweep.run(preflight(cfg))
+    return run_sweep(overrides, tmp_path_factory.mktemp("lora_asha"), cache_dir)
 
 
 def test_lora_trials_finish_and_asha_stops_the_slow_one(asha_sweep):
@@ -130,7 +127,7 @@ def pbt_rows(ray_cluster, base, tmp_path_factory, cache_dir):
         "num_samples=2",  # debug=tiny's 20 steps: both trials meet at step 10, where the worse one is exploited
         "training.lr_scheduler_type=constant",
     ]
-    results = sweep.run(preflight(resolved_config(overrides, tmp_path_factory.mktemp("lora_pbt"), cache_dir)))
+    results = run_sweep(overrides, tmp_path_factory.mktemp("lora_pbt"), cache_dir)[1]
     assert results.errors == []
     return [row for result in results for _, row in result.metrics_dataframe.iterrows()]
 

@@ -135,7 +135,8 @@ def test_rouge_and_sacrebleu_match_hand_computed_values():
     assert short["bp"] == pytest.approx(math.exp(1 - 6 / 3)) and short["sys_len"] == 3 and short["ref_len"] == 6
 
 
-EVALUATE_REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "evaluate_reference.json").read_text())["cases"]
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+EVALUATE_REFERENCE = json.loads((FIXTURES / "evaluate_reference.json").read_text())["cases"]
 # evaluate's squad_v2 also searches for the best no-answer threshold; hfsweep's question answering
 # predicts no-answer probability 0.0 for every question (as run_qa does), so it does not report it
 NOT_REPORTED = {"squad_v2": {"best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"}}
@@ -174,7 +175,7 @@ def mean_gap(predictions, references, scale=1.0):
 
 
 def test_a_target_function_is_a_metric_with_its_arguments():
-    entry = {"_target_": "tests.test_metrics.mean_gap", "scale": 2.0}
+    entry = {"_target_": "tests.unit.test_metrics.mean_gap", "scale": 2.0}
     assert reported_names(check_entry(entry, LABELS, False)) is None
     assert score(entry, [1, 2], [3, 2]) == {"gap": 2.0}
 

@@ -12,10 +12,8 @@ import pandas as pd
 import pytest
 from transformers import AutoModelForCausalLM
 
-from hfsweep.driver import sweep
-from hfsweep.driver.preflight import preflight
 from hfsweep.models import weights_digest
-from tests.conftest import resolved_config
+from tests.conftest import run_sweep
 
 EVAL_STEPS = 10
 
@@ -37,8 +35,7 @@ def pbt_sweep(request, ray_cluster, tmp_path_factory, cache_dir):
         "training.lr_scheduler_type=constant",
         "cluster.num_workers=1",
     ]
-    cfg = resolved_config(overrides, tmp_path_factory.mktemp("pbt"), cache_dir)
-    results = sweep.run(preflight(cfg))
+    cfg, results = run_sweep(overrides, tmp_path_factory.mktemp("pbt"), cache_dir)
     rows = [row for result in results for _, row in result.metrics_dataframe.iterrows()]
     return results, rows
 

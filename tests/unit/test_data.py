@@ -118,7 +118,7 @@ def test_local_folder_without_validation_file(tmp_path):
 
 OFFLINE_PRESETS = sorted(  # those that name their stand-in data (SWAG's own files have none: test_config)
     p.stem
-    for p in (Path(__file__).parents[1] / "conf" / "experiment").glob("*_offline.yaml")
+    for p in (Path(__file__).parents[2] / "conf" / "experiment").glob("*_offline.yaml")
     if "\n  proxy:" in p.read_text()
 )
 

@@ -72,8 +72,8 @@ def test_a_random_search_extension_draws_new_points_and_an_interrupted_one_is_fi
     """Random search extended from 2 trials to 4 draws 2 new learning rates (not the sweep's first
     two again); the extension, interrupted by Ctrl-C mid-trial, is finished by a plain resume,
     its held trial continuing from its checkpoint."""
+    from tests.e2e.test_resume_e2e import interrupt
     from tests.faults import HOLD_AFTER_STEP_10
-    from tests.test_resume_e2e import interrupt
 
     run_dir = tmp_path / "run"
     (run_dir / "sweep" / "train_runs").mkdir(parents=True)

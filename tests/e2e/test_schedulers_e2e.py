@@ -6,9 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from hfsweep.driver import sweep
-from hfsweep.driver.preflight import preflight
-from tests.conftest import resolved_config
+from tests.conftest import run_sweep
 
 
 def test_early_stopping_callback_ends_a_trial_as_completed(ray_cluster, tmp_path, cache_dir):
@@ -20,7 +18,7 @@ def test_early_stopping_callback_ends_a_trial_as_completed(ray_cluster, tmp_path
         "search_space.training.learning_rate.values=[1e-5]",
         "training.max_steps=60",
     ]
-    results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
+    results = run_sweep(overrides, tmp_path, cache_dir)[1]
     assert results.errors == []
     (result,) = results
     assert result.metrics["step"] < 60, "EarlyStoppingCallback did not stop the trial"
@@ -43,7 +41,7 @@ def test_under_max_steps_minus_one_each_trial_trains_its_epochs_at_its_batch_siz
         "scheduler=asha_epochs",
         "+search_space.training.per_device_train_batch_size={sampler:grid,values:[4,8]}",
     ]
-    results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
+    results = run_sweep(overrides, tmp_path, cache_dir)[1]
     assert results.errors == []
     table = pd.read_csv(tmp_path / "results.csv").sort_values("training.per_device_train_batch_size")
     assert set(table["ended"]) == {"completed"}

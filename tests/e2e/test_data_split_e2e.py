@@ -8,10 +8,8 @@ from __future__ import annotations
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hfsweep.driver import sweep
 from hfsweep.driver.evaluation import evaluate_model
-from hfsweep.driver.preflight import preflight
-from tests.conftest import prepare_data, resolved_config
+from tests.conftest import prepare_data, run_sweep
 
 
 def test_accelerate_on_two_workers_evaluates_each_validation_example_once(ray_cluster, tmp_path, cache_dir):
@@ -22,8 +20,7 @@ def test_accelerate_on_two_workers_evaluates_each_validation_example_once(ray_cl
         "cluster.num_workers=2",
         "training.max_steps=10",
     ]
-    cfg = resolved_config(overrides, tmp_path, cache_dir)
-    results = sweep.run(preflight(cfg))
+    cfg, results = run_sweep(overrides, tmp_path, cache_dir)
     assert results.errors == []
     final = results[0].metrics
     assert final["step"] == 10

@@ -11,7 +11,7 @@ from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
 from hfsweep.driver.best import best_trial
 from hfsweep.driver.preflight import preflight
-from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
+from tests.conftest import resolved_config, run_sweep, sequential_sweep, untrained_metrics
 
 MAX_STEPS = 120
 MARGIN = 0.3  # entity F1 above the untrained model's that the best trial must reach
@@ -71,8 +71,7 @@ def test_the_offline_preset_under_debug_tiny_runs_one_short_trial(ray_cluster, t
         f"data.path={folder}",
         "data.max_train_samples=200",
     ]
-    cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
-    results = sweep.run(preflight(cfg))
+    cfg, results = run_sweep(overrides, tmp_path / "run", cache_dir)
     assert results.errors == [] and len(results) == 1
     result = results[0]
     assert result.metrics["step"] == 20 and list(result.metrics_dataframe["step"]) == [10, 20]

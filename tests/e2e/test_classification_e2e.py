@@ -8,10 +8,8 @@ import os
 
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from hfsweep.driver import sweep
 from hfsweep.driver.best import best_trial
-from hfsweep.driver.preflight import preflight
-from tests.conftest import resolved_config, write_glue_pairs
+from tests.conftest import run_sweep, write_glue_pairs
 
 MAX_STEPS = 40
 
@@ -44,8 +42,7 @@ def test_bert_mrpc_offline_sweep_reports_accuracy_and_f1_and_asha_acts_on_them(r
         # Tune ranks best of equal scores (the later), or best/ has nothing to export
         "checkpoints.keep_per_trial=1",
     ]
-    cfg = resolved_config(overrides, tmp_path / "run", cache_dir)
-    results = sweep.run(preflight(cfg))
+    cfg, results = run_sweep(overrides, tmp_path / "run", cache_dir)
     assert results.errors == [] and len(results) == 4
 
     for result in results:

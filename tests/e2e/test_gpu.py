@@ -17,10 +17,8 @@ import pandas as pd
 import pytest
 import torch
 
-from hfsweep.driver import sweep
-from hfsweep.driver.preflight import preflight
 from hfsweep.models import weights_digest
-from tests.conftest import resolved_config, save_tiny_base
+from tests.conftest import run_sweep, save_tiny_base
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -34,8 +32,7 @@ TWO_GPUS = pytest.mark.skipif(
 
 
 def gpu_sweep(tmp_path, cache_dir, *overrides):
-    cfg = resolved_config(["debug=tiny", "cluster.use_gpu=true", *overrides], tmp_path, cache_dir)
-    results = sweep.run(preflight(cfg))
+    cfg, results = run_sweep(["debug=tiny", "cluster.use_gpu=true", *overrides], tmp_path, cache_dir)
     assert results.errors == []
     return cfg, results
 

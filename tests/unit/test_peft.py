@@ -10,7 +10,7 @@ from hfsweep.driver.search_space import compile_search_space, pbt_mutations, unp
 from hfsweep.models import build_model, tensors_digest, weights_digest
 from hfsweep.tasks import get_task
 from tests.conftest import resolved_config
-from tests.test_trainer import OneToken
+from tests.unit.test_trainer import OneToken
 
 
 @pytest.mark.parametrize(

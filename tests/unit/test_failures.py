@@ -17,7 +17,7 @@ from hfsweep.config.resources import DATA_CPUS, usable_cores
 from hfsweep.driver import sweep
 from hfsweep.driver.preflight import preflight
 from hfsweep.driver.ray_cluster import check_reachable, max_concurrent_trials
-from tests.conftest import resolved_config
+from tests.conftest import resolved_config, run_sweep
 from tests.faults import HOLD_AFTER_STEP_10, SweepInBackground, assert_one_restart_from_a_checkpoint
 
 
@@ -50,7 +50,7 @@ def test_a_diverging_trial_errors_with_its_reason_and_the_sweep_goes_on(ray_clus
         "search_space.training.learning_rate.values=[1e-3,1e30]",
         "cluster.max_failures=0",
     ]
-    results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
+    results = run_sweep(overrides, tmp_path, cache_dir)[1]
     assert len(results.errors) == 1
     table = pd.read_csv(tmp_path / "results.csv").set_index("training.learning_rate")
     assert table.loc[1e-3, "ended"] == "completed"
@@ -97,7 +97,7 @@ def test_a_crash_in_the_middle_of_a_save_resumes_from_the_last_complete_checkpoi
         "+callbacks.crash._target_=tests.faults.CrashMidSave",
         "+callbacks.crash.step=20",
     ]
-    results = sweep.run(preflight(resolved_config(overrides, tmp_path, cache_dir)))
+    results = run_sweep(overrides, tmp_path, cache_dir)[1]
     assert results.errors == []
     history = results[0].metrics_dataframe
     assert list(history["step"]) == [10, 20, 30]
