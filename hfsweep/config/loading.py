@@ -12,6 +12,7 @@ import copy
 import difflib
 import os
 import re
+from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
@@ -306,7 +307,7 @@ def _composition_error(err) -> ConfigError:
         section = key.rpartition(".")[0] or "the config"
         known = list(parent.keys())
         if key.startswith("training.") and not difflib.get_close_matches(cause.key, known, n=1):
-            known += _training_argument_names()
+            known += sorted(training_argument_names())
         if difflib.get_close_matches(cause.key, known, n=1):
             return unknown_key_error(key, known, f"a key of {section}", "fix the spelling")
         return ConfigError(f"{key}: not a key of {section}; to add a new key, write +{key}=VALUE.")
@@ -320,12 +321,37 @@ def _composition_error(err) -> ConfigError:
     return ConfigError(" ".join(str(err).split()))
 
 
-def _training_argument_names() -> list[str]:
+def training_argument_names(seq2seq: bool = False) -> set[str]:
+    """TrainingArguments' fields (and Seq2SeqTrainingArguments' own, for a task that generates),
+    read from transformers' source without importing it (importing takes torch: seconds, where a
+    refusal should take one); imported if the source's layout is not the one expected. A test
+    checks the two lists agree."""
+    names = _dataclass_fields_in_source("training_args.py", "TrainingArguments")
+    if seq2seq and names is not None:
+        own = _dataclass_fields_in_source("training_args_seq2seq.py", "Seq2SeqTrainingArguments")
+        names = None if own is None else names | own
+    return names if names is not None and len(names) > 50 else _imported_training_argument_names(seq2seq)
+
+
+def _dataclass_fields_in_source(file_name: str, class_name: str) -> Optional[set[str]]:
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("transformers")
+    with open(os.path.join(os.path.dirname(spec.origin), file_name), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            return {n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    return None
+
+
+def _imported_training_argument_names(seq2seq: bool = False) -> set[str]:
     import dataclasses
 
-    from transformers import TrainingArguments
+    from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
-    return [f.name for f in dataclasses.fields(TrainingArguments) if f.init]
+    return {f.name for f in dataclasses.fields(Seq2SeqTrainingArguments if seq2seq else TrainingArguments) if f.init}
 
 
 def iter_leaves(space: dict, prefix: str = ""):

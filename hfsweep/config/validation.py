@@ -10,48 +10,14 @@ searchers need together.
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import import_object, unknown_key_error
+from hfsweep.config.loading import import_object, training_argument_names, unknown_key_error
 from hfsweep.config.objectives import first_objective, objectives
 from hfsweep.config.resources import price_key
 
 PLATEAU = "reduce_lr_on_plateau"  # the one LR schedule that is not a function of the step
 POSITIVE_TRAINING_KEYS = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps")
-
-
-def _training_argument_names(seq2seq: bool = False) -> set[str]:
-    """TrainingArguments' fields (and Seq2SeqTrainingArguments' own, for a task that generates),
-    read from transformers' source without importing it (importing takes torch: seconds, where a
-    refusal should take one); imported if the source's layout is not the one expected. A test
-    checks the two lists agree."""
-    names = _dataclass_fields_in_source("training_args.py", "TrainingArguments")
-    if seq2seq and names is not None:
-        own = _dataclass_fields_in_source("training_args_seq2seq.py", "Seq2SeqTrainingArguments")
-        names = None if own is None else names | own
-    return names if names is not None and len(names) > 50 else _imported_training_argument_names(seq2seq)
-
-
-def _dataclass_fields_in_source(file_name: str, class_name: str) -> Optional[set[str]]:
-    import ast
-    import importlib.util
-
-    spec = importlib.util.find_spec("transformers")
-    with open(os.path.join(os.path.dirname(spec.origin), file_name), encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
-            return {n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
-    return None
-
-
-def _imported_training_argument_names(seq2seq: bool = False) -> set[str]:
-    import dataclasses
-
-    from transformers import Seq2SeqTrainingArguments, TrainingArguments
-
-    return {f.name for f in dataclasses.fields(Seq2SeqTrainingArguments if seq2seq else TrainingArguments) if f.init}
 
 
 def check_config(cfg: dict, generates: bool = False) -> None:
@@ -103,7 +69,7 @@ def _validate_targets(node, path: str = "") -> None:
 
 
 def _validate_training_argument_names(training: dict, strategy_args: dict, seq2seq: bool = False) -> None:
-    names = _training_argument_names(seq2seq)
+    names = training_argument_names(seq2seq)
     for section, args in (("training", training), ("strategy.training_args", strategy_args)):
         for key in args:
             if key not in names:

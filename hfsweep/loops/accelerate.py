@@ -12,6 +12,7 @@ same `report`; it resumes the same way, so every scheduler (PBT included) treats
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -44,14 +45,20 @@ from hfsweep.loops.common import (
 from hfsweep.loops.cost import Cost
 from hfsweep.models import build_model, weights_digest
 
-TRAINER_DEFAULTS = {
-    "gradient_accumulation_steps": 1,
-    "max_grad_norm": 1.0,
-    "weight_decay": 0.0,
-    "warmup_steps": 0,
-    "logging_steps": 500,
-    "lr_scheduler_type": "linear",
-}  # transformers.TrainingArguments' own defaults
+# The keys this loop reads that a config may leave unset: they take TrainingArguments' own defaults.
+DEFAULTED_BY_THE_TRAINER = (
+    "gradient_accumulation_steps",
+    "max_grad_norm",
+    "weight_decay",
+    "warmup_steps",
+    "logging_steps",
+    "lr_scheduler_type",
+)
+
+
+def trainer_defaults() -> dict:
+    fields = {f.name: f.default for f in dataclasses.fields(transformers.TrainingArguments)}
+    return {key: fields[key] for key in DEFAULTED_BY_THE_TRAINER}
 
 
 def _optimizer(model, training: dict) -> torch.optim.Optimizer:
@@ -119,7 +126,7 @@ def _save(accelerator: Accelerator, model, tokenizer, path: str) -> None:
 def train_loop_per_worker(config: dict) -> None:
     """Train with Accelerate for training.max_steps optimizer steps."""
     cfg = config["cfg"]
-    training = {**TRAINER_DEFAULTS, **cfg["training"]}
+    training = {**trainer_defaults(), **cfg["training"]}
     in_process, task = config["in_process"], config["task"]
     precision = "bf16" if training.get("bf16") else "fp16" if training.get("fp16") else "no"
     # One scheduler step per optimizer step: by default Accelerate steps it once per process, for a

@@ -161,10 +161,10 @@ def test_every_strategy_composes_and_gpu_only_ones_are_refused_on_cpu(strategy, 
 
 
 def test_training_argument_names_read_from_the_source_are_the_dataclass_fields():
-    from hfsweep.config.validation import _imported_training_argument_names, _training_argument_names
+    from hfsweep.config.loading import _imported_training_argument_names, training_argument_names
 
-    assert _training_argument_names() == _imported_training_argument_names()
-    assert _training_argument_names(seq2seq=True) == _imported_training_argument_names(seq2seq=True)
+    assert training_argument_names() == _imported_training_argument_names()
+    assert training_argument_names(seq2seq=True) == _imported_training_argument_names(seq2seq=True)
 
 
 def test_precision_and_activation_checkpointing_switches_reach_the_training_arguments(tmp_path):

@@ -166,3 +166,15 @@ def test_compute_metrics_and_data_collator_from_config_reach_the_trainer(tmp_pat
     metrics = trainer.evaluate()
     assert metrics["eval_positive_share"] in (0.0, 1.0), "the configured compute_metrics ran"
     assert CountingCollator.batches == 1, "the configured collator built the batch"
+
+
+def test_the_accelerate_loop_leaves_unset_keys_at_the_trainers_own_defaults(tmp_path):
+    """What a config leaves unset runs as a Trainer given the same config would run it."""
+    from transformers import SchedulerType, TrainingArguments
+
+    from hfsweep.loops.accelerate import trainer_defaults
+
+    trainer = TrainingArguments(output_dir=str(tmp_path))
+    for key, value in trainer_defaults().items():
+        ran = getattr(trainer, key)
+        assert (SchedulerType(value) if key == "lr_scheduler_type" else value) == ran, key
