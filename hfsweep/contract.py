@@ -15,7 +15,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Protocol, runtime_checkable
 
 from ray import tune
 
@@ -32,6 +32,38 @@ class EvalContext:
     tokenizer: Any = None
     validation_path: Optional[str] = None
     data_cfg: Optional[dict] = None
+
+
+@runtime_checkable
+class DataTask(Protocol):
+    """What `hfsweep.data` and `hfsweep.models` need of a Task (`hfsweep.tasks.base.Task` has it
+    all): the columns it reads, its tokenizer or processor, its raw data and labels, its
+    preprocessing, and the model class and loss it trains."""
+
+    columns: tuple[str, ...]
+    loss_type: Optional[str]
+
+    def identity(self) -> list: ...
+
+    def read_local(self, builder: str, files: dict): ...
+
+    def label_names(self, train, data_cfg: dict) -> Optional[list]: ...
+
+    def prepare_raw(self, raw, data_cfg: dict): ...
+
+    def prepare_processor(self, model_cfg: dict, train, data_cfg: dict, cache_dir: str) -> str: ...
+
+    def load_processor(self, path: str): ...
+
+    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str): ...
+
+    def save_validation_examples(self, raw_validation, data_cfg: dict, folder: str) -> None: ...
+
+    def config_from_processor(self, processor) -> dict: ...
+
+    def model_config_kwargs(self, label_names: Optional[list]) -> dict: ...
+
+    def auto_model_class(self): ...
 
 
 # What a trial's training costs, in every report of both loops (`hfsweep.loops.cost`, and the peak

@@ -8,6 +8,7 @@ import hashlib
 import warnings
 
 from hfsweep.config.errors import ConfigError, HubUnreachableError
+from hfsweep.contract import DataTask
 
 
 def check_pretrained_reachable(model_cfg: dict) -> None:
@@ -81,7 +82,7 @@ PEFT_TASK_TYPES = {
 
 
 def build_model(
-    model_cfg: dict, tokenizer, label_names: list[str] | None = None, peft_cfg: dict | None = None, *, task
+    model_cfg: dict, tokenizer, label_names: list[str] | None = None, peft_cfg: dict | None = None, *, task: DataTask
 ):
     """A pretrained model, or one built from `model.config` with the tokenizer's vocabulary,
     through the task's Auto class; or whatever `model.factory` (a `_target_` callable taking
@@ -201,7 +202,7 @@ def _build(model_cfg: dict, auto_class, from_processor: dict, from_data: dict):
     return auto_class.from_config(config)
 
 
-def check_peft_targets(cfg: dict, task) -> None:
+def check_peft_targets(cfg: dict, task: DataTask) -> None:
     """Refuse in one line, on the driver, target_modules (configured or searched) that the model
     does not have: the adapter is tried on the model built on the meta device (no weights, no
     memory; a pretrained model's config is read, not its weights)."""

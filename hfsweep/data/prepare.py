@@ -21,6 +21,7 @@ from datasets import Dataset, DatasetDict
 
 from hfsweep.compat import classic_parquet_reader, dataset_fingerprint
 from hfsweep.config.errors import ConfigError
+from hfsweep.contract import DataTask
 from hfsweep.data.cache import atomic_dir
 from hfsweep.data.shards import write_shards
 from hfsweep.data.sources import load_raw, source_identity
@@ -62,7 +63,7 @@ def what_is_prepared(data_cfg: dict) -> dict:
     return {k: v for k, v in data_cfg.items() if k not in NOT_PREPARED}
 
 
-def raw_splits(data_cfg: dict, cache_dir: str, task) -> DatasetDict:
+def raw_splits(data_cfg: dict, cache_dir: str, task: DataTask) -> DatasetDict:
     """The train and validation splits as the task reads them: columns checked, sample limits
     applied, labels encoded (`task.prepare_raw`)."""
     raw = load_raw(data_cfg, cache_dir, task)
@@ -75,7 +76,7 @@ def raw_splits(data_cfg: dict, cache_dir: str, task) -> DatasetDict:
     return task.prepare_raw(raw, data_cfg)
 
 
-def write_validation(raw_validation, task, tokenizer, data_cfg: dict, folder: str) -> str:
+def write_validation(raw_validation, task: DataTask, tokenizer, data_cfg: dict, folder: str) -> str:
     """The validation split tokenized into `folder`/validation, with the examples the task's
     metrics map predictions back to; returns its path."""
     path = os.path.join(folder, "validation")
@@ -84,7 +85,7 @@ def write_validation(raw_validation, task, tokenizer, data_cfg: dict, folder: st
     return path
 
 
-def prepare(cfg: dict, task) -> PreparedData:
+def prepare(cfg: dict, task: DataTask) -> PreparedData:
     """Tokenize the configured data once, as the sweep's Task needs it; return where trials find it."""
     data_cfg, cache_dir = cfg["data"], os.path.expanduser(cfg["cache_dir"])
     raw = raw_splits(data_cfg, cache_dir, task)
@@ -142,7 +143,7 @@ def prepare(cfg: dict, task) -> PreparedData:
     )
 
 
-def prepare_apart(cfg: dict, task) -> PreparedData:
+def prepare_apart(cfg: dict, task: DataTask) -> PreparedData:
     """`prepare` in a spawned process, so the driver holds none of the threads tokenizing starts
     (the `tokenizers` pool, torch's, tqdm's monitor) when it starts Ray: Ray launches its daemons by
     fork with a Python `preexec_fn`, which Python documents as unsafe beside other threads. (The

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hfsweep.config.resources import usable_cores
+from hfsweep.contract import DataTask
 
 SHARD_PATTERN = "part-{:05d}.parquet"
 
@@ -38,7 +39,7 @@ class ShardsWritten:
 _worker: dict = {}
 
 
-def _start(task, tokenizer_path: str, data_cfg: dict, in_pool: bool = False) -> None:
+def _start(task: DataTask, tokenizer_path: str, data_cfg: dict, in_pool: bool = False) -> None:
     """Keep the task (unpickled here in a pool process) and load the tokenizer once per process, quietly (one bar for
     the whole split). A pool process tokenizes on one thread: the pool already uses every core."""
     if in_pool:
@@ -98,7 +99,7 @@ def _chunks(split, chunk_rows: int):
         yield pa.Table.from_pydict(batch)
 
 
-def write_shards(split, task, tokenizer_path: str, data_cfg: dict, out_dir: str) -> ShardsWritten:
+def write_shards(split, task: DataTask, tokenizer_path: str, data_cfg: dict, out_dir: str) -> ShardsWritten:
     """Tokenize `split` chunk by chunk into `out_dir`, with `data.num_proc` processes when there
     is more than one chunk, in chunk order, stopping at `data.max_train_tokens`."""
     from tqdm.auto import tqdm
@@ -133,7 +134,7 @@ def write_shards(split, task, tokenizer_path: str, data_cfg: dict, out_dir: str)
 
 
 @contextlib.contextmanager
-def _runner(num_proc: int, task, tokenizer_path: str, data_cfg: dict):
+def _runner(num_proc: int, task: DataTask, tokenizer_path: str, data_cfg: dict):
     """Yield `run(jobs)`, which yields `_process`'s results in job order: in this process, or on
     a pool of `num_proc` spawned processes with at most two jobs per process in flight (so a
     stream is read only as fast as it is tokenized)."""
@@ -163,7 +164,7 @@ def _runner(num_proc: int, task, tokenizer_path: str, data_cfg: dict):
 
 
 @contextlib.contextmanager
-def _on_cluster(num_proc: int, task, tokenizer_path: str, data_cfg: dict):
+def _on_cluster(num_proc: int, task: DataTask, tokenizer_path: str, data_cfg: dict):
     """`_runner` on the connected Ray cluster (`data.prepare_on=cluster`): every chunk is a Ray
     task of one CPU, on whichever node has one free, with at most two tasks per cluster CPU in
     flight. A chunk travels in memory through Ray's object store (a node cannot open the

@@ -11,6 +11,7 @@ import datasets
 from datasets import DatasetDict
 
 from hfsweep.config.errors import ConfigError, HubUnreachableError
+from hfsweep.contract import DataTask
 from hfsweep.data.cache import atomic_dir
 
 LOCAL_BUILDERS = {
@@ -114,7 +115,9 @@ def _reader_options(builder: str, files: dict, load_kwargs: dict) -> dict:
     return {**options, **load_kwargs}
 
 
-def _load_local(builder: str, files: dict, options: dict, streaming: bool = False, task=None) -> DatasetDict:
+def _load_local(
+    builder: str, files: dict, options: dict, streaming: bool = False, task: Optional[DataTask] = None
+) -> DatasetDict:
     """The task's own reader for a format `datasets` has no builder for (CoNLL columns, SQuAD's
     nested json), else `datasets.load_dataset` on local files; a file it cannot parse is refused
     in one line that names the file, the reader's complaint and the usual fix."""
@@ -189,7 +192,7 @@ def source_identity(data_cfg: dict, cache_dir: str) -> list:
     return [[f, os.path.getsize(f), os.path.getmtime(f)] for split_files in files.values() for f in split_files]
 
 
-def load_raw(data_cfg: dict, cache_dir: str, task=None) -> DatasetDict:
+def load_raw(data_cfg: dict, cache_dir: str, task: Optional[DataTask] = None) -> DatasetDict:
     """The raw train/validation splits, through `datasets`' own builders (or the task's reader of a
     format it knows); streamed (`IterableDataset`s, nothing downloaded or converted up front)
     with `data.streaming`."""
