@@ -1,7 +1,8 @@
 """What a sweep's run directory holds, named in one place: the resolved config it ran (read back
-by resume, replay, warm start, reports and the GLUE table), `best.json`, and the results table
-whose `last_{metric}` columns hold each trial's final scores. Kept light (no pandas, no Ray): the
-multirun summary, a Hydra callback, reads it too."""
+by `hfsweep.config.loading.read_config` for resume, replay, warm start, reports and the GLUE
+table), `best.json`, and the results table whose `last_{metric}` columns hold each trial's final
+scores. File names and layout only, no knowledge of the config's contents; kept light (no pandas,
+no Ray): the multirun summary, a Hydra callback, reads it too."""
 
 from __future__ import annotations
 
@@ -51,39 +52,6 @@ def write_config(run_dir: str, cfg: dict) -> None:
         yaml.safe_dump(cfg, f, sort_keys=False)
 
 
-# Task family options that sweeps saved before `task_options` existed kept under data.*, with the
-# defaults they had there.
-MOVED_TO_TASK_OPTIONS = {
-    "label_all_tokens": False,
-    "mlm_probability": 0.15,
-    "eval_mlm_probability": 0.15,
-    "whole_word_mask": False,
-    "source_prefix": "",
-    "max_target_length": 64,
-    "doc_stride": 128,
-    "max_answer_length": 30,
-    "n_best_size": 20,
-    "version_2_with_negative": False,
-    "null_score_diff_threshold": 0.0,
-    "chat_template": None,
-    "completion_only_loss": True,
-    "assistant_only_loss": False,
-    "packing": False,
-}
-
-
-def read_config(run_dir: str) -> dict:
-    """The saved config; one saved before task_options existed has its family options moved there
-    (those it set away from their old defaults: the others are the family's defaults still)."""
-    with open(os.path.join(run_dir, RESOLVED_CONFIG)) as f:
-        cfg = yaml.safe_load(f)
-    options = cfg.setdefault("task_options", {})
-    for key, old_default in MOVED_TO_TASK_OPTIONS.items():
-        if key in cfg.get("data", {}) and (value := cfg["data"].pop(key)) != old_default:
-            options[key] = value
-    return cfg
-
-
 def write_best(run_dir: str, best: dict) -> None:
     """best.json as strict JSON: a number that is not one (no p-value under two seeds) is null."""
     with open(os.path.join(run_dir, BEST_FILE), "w") as f:
@@ -103,13 +71,3 @@ def _json_numbers(value):
 def read_best(run_dir: str) -> dict:
     with open(os.path.join(run_dir, BEST_FILE)) as f:
         return json.load(f)
-
-
-def best_config(run_dir: str) -> dict:
-    """The sweep's config with its best trial's hyperparameters set: what replay re-trains."""
-    from omegaconf import OmegaConf
-
-    cfg = OmegaConf.create(read_config(run_dir))
-    for path, value in read_best(run_dir)["hyperparameters"].items():
-        OmegaConf.update(cfg, path, value)
-    return OmegaConf.to_container(cfg)

@@ -24,8 +24,9 @@ from pathlib import Path
 import pandas as pd
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.loading import read_config
 from hfsweep.driver.tables import markdown
-from hfsweep.run_dir import BEST_FILE, REPLAY_DIR, REPLAY_FILE, last_column, read_config
+from hfsweep.run_dir import BEST_FILE, REPLAY_DIR, REPLAY_FILE, last_column
 
 # Each task's official metrics, in GLUE's order: (label, the replay.csv column of the final model's score).
 OFFICIAL = {

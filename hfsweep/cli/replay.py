@@ -22,7 +22,7 @@ from typing import Optional
 import pandas as pd
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import saved_config
+from hfsweep.config.loading import best_config, saved_config
 from hfsweep.config.objectives import first_objective
 from hfsweep.contract import read_pointer
 from hfsweep.driver.rerun import RUN_TO_THE_END
@@ -34,7 +34,6 @@ from hfsweep.run_dir import (
     REPLAY_TABLE,
     RESOLVED_CONFIG,
     RESULTS_FILE,
-    best_config,
     last_column,
 )
 

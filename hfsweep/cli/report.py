@@ -15,6 +15,7 @@ import importlib.util
 import os
 import sys
 
+from hfsweep.config.loading import read_config
 from hfsweep.driver.anytime import plot_anytime, summary_row
 from hfsweep.driver.insight import study_name
 from hfsweep.driver.report import sweep_anytime, write_report
@@ -27,7 +28,6 @@ from hfsweep.run_dir import (
     PARETO_PLOT,
     RESOLVED_CONFIG,
     holds_sweep,
-    read_config,
 )
 
 

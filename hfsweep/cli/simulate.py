@@ -16,7 +16,8 @@ import os
 import sys
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.run_dir import experiment_names, holds_sweep, read_config
+from hfsweep.config.loading import read_config
+from hfsweep.run_dir import experiment_names, holds_sweep
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,11 +14,12 @@ import os
 import re
 from typing import Optional
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.run_dir import RESOLVED_CONFIG, holds_sweep, read_config
+from hfsweep.run_dir import RESOLVED_CONFIG, holds_sweep, read_best
 
 
 def to_plain_dict(cfg: DictConfig) -> dict:
@@ -374,6 +375,47 @@ def searched_overrides(overrides: list[str], search_space: dict) -> list[str]:
 
 
 # --- the saved config, for resume --------------------------------------------------------------
+
+
+# Task family options that sweeps saved before `task_options` existed kept under data.*, with the
+# defaults they had there.
+MOVED_TO_TASK_OPTIONS = {
+    "label_all_tokens": False,
+    "mlm_probability": 0.15,
+    "eval_mlm_probability": 0.15,
+    "whole_word_mask": False,
+    "source_prefix": "",
+    "max_target_length": 64,
+    "doc_stride": 128,
+    "max_answer_length": 30,
+    "n_best_size": 20,
+    "version_2_with_negative": False,
+    "null_score_diff_threshold": 0.0,
+    "chat_template": None,
+    "completion_only_loss": True,
+    "assistant_only_loss": False,
+    "packing": False,
+}
+
+
+def read_config(run_dir: str) -> dict:
+    """The saved config; one saved before task_options existed has its family options moved there
+    (those it set away from their old defaults: the others are the family's defaults still)."""
+    with open(os.path.join(run_dir, RESOLVED_CONFIG)) as f:
+        cfg = yaml.safe_load(f)
+    options = cfg.setdefault("task_options", {})
+    for key, old_default in MOVED_TO_TASK_OPTIONS.items():
+        if key in cfg.get("data", {}) and (value := cfg["data"].pop(key)) != old_default:
+            options[key] = value
+    return cfg
+
+
+def best_config(run_dir: str) -> dict:
+    """The sweep's config with its best trial's hyperparameters set: what replay re-trains."""
+    cfg = OmegaConf.create(read_config(run_dir))
+    for path, value in read_best(run_dir)["hyperparameters"].items():
+        OmegaConf.update(cfg, path, value)
+    return OmegaConf.to_container(cfg)
 
 
 def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -> dict:

@@ -23,6 +23,7 @@ import pandas as pd  # noqa: E402
 from ray import tune  # noqa: E402
 
 from hfsweep import run_dir as run_files  # noqa: E402
+from hfsweep.config.loading import read_config  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
 from hfsweep.config.resources import billed_resources, price_key  # noqa: E402
 from hfsweep.contract import COST_METRICS, MAX_STEPS  # noqa: E402
@@ -161,7 +162,7 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     importance.png and parallel.png when trials differ (results.md says why not otherwise),
     pareto.png with several objectives; with `optuna_storage`, the sweep as an Optuna study there.
     An extended sweep's trials are all in them."""
-    cfg = run_files.read_config(run_dir)
+    cfg = read_config(run_dir)
     run_dir = os.path.abspath(run_dir)  # Tune reads a relative path as a URI
     analyses = experiment_analyses(run_dir, cfg)
     table = pd.concat([trial_table(analysis, cfg) for analysis in analyses], ignore_index=True)
@@ -211,7 +212,7 @@ def defaults_score(table: pd.DataFrame, metric: str) -> Optional[float]:
 
 def sweep_anytime(run_dir: str) -> tuple[pd.DataFrame, Optional[float], dict]:
     """A finished or running sweep's anytime curve, its defaults trial's score, and its config."""
-    cfg = run_files.read_config(run_dir)
+    cfg = read_config(run_dir)
     analyses = experiment_analyses(os.path.abspath(run_dir), cfg)
     histories = {t: h for analysis in analyses for t, h in analysis.trial_dataframes.items()}
     metric, mode = first_objective(cfg)

@@ -26,11 +26,11 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import changed_keys, iter_leaves
+from hfsweep.config.loading import changed_keys, iter_leaves, read_config
 from hfsweep.config.objectives import objectives
 from hfsweep.config.validation import as_override
 from hfsweep.driver.search_space import nested
-from hfsweep.run_dir import RESOLVED_CONFIG, RESULTS_FILE, holds_sweep, last_column, read_config
+from hfsweep.run_dir import RESOLVED_CONFIG, RESULTS_FILE, holds_sweep, last_column
 
 COMPARED_SECTIONS = ("model", "data", "training", "peft")  # settings that make two trials' results comparable
 _ABSENT = object()
