@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,26 @@ def test_the_gpu_check_refuses_a_bad_argument_or_a_missing_wheelhouse_in_one_lin
     )
     assert ran.returncode == 2 and ran.stderr.splitlines() == [line], ran.stderr
     assert not (tmp_path / "gpu.log").exists()
+
+
+def test_the_gpu_check_starts_no_step_that_would_outlast_its_budget(tmp_path):
+    """gpu.py gives each step what is left of --budget (the device time): a step with under 15 s
+    left is not started, says so, and the run exits 1."""
+    ran = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks/gpu.py"),
+            "--out",
+            str(tmp_path),
+            "--steps",
+            "env,sweep",
+            "--budget",
+            "10",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert "== step env: not run, 10 s of the budget left" in ran.stdout
+    assert 'sweep   FAILED {"why": "not run: 10 s of --budget left"}' in ran.stdout
