@@ -234,7 +234,8 @@ def bare_tune_fit(cfg: dict, count: int, root: Path) -> float:
         param_space={"training": {"learning_rate": tune.loguniform(1e-5, 1e-2)}},
         tune_config=tune.TuneConfig(metric="eval_loss", mode="min", num_samples=count,
                                     scheduler=ASHAScheduler(max_t=3, grace_period=1),
-                                    max_concurrent_trials=max_concurrent_trials(cfg["cluster"]), reuse_actors=True),
+                                    max_concurrent_trials=max_concurrent_trials(cfg["cluster"], cfg["strategy"]),
+                                    reuse_actors=True),
         run_config=tune.RunConfig(name="bare", storage_path=str(root / f"bare-{count}"), verbose=1,
                                   checkpoint_config=tune.CheckpointConfig(num_to_keep=1)),
     )

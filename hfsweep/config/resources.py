@@ -19,10 +19,17 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def trains_in_process(cluster: dict) -> bool:
+def shards(strategy: dict) -> bool:
+    """Whether the strategy shards the model (FSDP, DeepSpeed) over a torch process group."""
+    return any(strategy["training_args"].get(key) for key in GPU_ONLY_TRAINING_ARGS)
+
+
+def trains_in_process(cluster: dict, strategy: dict) -> bool:
     """A single-worker trial trains in the trial's own process (Train V2 local mode): no
-    controller, placement group or worker actors to start and stop."""
-    return cluster["num_workers"] == 1
+    controller, placement group or worker actors to start and stop. Not one that shards: FSDP and
+    DeepSpeed need the process group a Train worker group sets up, even a group of one (in local
+    mode transformers refuses FSDP: "only works in distributed training", seen on an H200)."""
+    return cluster["num_workers"] == 1 and not shards(strategy)
 
 
 def resource_names(resources: dict) -> dict:
@@ -30,7 +37,7 @@ def resource_names(resources: dict) -> dict:
     return {k.upper() if k.lower() in ("cpu", "gpu") else k: v for k, v in resources.items()}
 
 
-def trial_resources(cluster: dict) -> dict:
+def trial_resources(cluster: dict, strategy: dict) -> dict:
     """What one trial holds: every worker's resources, plus 1 CPU for the trial process when it
     drives a worker group (an in-process trial is its one worker)."""
     per_worker = resource_names(cluster["resources_per_worker"])
@@ -38,15 +45,15 @@ def trial_resources(cluster: dict) -> dict:
     if cluster["use_gpu"]:
         per_worker.setdefault("GPU", 1)
     total = {k: v * cluster["num_workers"] for k, v in per_worker.items()}
-    if not trains_in_process(cluster):
+    if not trains_in_process(cluster, strategy):
         total["CPU"] += 1
     return total
 
 
-def billed_resources(cluster: dict) -> float:
+def billed_resources(cluster: dict, strategy: dict) -> float:
     """What a trial-hour counts of one trial (`budget.trial_hours`, its price): the GPUs it holds on a
     GPU sweep, else its CPUs."""
-    held = trial_resources(cluster)
+    held = trial_resources(cluster, strategy)
     return held.get("GPU") or held["CPU"]
 
 
@@ -55,11 +62,12 @@ def price_key(cluster: dict) -> str:
     return "price_per_gpu_hour" if cluster["use_gpu"] else "price_per_cpu_hour"
 
 
-def trial_shape(cluster: dict) -> str:
+def trial_shape(cluster: dict, strategy: dict) -> str:
     """How a trial's resources add up, for error messages."""
-    if trains_in_process(cluster):
+    if trains_in_process(cluster, strategy):
         return "1 worker in the trial's process"
-    return f"1 CPU for the trial + {cluster['num_workers']} workers"
+    workers = cluster["num_workers"]
+    return f"1 CPU for the trial + {workers} worker{'s' if workers > 1 else ''}"
 
 
 def check_hardware(cfg: dict) -> None:
@@ -67,7 +75,7 @@ def check_hardware(cfg: dict) -> None:
     _validate_packed_gpus(cfg["strategy"], cfg["cluster"])
     _validate_strategy(cfg["strategy"], cfg["cluster"])
     _validate_precision(cfg["training"], cfg["cluster"])
-    _validate_cluster(cfg["cluster"])
+    _validate_cluster(cfg["cluster"], cfg["strategy"])
 
 
 def _validate_precision(training: dict, cluster: dict) -> None:
@@ -94,7 +102,7 @@ def _validate_strategy(strategy: dict, cluster: dict) -> None:
             f"strategy={strategy['name']}: DeepSpeed is not installed; pip install 'hfsweep[deepspeed]' "
             f"(on a machine with CUDA GPUs), or use strategy=ddp."
         )
-    if any(args.get(key) for key in GPU_ONLY_TRAINING_ARGS) and not cluster["use_gpu"]:
+    if shards(strategy) and not cluster["use_gpu"]:
         raise ConfigError(
             f"strategy={strategy['name']}: needs GPUs; set cluster.use_gpu=true on a GPU machine, "
             f"or use strategy=ddp on CPUs."
@@ -108,7 +116,7 @@ def _validate_packed_gpus(strategy: dict, cluster: dict) -> None:
     gpus = resource_names(cluster["resources_per_worker"]).get("GPU", 1 if cluster["use_gpu"] else 0)
     if not 0 < gpus < 1:
         return
-    if any(strategy["training_args"].get(key) for key in GPU_ONLY_TRAINING_ARGS):
+    if shards(strategy):
         raise ConfigError(
             f"strategy={strategy['name']}: shards a model across whole GPUs, not a share of one "
             f"(cluster.resources_per_worker.GPU={gpus:g}); use strategy=ddp, or GPU=1."
@@ -120,7 +128,7 @@ def _validate_packed_gpus(strategy: dict, cluster: dict) -> None:
         )
 
 
-def _validate_cluster(cluster: dict) -> None:
+def _validate_cluster(cluster: dict, strategy: dict) -> None:
     if cluster["num_workers"] < 1:
         raise ConfigError("cluster.num_workers: must be at least 1.")
     # A local Ray finds this machine's GPUs (unless cluster.num_gpus declares logical ones).
@@ -133,10 +141,10 @@ def _validate_cluster(cluster: dict) -> None:
             fix = "set cluster.use_gpu=false" if cluster["use_gpu"] else "remove it (~cluster.resources_per_worker.GPU)"
             raise ConfigError(f"{key}: this machine has no CUDA GPU; {fix}.")
     if cluster["address"] is None and cluster["num_cpus"] is not None:
-        per_trial = trial_resources(cluster)["CPU"]
+        per_trial, shape = trial_resources(cluster, strategy)["CPU"], trial_shape(cluster, strategy)
         if per_trial + DATA_CPUS > cluster["num_cpus"]:
             raise ConfigError(
-                f"cluster.num_workers: one trial needs {per_trial:g} CPUs ({trial_shape(cluster)}) and reading its "
+                f"cluster.num_workers: one trial needs {per_trial:g} CPUs ({shape}) and reading its "
                 f"data {DATA_CPUS} more, but cluster.num_cpus is {cluster['num_cpus']:g}; raise cluster.num_cpus or "
                 f"lower cluster.num_workers."
             )

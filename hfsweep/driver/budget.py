@@ -55,11 +55,11 @@ def spent_before(analyses: list) -> dict:
     return {"spent_s": spent_s, "trial_s": trial_s, "reason": None}
 
 
-def trial_cost_usd(cluster: dict, time_total_s: float) -> Optional[float]:
+def trial_cost_usd(cluster: dict, strategy: dict, time_total_s: float) -> Optional[float]:
     """What a trial that ran `time_total_s` cost, counted as the budget counts it; None without a price
     (or in a run directory saved before prices existed, which `python -m hfsweep.report` still reads)."""
     price = cluster.get(price_key(cluster))
-    return None if price is None else time_total_s * billed_resources(cluster) / 3600 * price
+    return None if price is None else time_total_s * billed_resources(cluster, strategy) / 3600 * price
 
 
 class SweepBudget(tune.Stopper, tune.Callback):
@@ -172,7 +172,7 @@ def build_budget(cfg: dict) -> Optional[SweepBudget]:
     return SweepBudget(
         budget["wall_clock_s"],
         budget["trial_hours"],
-        billed_resources(cluster),
+        billed_resources(cluster, cfg["strategy"]),
         budget["usd"],
         cluster[price_key(cluster)],
     )

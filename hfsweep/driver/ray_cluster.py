@@ -196,17 +196,18 @@ def check_reachable(address: str, timeout_s: float = 3.0) -> None:
         ) from err
 
 
-def check_trial_fits(cluster: dict) -> None:
+def check_trial_fits(cluster: dict, strategy: dict) -> None:
     """Refuse at once a trial shape that no cluster node can hold, instead of Ray retrying the
     worker group start forever."""
-    need = trial_resources(cluster)
+    need = trial_resources(cluster, strategy)
     need["CPU"] = need.get("CPU", 0) + DATA_CPUS
     total = ray.cluster_resources()
     for key, amount in need.items():
         if total.get(key, 0) < amount:
             data = f" and {DATA_CPUS} to read its data" if key == "CPU" else ""
+            shape = trial_shape(cluster, strategy)
             raise ConfigError(
-                f"cluster.resources_per_worker: one trial needs {amount:g} {key} ({trial_shape(cluster)}{data}) "
+                f"cluster.resources_per_worker: one trial needs {amount:g} {key} ({shape}{data}) "
                 f"but the cluster has {total.get(key, 0):g}; lower "
                 f"cluster.num_workers or cluster.resources_per_worker, or add nodes."
             )
@@ -222,19 +223,19 @@ def local_trial_slots(cluster: dict) -> int:
     return max(1, min(usable_cores(), (cluster["num_cpus"] or usable_cores()) - DATA_CPUS))
 
 
-def held_per_trial(cluster: dict) -> dict:
+def held_per_trial(cluster: dict, strategy: dict) -> dict:
     """What one trial holds of the connected Ray: every worker's resources (`trial_resources`),
     and an in-process trial one trial slot where the Ray declares them (`TRIAL_SLOT`)."""
-    held = trial_resources(cluster)
-    if trains_in_process(cluster) and ray.cluster_resources().get(TRIAL_SLOT):
+    held = trial_resources(cluster, strategy)
+    if trains_in_process(cluster, strategy) and ray.cluster_resources().get(TRIAL_SLOT):
         held[TRIAL_SLOT] = 1
     return held
 
 
-def reserved_by_tune(cluster: dict) -> dict:
+def reserved_by_tune(cluster: dict, strategy: dict) -> dict:
     """What Tune reserves for a trial: an in-process trial holds all it uses; one that drives a
     worker group holds 1 CPU, and Train reserves the workers' when it starts them."""
-    return held_per_trial(cluster) if trains_in_process(cluster) else {"CPU": 1}
+    return held_per_trial(cluster, strategy) if trains_in_process(cluster, strategy) else {"CPU": 1}
 
 
 def fits_at_once(reserved: dict, keep_cpus: float = 0) -> int:
@@ -244,11 +245,11 @@ def fits_at_once(reserved: dict, keep_cpus: float = 0) -> int:
     return max(1, min(math.floor(total.get(k, 0) / v) for k, v in reserved.items() if v))
 
 
-def max_concurrent_trials(cluster: dict) -> int:
+def max_concurrent_trials(cluster: dict, strategy: dict) -> int:
     """As many trials as the cluster's resources hold at once (`held_per_trial`: on a Ray started
     here, at most one in-process trial per core), unless configured. `DATA_CPUS` stay free for
     reading the data."""
-    return cluster["max_concurrent_trials"] or fits_at_once(held_per_trial(cluster), keep_cpus=DATA_CPUS)
+    return cluster["max_concurrent_trials"] or fits_at_once(held_per_trial(cluster, strategy), keep_cpus=DATA_CPUS)
 
 
 def searcher_cap(cfg: dict) -> Optional[int]:
@@ -256,11 +257,11 @@ def searcher_cap(cfg: dict) -> Optional[int]:
     where Tune's reservations alone keep what runs within it (in-process trials on a Ray started
     here), since Tune counts paused trials against a cap and the population would shrink; a
     population larger than the cap is refused otherwise."""
-    cluster = cfg["cluster"]
-    cap = max_concurrent_trials(cluster)
+    cluster, strategy = cfg["cluster"], cfg["strategy"]
+    cap = max_concurrent_trials(cluster, strategy)
     if not is_population_training(cfg):
         return cap
-    if fits_at_once(reserved_by_tune(cluster)) <= cap:
+    if fits_at_once(reserved_by_tune(cluster, strategy)) <= cap:
         return None
     population = population_size(cfg)
     if population > cap:

@@ -90,7 +90,7 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
                 "step": trial.last_result.get("step", 0),
                 **scores,
                 **{name: trial.last_result.get(name) for name in COST_METRICS},
-                "cost_usd": trial_cost_usd(cfg["cluster"], trial.last_result.get("time_total_s", 0.0)),
+                "cost_usd": trial_cost_usd(cfg["cluster"], cfg["strategy"], trial.last_result.get("time_total_s", 0.0)),
                 "ended": why_it_ended(trial, cfg["training"]["max_steps"]),
                 "error": error_line(trial),
             }
@@ -217,14 +217,14 @@ def sweep_anytime(run_dir: str) -> tuple[pd.DataFrame, Optional[float], dict]:
     histories = {t: h for analysis in analyses for t, h in analysis.trial_dataframes.items()}
     metric, mode = first_objective(cfg)
     table = pd.concat([trial_table(analysis, cfg) for analysis in analyses], ignore_index=True)
-    curve = anytime_curve(histories, metric, mode, billed_resources(cfg["cluster"]))
+    curve = anytime_curve(histories, metric, mode, billed_resources(cfg["cluster"], cfg["strategy"]))
     return curve, defaults_score(table, metric), cfg
 
 
 def anytime_section(histories: dict, table: pd.DataFrame, cfg: dict, path: str) -> str:
     """anytime.png, and results.md's lines on it."""
     metric, mode = first_objective(cfg)
-    curve = anytime_curve(histories, metric, mode, billed_resources(cfg["cluster"]))
+    curve = anytime_curve(histories, metric, mode, billed_resources(cfg["cluster"], cfg["strategy"]))
     if curve.empty:
         return ""
     plot_anytime({cfg["name"]: curve}, metric, path)

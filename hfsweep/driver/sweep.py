@@ -69,10 +69,9 @@ def trainable_for(cfg: dict, task, data: PreparedData):
     handed to every trial's workers) and the shared Ray Datasets, with what Tune reserves for each
     trial (`reserved_by_tune`)."""
     ray_datasets = load_ray_datasets(data, cfg["data"]["datasets_to_split"], cfg["seed"])  # once, shared by every trial
-    cluster = cfg["cluster"]
     return tune.with_resources(
         tune.with_parameters(run_trial, cfg=cfg, task=task, data=data, ray_datasets=ray_datasets),
-        reserved_by_tune(cluster),
+        reserved_by_tune(cfg["cluster"], cfg["strategy"]),
     )
 
 
@@ -142,7 +141,7 @@ def start_cluster(cfg: dict) -> Optional[int]:
     """Start (or join) Ray and check that a trial fits on it; the searcher's cap on live trials,
     which refuses a PBT population that could not be alive at once."""
     init_ray(cfg["cluster"])
-    check_trial_fits(cfg["cluster"])
+    check_trial_fits(cfg["cluster"], cfg["strategy"])
     return searcher_cap(cfg)
 
 
@@ -153,7 +152,7 @@ def build_tuner(plan: SweepPlan, cap: Optional[int]) -> tune.Tuner:
     the first. `cap`: `start_cluster`'s."""
     cfg, setup = plan.cfg, plan.setup
     cluster = cfg["cluster"]
-    in_process = trains_in_process(cluster)
+    in_process = trains_in_process(cluster, cfg["strategy"])
     single = not is_multi_objective(cfg)
     return tune.Tuner(
         trainable_for(cfg, plan.task, plan.data),

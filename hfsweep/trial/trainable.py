@@ -89,7 +89,7 @@ def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_dataset
         "output_dir": os.path.join(train_runs, run_name, HF_CHECKPOINTS),
         "resume_from": resume_from,
         "trial_started_at": started_at,
-        "in_process": trains_in_process(cluster),
+        "in_process": trains_in_process(cluster, trial_cfg["strategy"]),
     }
     data_config = ray.train.DataConfig(
         datasets_to_split=trial_cfg["data"]["datasets_to_split"],

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.resources import trains_in_process, trial_resources, trial_shape
 from hfsweep.driver.preflight import preflight
 from hfsweep.tasks import get_task, task_names
 from tests.conftest import CONF_DIR, resolved_config
@@ -856,3 +857,18 @@ def test_debug_tiny_keeps_the_searched_values_the_command_line_gives(tmp_path):
     )
     assert cfg["search_space"]["peft"]["r"]["values"] == [4, 8]
     assert cfg["search_space"]["training"]["learning_rate"]["values"] == [1e-3, 1e-2]
+
+
+@pytest.mark.parametrize("strategy", ["fsdp", "deepspeed_zero2", "deepspeed_zero3"])
+def test_a_one_worker_trial_that_shards_drives_a_worker_group_for_its_process_group(strategy, tmp_path):
+    """transformers refuses FSDP in Train's local mode ("Using fsdp only works in distributed
+    training", an H200 run of benchmarks/gpu.py): with no process group a world of one is not
+    distributed. A Train worker group of one sets one up, as torchrun does."""
+    overrides = [f"strategy={strategy}", "cluster.use_gpu=true", "cluster.num_gpus=1", "cluster.num_workers=1"]
+    cfg = resolved_config(overrides, tmp_path, tmp_path)
+    cluster = cfg["cluster"]
+    assert not trains_in_process(cluster, cfg["strategy"])
+    assert trial_resources(cluster, cfg["strategy"]) == {"CPU": 2, "GPU": 1}
+    assert trial_shape(cluster, cfg["strategy"]) == "1 CPU for the trial + 1 worker"
+    ddp = resolved_config(["cluster.num_workers=1"], tmp_path, tmp_path)
+    assert trains_in_process(ddp["cluster"], ddp["strategy"])

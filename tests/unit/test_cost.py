@@ -151,11 +151,12 @@ def test_cost_metrics_may_be_objectives_where_they_are_reported(tmp_path):
 
 
 def test_trial_cost_is_its_hours_times_what_it_holds_times_the_price(tmp_path):
-    cluster = config(tmp_path, "cluster.num_workers=2", "cluster.price_per_cpu_hour=0.5")["cluster"]  # 3 CPUs a trial
-    assert trial_cost_usd(cluster, 7200) == pytest.approx(2 * 3 * 0.5)
+    cfg = config(tmp_path, "cluster.num_workers=2", "cluster.price_per_cpu_hour=0.5")
+    cluster, strategy = cfg["cluster"], cfg["strategy"]  # 3 CPUs a trial
+    assert trial_cost_usd(cluster, strategy, 7200) == pytest.approx(2 * 3 * 0.5)
     gpu = {**cluster, "use_gpu": True, "price_per_gpu_hour": 4.0}  # 2 GPUs; a GPU's price holds its CPUs
-    assert trial_cost_usd(gpu, 3600) == pytest.approx(8.0)
-    assert trial_cost_usd({**cluster, "price_per_cpu_hour": None}, 3600) is None
+    assert trial_cost_usd(gpu, strategy, 3600) == pytest.approx(8.0)
+    assert trial_cost_usd({**cluster, "price_per_cpu_hour": None}, strategy, 3600) is None
 
 
 def test_usd_budget_ends_the_sweep_at_the_report_that_spends_it(tmp_path):

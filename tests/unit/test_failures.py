@@ -146,8 +146,11 @@ def test_a_pbt_population_of_worker_group_trials_larger_than_what_fits_is_refuse
 def test_a_local_ray_runs_single_process_trials_at_most_one_per_core(ray_cluster, tmp_path, cache_dir):
     """8 logical CPUs, 1 left for Ray Data: two 2-worker trials fit (3 CPUs each), one 3-worker
     trial (4 CPUs; two would take all 8), single-process ones one per core."""
-    in_process = resolved_config(["cluster.num_workers=1"], tmp_path, cache_dir)["cluster"]
-    assert max_concurrent_trials(in_process) == min(8 - DATA_CPUS, usable_cores())
-    assert max_concurrent_trials({**in_process, "max_concurrent_trials": 5}) == 5
-    assert max_concurrent_trials(resolved_config([], tmp_path, cache_dir)["cluster"]) == 2
-    assert max_concurrent_trials(resolved_config(["cluster.num_workers=3"], tmp_path, cache_dir)["cluster"]) == 1
+    def cap(*overrides: str, **cluster) -> int:
+        cfg = resolved_config(list(overrides), tmp_path, cache_dir)
+        return max_concurrent_trials({**cfg["cluster"], **cluster}, cfg["strategy"])
+
+    assert cap("cluster.num_workers=1") == min(8 - DATA_CPUS, usable_cores())
+    assert cap("cluster.num_workers=1", max_concurrent_trials=5) == 5
+    assert cap() == 2
+    assert cap("cluster.num_workers=3") == 1
