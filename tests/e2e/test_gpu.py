@@ -4,8 +4,8 @@ exploit under FSDP, and QLoRA (LoRA over a 4-bit base).
 
 Every test asserts what the workers report they ran (`hfsweep.loops.common.WhatRan`: device,
 parameter and autocast dtypes, Accelerate's distributed type, 4-bit modules, peak memory), not only
-that the sweep completed. DDP, FSDP and DeepSpeed need two GPUs, one worker on each: with one GPU
-a trial trains in a single process, where none of them engages, so those tests say so and skip.
+that the sweep completed. The strategies' tests need two GPUs, one worker on each, and skip saying
+so; FSDP also runs on one GPU, in a worker group of one (`trains_in_process`).
 DeepSpeed and bitsandbytes come with the `gpu` extra; without them the tests fail, never skip.
 On a CPU machine every test here is skipped (their refusals there are in test_config.py)."""
 
@@ -25,8 +25,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 TWO_GPUS = pytest.mark.skipif(
     torch.cuda.device_count() < 2,
     reason=(
-        "needs two GPUs: one worker per GPU; on one GPU the trial trains in one process, where DDP, FSDP and DeepSpeed "
-        "do not engage"
+        "needs two GPUs: one worker per GPU (DDP does not engage in a world of one; FSDP on one GPU is "
+        "test_fsdp_engages_on_one_gpu_in_a_worker_group_of_one)"
     ),
 )
 
@@ -69,6 +69,15 @@ def test_each_strategy_trains_a_bf16_sweep_on_two_gpus(ray_cluster, tmp_path, ca
     expected = {"device": "cuda", **STRATEGIES[strategy]}
     assert reports[list(expected)].drop_duplicates().to_dict("records") == [expected]
     assert (reports["peak_memory_mb"] > 0).all()
+
+
+def test_fsdp_engages_on_one_gpu_in_a_worker_group_of_one(ray_cluster, tmp_path, cache_dir):
+    """In Train's local mode transformers refused FSDP ("only works in distributed training", an
+    H200 run of benchmarks/gpu.py); a worker group of one sets up the process group it needs."""
+    _, results = gpu_sweep(tmp_path, cache_dir, "strategy=fsdp", "training.bf16=true", "cluster.num_workers=1")
+    reports = what_ran(results)
+    expected = {"device": "cuda", **STRATEGIES["fsdp"]}
+    assert reports[list(expected)].drop_duplicates().to_dict("records") == [expected]
 
 
 def test_four_bf16_trials_packed_on_one_gpu_train_on_it_at_the_same_time(ray_cluster, tmp_path, cache_dir):
