@@ -1,4 +1,4 @@
-"""`python -m hfsweep.simulate`: Replay a finished sweep's curves through other schedulers
+"""`python -m hfsweep.simulate`: Play back a finished sweep's curves through other schedulers
 (see `hfsweep.cli.simulate`)."""
 
 import sys

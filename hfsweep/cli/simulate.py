@@ -1,4 +1,4 @@
-"""Replay a finished sweep's curves through other schedulers: `python -m hfsweep.simulate RUN_DIR scheduler=asha`.
+"""Play back a finished sweep's curves through other schedulers: `python -m hfsweep.simulate RUN_DIR scheduler=asha`.
 
 Several at once compare in one table: `scheduler=asha,hyperband,median` (every combination of
 comma-separated values, as Hydra's multirun would run them, with or without `-m`;

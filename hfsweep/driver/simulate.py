@@ -1,10 +1,10 @@
-"""Replaying a finished sweep's recorded curves through any Tune scheduler, in simulated time
+"""Playing back a finished sweep's recorded curves through any Tune scheduler, in simulated time
 (issue #27; the model is Syne Tune's simulator backend): what would ASHA, HyperBand or the median
 rule have stopped, which configuration would it have picked, at what share of the compute?
 
 Only Tune's own records are read (`ExperimentAnalysis`: each trial's config and start time, and
 its `result.json`), so any Tune experiment directory can be simulated. The scheduler deciding is the real
-one, built from the `scheduler` config group as a sweep builds it; `ReplayController` stands in
+one, built from the `scheduler` config group as a sweep builds it; `PlaybackController` stands in
 for the part of Tune's `TuneController` a scheduler calls back into, and acts on the decisions as
 Tune does: a stopped trial ends, a paused one frees its slot until the scheduler picks it again.
 """
@@ -174,7 +174,7 @@ class TrialOutcome:
     reports: list[dict] = field(repr=False, default_factory=list)
 
 
-class ReplayController:
+class PlaybackController:
     """What a scheduler sees of Tune's TuneController (trials, stop, pause), over recorded trials
     started at `concurrency` at a time in `order`, each report arriving at its recorded time."""
 
@@ -331,12 +331,12 @@ def simulate(
     shuffle: Optional[int] = None,
     stopper=None,
 ) -> Simulation:
-    """Replay `recording` through `scheduler`: in the recorded order (or shuffled by `shuffle`),
+    """Play `recording` back through `scheduler`: in the recorded order (or shuffled by `shuffle`),
     at the recorded concurrency (or `concurrency`), each trial's reports at their recorded times."""
     order = list(recording.trials)
     if shuffle is not None:
         random.Random(shuffle).shuffle(order)
-    controller = ReplayController(recording, scheduler, order, concurrency or recording.concurrency(), stopper)
+    controller = PlaybackController(recording, scheduler, order, concurrency or recording.concurrency(), stopper)
     controller.run()
     outcomes = controller.outcomes()
     full = [

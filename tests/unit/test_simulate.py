@@ -1,7 +1,7 @@
-"""`python -m hfsweep.simulate`: a finished sweep's curves replayed through real Tune schedulers.
+"""`python -m hfsweep.simulate`: a finished sweep's curves played back through real Tune schedulers.
 
 The recordings are real Tune runs of a function that reports a fixed curve per config (no model
-trains), so a replay can be checked against a real sweep over the same curves: FIFO gives back the
+trains), so a playback can be checked against a real sweep over the same curves: FIFO gives back the
 sweep itself, and ASHA stops the trials a real ASHA run stops, at the same steps.
 """
 
@@ -57,7 +57,7 @@ def fifo_grid(ray_cluster, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_fifo_replay_is_the_sweep_itself(fifo_grid):
+def test_fifo_playback_is_the_sweep_itself(fifo_grid):
     path, results = fifo_grid
     best = results.get_best_result(metric="score", mode="max", scope="all")
     sim = simulate(
@@ -75,7 +75,7 @@ def test_fifo_replay_is_the_sweep_itself(fifo_grid):
 
 
 @pytest.mark.slow
-def test_asha_replay_stops_what_a_real_asha_sweep_stops(fifo_grid, capsys):
+def test_asha_playback_stops_what_a_real_asha_sweep_stops(fifo_grid, capsys):
     from ray.tune.schedulers import ASHAScheduler
 
     path, _ = fifo_grid
@@ -98,14 +98,14 @@ def test_asha_replay_stops_what_a_real_asha_sweep_stops(fifo_grid, capsys):
     assert main([str(path.parent / "asha"), *job, *bare]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1 and "--treat-stopped-as-final" in err
-    # ...and taken with it: replaying the same ASHA stops the same trials again.
+    # ...and taken with it: playing back the same ASHA stops the same trials again.
     assert main([str(path.parent / "asha"), *job, *bare, "--treat-stopped-as-final"]) == 0
     table = pd.read_csv(path.parent / "asha" / "simulate" / "asha-grace_period=20.csv")
     assert dict(zip(table["x"], table["step"])) == real_steps
 
 
 @pytest.mark.slow
-def test_a_sweep_run_directory_replays_with_its_metric_and_stoppers(fifo_grid, cache_dir):
+def test_a_sweep_run_directory_plays_back_with_its_metric_and_stoppers(fifo_grid, cache_dir):
     """The FIFO grid as an hfsweep run directory: the metric, mode and max_steps come from its
     resolved_config.yaml, and the step budget's stopper ends each trial at max_steps before ASHA."""
     path, _ = fifo_grid
@@ -117,7 +117,7 @@ def test_a_sweep_run_directory_replays_with_its_metric_and_stoppers(fifo_grid, c
 
 
 @pytest.mark.slow
-def test_a_sweep_replays_the_trials_resume_extend_added(ray_cluster, tmp_path, cache_dir):
+def test_a_sweep_plays_back_the_trials_resume_extend_added(ray_cluster, tmp_path, cache_dir):
     """`resume --extend` adds its trials as the experiment NAME-extend-1 beside the sweep's own."""
     record(tmp_path, "grid", 2)
     record(tmp_path, "grid-extend-1", 2, first=2)
