@@ -113,6 +113,8 @@ TOKENIZER_TRAINERS = {
     "roberta_bpe": _roberta_bpe,
     "unigram": _unigram,
 }
+# The kinds whose trained tokenizer has a mask token (masked LM needs one to mask with).
+TRAINED_WITH_MASK_TOKEN = ("wordpiece", "roberta_bpe")
 
 
 def tokenizer_for(tok_cfg: dict, train, texts_of: Callable, read_from: list, cache_dir: str) -> str:

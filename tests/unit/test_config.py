@@ -379,6 +379,11 @@ REFUSED = [
         "give a value of the type the masked_lm task declares (hfsweep.tasks.masked_lm).",
     ),
     (
+        ["model.task=masked_lm"],
+        "model.task=masked_lm: a byte_level_bpe tokenizer trained here has no mask token to mask with; use a masked "
+        "LM's model and tokenizer, e.g. model=roberta_tiny (or model.tokenizer.kind=wordpiece or roberta_bpe).",
+    ),
+    (
         ["model=roberta_tiny", "task_options.mlm_probability=1.7"],
         "task_options.mlm_probability: must be above 0 and at most 1 (the share of tokens masked), not 1.7; "
         "e.g. task_options.mlm_probability=0.15.",
