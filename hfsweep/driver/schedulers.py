@@ -18,7 +18,7 @@ from hfsweep.config.loading import iter_leaves
 from hfsweep.config.objectives import is_multi_objective
 from hfsweep.contract import EPOCH, MAX_STEPS
 from hfsweep.driver.search_rules import is_population_training, longest_epochs
-from hfsweep.driver.search_space import pb2_bounds, pbt_mutations, unperturbed
+from hfsweep.driver.search_space import WithinSpace, pb2_bounds, pbt_mutations, unperturbed
 
 
 def instantiate_at(key: str, node: dict, **objects):
@@ -60,7 +60,9 @@ def build_scheduler(cfg: dict, param_space: dict):
         return instantiate_at("scheduler", node, hyperparam_bounds=pb2_bounds(cfg["search_space"]))
     if is_population_training(cfg):
         mutations = pbt_mutations(param_space, unperturbed(cfg["search_space"]))
-        return instantiate_at("scheduler", node, hyperparam_mutations=mutations)
+        return instantiate_at(
+            "scheduler", node, hyperparam_mutations=mutations, custom_explore_fn=WithinSpace(mutations)
+        )
     return instantiate_at("scheduler", node)
 
 

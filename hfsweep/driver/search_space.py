@@ -137,6 +137,39 @@ def pbt_mutations(param_space: dict, fixed: set[str] = frozenset(), prefix: str 
     return mutations
 
 
+class WithinSpace:
+    """PBT's `custom_explore_fn`: Tune's explore multiplies a range's value by 0.8 or 1.2 and keeps
+    the product, so a perturbed trial can leave the declared space (an RTE winner ended at weight
+    decay 0.334 of a 0-0.3 range). Each perturbed range's value goes back to its nearest bound.
+    A class, not a closure: Tune pickles the scheduler with the sweep's state."""
+
+    def __init__(self, mutations: dict):
+        self.bounds = dict(_range_bounds(mutations))
+
+    def __call__(self, config: dict) -> dict:
+        for (*parents, key), (low, high) in self.bounds.items():
+            section = config
+            for parent in parents:
+                section = section[parent]
+            section[key] = min(max(section[key], low), high)
+        return config
+
+
+def _range_bounds(mutations: dict, prefix: tuple = ()):
+    """(path, (lowest, highest)) of every range among PBT's mutations; a plain randint's upper bound
+    is exclusive, a quantized one's inclusive (Tune's own sampling)."""
+    from ray.tune.search.sample import Float, Integer, Quantized
+
+    for key, value in mutations.items():
+        if isinstance(value, dict):
+            yield from _range_bounds(value, (*prefix, key))
+        elif isinstance(value, Float):
+            yield (*prefix, key), (value.lower, value.upper)
+        elif isinstance(value, Integer):
+            inclusive = isinstance(value.get_sampler(), Quantized)
+            yield (*prefix, key), (value.lower, value.upper if inclusive else value.upper - 1)
+
+
 def pb2_bounds(space: dict) -> dict:
     """PB2's GP models continuous hyperparameters: every leaf it perturbs needs low and high."""
     bounds = {}

@@ -69,6 +69,31 @@ def test_pbt_mutates_the_search_space_and_perturbs_at_checkpoints(tmp_path):
     assert scheduler._perturbation_interval == cfg["training"]["save_steps"]
 
 
+def test_pbt_perturbations_stay_inside_the_declared_ranges(tmp_path):
+    """Through Tune's own explore step: at a range's edge a 1.2 (or 0.8) perturbation is put back at
+    the bound, as the RTE comparison's winner at weight decay 0.334 of 0-0.3 was not."""
+    from ray.tune.schedulers.pbt import _explore
+
+    cfg = config(
+        tmp_path,
+        "scheduler=pbt",
+        LOGUNIFORM_LR,
+        "+search_space.training.weight_decay={sampler:uniform,low:0.0,high:0.3}",
+        "+search_space.training.warmup_steps={sampler:randint,low:0,high:10}",
+    )
+    scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+    mutations = scheduler._hyperparam_mutations
+    top = {"training": {"learning_rate": 1e-2, "weight_decay": 0.3, "warmup_steps": 9}}
+    bottom = {"training": {"learning_rate": 1e-4, "weight_decay": 0.01, "warmup_steps": 1}}
+    for start, factor in ((top, 1.2), (bottom, 0.8)):
+        explored, _ = _explore(start, mutations, 0.0, (factor,), scheduler._custom_explore_fn)
+        assert explored["training"] == {
+            "learning_rate": min(max(start["training"]["learning_rate"] * factor, 1e-4), 1e-2),
+            "weight_decay": min(max(start["training"]["weight_decay"] * factor, 0.0), 0.3),
+            "warmup_steps": min(max(round(start["training"]["warmup_steps"] * factor), 0), 9),
+        }
+
+
 def test_pb2_takes_bounds_from_the_search_space(tmp_path):
     cfg = config(tmp_path, "scheduler=pb2", LOGUNIFORM_LR)
     scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
