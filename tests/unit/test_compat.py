@@ -1,5 +1,6 @@
 """One test per private API in hfsweep/compat.py: each fails when the installed Ray, torch,
-datasets or W&B no longer has what hfsweep relies on (hfsweep itself would only degrade)."""
+datasets or W&B no longer has what hfsweep relies on (hfsweep itself would only degrade). Those that
+need a running Ray are in tests/e2e/test_compat_e2e.py."""
 
 from __future__ import annotations
 
@@ -15,18 +16,6 @@ from hfsweep import compat
 
 def test_train_v2_report_log_module_is_where_compat_looks():
     assert compat.quiet_train_report_log(), "ray.train.v2._internal.execution.context moved"
-
-
-def test_a_local_ray_listens_on_the_gcs_port_compat_sets(ray_cluster):
-    import ray
-
-    context = ray.get_runtime_context()
-    chosen = context.runtime_env["env_vars"][
-        "RAY_ADDRESS"
-    ]  # the port start_local_ray chose and set through compat.gcs_port
-    assert context.gcs_address.rsplit(":", 1)[1] == chosen.rsplit(":", 1)[1], (
-        f"{compat.GCS_PORT_ENV} no longer sets the GCS port"
-    )
 
 
 def test_rays_wandb_logging_actor_class_exists():
@@ -70,19 +59,6 @@ def test_datasets_fingerprint_follows_the_content():
     assert compat.dataset_fingerprint(changed) != compat.dataset_fingerprint(dataset)
 
 
-def test_every_ray_process_of_a_sweep_quiets_trains_placement_group_cleaner(ray_cluster):
-    import ray
-    from ray.train.v2._internal.execution.controller import placement_group_cleaner
-
-    assert placement_group_cleaner.logger.name == compat.PLACEMENT_GROUP_CLEANER_LOGGER, "the cleaner's logger moved"
-
-    @ray.remote(num_cpus=0)
-    def cleaner_log_level() -> int:
-        return logging.getLogger(compat.PLACEMENT_GROUP_CLEANER_LOGGER).getEffectiveLevel()
-
-    assert ray.get(cleaner_log_level.remote()) == logging.ERROR, "init_ray's setup hook did not run in a Ray worker"
-
-
 def test_the_auth_notice_is_silenced_on_the_logger_ray_logs_it_under(caplog):
     from ray._private.authentication import authentication_token_setup as setup
 
@@ -95,26 +71,6 @@ def test_the_auth_notice_is_silenced_on_the_logger_ray_logs_it_under(caplog):
         assert not caplog.records, "the token-auth notice is still logged after quiet_ray_auth_notice"
     finally:
         setup.logger.setLevel(previous)
-
-
-def test_classic_parquet_reader_makes_read_parquet_use_the_v1_datasource(ray_cluster, tmp_path):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    import ray
-    from ray.data._internal.datasource.parquet_datasource import ParquetDatasource
-
-    pq.write_table(pa.table({"a": [1, 2, 3]}), tmp_path / "shard.parquet")
-    context = ray.data.DataContext.get_current()
-    assert hasattr(context, "use_datasource_v2"), "DataContext.use_datasource_v2 is gone"
-    previous = context.use_datasource_v2
-    try:
-        compat.classic_parquet_reader(context)
-        read = ray.data.read_parquet(str(tmp_path / "shard.parquet"))._logical_plan.dag
-    finally:
-        context.use_datasource_v2 = previous
-    assert isinstance(getattr(read, "datasource", None), ParquetDatasource), (
-        f"read_parquet planned {read.name}, not the V1 ParquetDatasource"
-    )
 
 
 def test_prepare_trainer_hands_a_ray_data_iterables_batches_to_the_trainer_unchanged(tmp_path):
@@ -132,32 +88,3 @@ def test_prepare_trainer_hands_a_ray_data_iterables_batches_to_the_trainer_uncha
     assert [batch["input_ids"].tolist() for batch in trainer.get_train_dataloader()] == [[[1, 2, 3]], [[4, 5]]], (
         "prepare_trainer no longer recognises ray.data.iterator._IterableFromIterator"
     )
-
-
-def test_restored_callbacks_finds_a_restored_tuners_callbacks_with_their_state(ray_cluster, tmp_path):
-    from ray import tune
-
-    class Counting(tune.Callback):
-        def __init__(self):
-            self.results = 0
-
-        def on_trial_result(self, iteration, trials, trial, result, **info):
-            self.results += 1
-
-        def get_state(self):
-            return {"results": self.results}
-
-        def set_state(self, state):
-            self.results = state["results"]
-
-    def trainable(config):
-        for step in range(3):
-            tune.report({"step": step})
-
-    tune.Tuner(
-        trainable,
-        run_config=tune.RunConfig(name="restore", storage_path=str(tmp_path), callbacks=[Counting()], verbose=0),
-    ).fit()
-    restored = compat.restored_callbacks(tune.Tuner.restore(str(tmp_path / "restore"), trainable))
-    counting = [c for c in restored if type(c).__name__ == "Counting"]
-    assert counting, "Tune's TunerInternal.get_run_config is gone: a resumed sweep would lose its budget"

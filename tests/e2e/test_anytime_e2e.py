@@ -1,0 +1,42 @@
+"""`python -m hfsweep.report DIR1 DIR2 --compare OUT` over real Tune experiments, end to end."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+
+@pytest.mark.slow
+def test_report_compare_draws_two_sweeps_on_one_plot_with_their_numbers(ray_cluster, tmp_path, capsys):
+    from ray import tune
+
+    from hfsweep.cli.report import main as report_main
+    from hfsweep.run_dir import write_config
+    from tests.conftest import resolved_config
+
+    def trainable(config):
+        for step, loss in enumerate(config["losses"]):
+            tune.report({"eval_loss": loss, "step": step * 10})
+
+    runs = {"fast": [[3.0, 2.0], [4.0, 3.5]], "slow": [[5.0, 4.5], [4.0, 3.9]]}
+    for method, losses in runs.items():
+        run_dir = tmp_path / method / "seed_1"
+        run_dir.mkdir(parents=True)
+        cfg = resolved_config([], run_dir, tmp_path)
+        write_config(str(run_dir), cfg)
+        tune.Tuner(
+            trainable,
+            param_space={"losses": tune.grid_search(losses)},
+            tune_config=tune.TuneConfig(max_concurrent_trials=1),
+            run_config=tune.RunConfig(name=cfg["name"], storage_path=str(run_dir), verbose=0),
+        ).fit()
+    out = tmp_path / "compare"
+    assert (
+        report_main([str(tmp_path / "fast" / "seed_1"), str(tmp_path / "slow" / "seed_1"), "--compare", str(out)]) == 0
+    )
+    table = pd.read_csv(out / "anytime.csv").set_index("sweep")
+    assert table.loc["fast/seed_1", "final_best"] == 2.0 and table.loc["slow/seed_1", "final_best"] == 3.9
+    assert table.loc["fast/seed_1", "area"] < table.loc["slow/seed_1", "area"]
+    assert (out / "anytime.png").stat().st_size > 10_000 and "area" in (out / "anytime.md").read_text()
+    assert report_main([str(tmp_path / "fast" / "seed_1"), str(tmp_path / "nowhere"), "--compare", str(out)]) == 2
+    assert "holds no sweep" in capsys.readouterr().err

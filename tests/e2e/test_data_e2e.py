@@ -1,0 +1,73 @@
+"""Data prepared as Ray tasks on the cluster, and streamed to workers by Ray Data, end to end."""
+
+from __future__ import annotations
+
+import time
+
+from tests.conftest import prepare_data
+from tests.unit.test_data import data_config, shard_tables, write_prose_folder
+
+
+def test_prepared_on_the_cluster_as_ray_tasks_into_the_same_shards_as_on_the_driver(ray_cluster, tmp_path):
+    import ray
+    from ray.util.state import list_tasks
+
+    folder = write_prose_folder(tmp_path / "prose")
+    # two chunks: each task that runs at once starts a Ray worker, which imports transformers (seconds on two cores)
+    driver = prepare_data(
+        data_config(tmp_path / "driver", source="local", path=str(folder), chunk_rows=200, num_proc=1)
+    )
+    cluster = prepare_data(
+        data_config(tmp_path / "cluster", source="local", path=str(folder), chunk_rows=200, prepare_on="cluster")
+    )
+    assert [t.to_pydict() for t in shard_tables(cluster)] == [t.to_pydict() for t in shard_tables(driver)]
+    assert cluster.num_train_tokens == driver.num_train_tokens
+
+    def finished_chunk_tasks() -> int:  # task events reach the State API a second or so late
+        return len(
+            list_tasks(
+                address=ray.get_runtime_context().gcs_address,
+                limit=1000,
+                filters=[("func_or_class_name", "=", "_process_on_node"), ("state", "=", "FINISHED")],
+            )
+        )
+
+    deadline = time.time() + 30
+    while finished_chunk_tasks() < 2 and time.time() < deadline:
+        time.sleep(1)
+    assert finished_chunk_tasks() == 2, "one Ray task per chunk (400 lines / 200)"
+
+
+def test_workers_stream_every_shard_in_a_new_order_each_epoch_set_by_the_seed(ray_cluster, tmp_path):
+    from hfsweep.data.prepare import load_ray_datasets
+    from hfsweep.loops.common import train_batches
+
+    folder = write_prose_folder(tmp_path / "prose")
+    prepared = prepare_data(
+        data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1)
+    )
+    expected = sorted(map(tuple, (row for t in shard_tables(prepared) for row in t.column("input_ids").to_pylist())))
+
+    def order(seed: int) -> list:
+        train = load_ray_datasets(prepared, ["train"], seed)["train"]
+        train.context.execution_options.preserve_order = True  # as the trials' DataConfig sets it
+        return [tuple(row["input_ids"]) for row in train.iter_rows()]
+
+    first = order(1)
+    assert sorted(first) == expected, "every block of every shard, once"
+    assert order(1) == first
+    assert order(2) != first
+
+    def epochs(seed: int) -> list:
+        """Two passes over the worker's batch iterator, as the Trainer makes one per epoch."""
+        train = load_ray_datasets(prepared, ["train"], seed)["train"]
+        train.context.execution_options.preserve_order = True
+        cfg = {"seed": seed, "training": {"per_device_train_batch_size": 8}, "data": {"shuffle_buffer_rows": 64}}
+        batches = train_batches(
+            train.iterator(), cfg, lambda batch: [tuple(row) for row in batch["input_ids"].tolist()], cfg["seed"]
+        )
+        return [[row for batch in batches for row in batch] for _ in range(2)]
+
+    one, two = epochs(1)
+    assert sorted(one) == sorted(two) == expected and one != two, "every epoch is every block, in a new order"
+    assert epochs(1) == [one, two], "the same seed repeats the same epochs"
