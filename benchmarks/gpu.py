@@ -118,6 +118,18 @@ def step_pytest(args) -> None:
     result(ok=rc in (0, 5) if args.cpu_smoke else rc == 0, exit=rc, note=note)
 
 
+def repeated_prose(folder: Path, copies: int) -> Path:
+    """The embedded pydoc prose, its train file repeated `copies` times. Alone it is 88 blocks of 1024
+    tokens, less than one batch of 96: in the H200's run 4 every step was a whole epoch (a new Ray
+    Data read per step for hfsweep) and a batch of 96 held 88 rows, while tokens/s counted 96."""
+    from hfsweep.data.sources import write_pydoc_topics
+
+    write_pydoc_topics(str(folder))
+    train = folder / "train.txt"
+    train.write_text("\n".join([train.read_text()] * copies))
+    return folder
+
+
 def largest_batch(cfg: dict, candidates: list[int], device: str) -> tuple[int, dict]:
     """The largest batch of `candidates` whose bf16-autocast training step (forward, backward,
     AdamW) fits in 90% of the device's memory, by trying them from the largest down."""
@@ -169,8 +181,11 @@ def step_gpt2(args) -> None:
     gpu = not args.cpu_smoke
     device = "cuda" if gpu else "cpu"
     steps = 60 if gpu else 6
+    batches = [8, 16, 24, 32, 48, 64, 96, 128] if gpu else [2, 4]
     model = ["model=gpt2", "data.block_size=1024"] if gpu else ["model=gpt2_tiny"]
-    base = ["scheduler=fifo", "search_space.training.learning_rate.values=[3e-4]", "search_alg.defaults_trial=false",
+    prose = repeated_prose(Path(tempfile.mkdtemp(prefix="gpt2-prose-")), copies=90 if gpu else 1)
+    base = ["scheduler=fifo", "data.source=local", f"data.path={prose}",
+            "search_space.training.learning_rate.values=[3e-4]", "search_alg.defaults_trial=false",
             "cluster.num_workers=1", f"cluster.use_gpu={str(gpu).lower()}", "training.bf16=true",
             f"training.max_steps={steps}", f"training.eval_steps={steps // 3}", f"training.save_steps={steps // 3}",
             f"training.logging_steps={steps // 3}", "training.warmup_steps=0", *model]
@@ -181,7 +196,10 @@ def step_gpt2(args) -> None:
 
     data = prepare_data(cfg)
     cfg["vocab_size"] = len(load_tokenizer(data.tokenizer_path))
-    batch, tried = largest_batch(cfg, [8, 16, 24, 32, 48, 64, 96] if gpu else [2, 4], device)
+    blocks = data.num_train_blocks
+    batch, tried = largest_batch(cfg, batches, device)
+    if blocks < steps * batch:
+        raise SystemExit(f"{blocks} training blocks hold fewer than {steps} batches of {batch}: raise the copies")
     print(f"batch search (peak share of the device's memory): {tried}; using {batch}", flush=True)
     overrides = [*base, f"training.per_device_train_batch_size={batch}", f"training.per_device_eval_batch_size={batch}"]
     cfg = config(overrides, "/tmp/unused")
@@ -199,7 +217,8 @@ def step_gpt2(args) -> None:
     print(f"N = {params:,} parameters; FLOPs per token = 6N + 12*L*H*Q*T = "
           f"6*{params:,} + 12*{layers}*{heads}*{head_size}*{seq} "
           f"= {flops_per_token:,}; peak {peak or 'unknown'} FLOP/s", flush=True)
-    result(ok=True, batch=batch, params=params, plain_tokens_per_s=round(plain), hfsweep_tokens_per_s=round(ours),
+    result(ok=True, batch=batch, train_blocks=blocks, params=params, plain_tokens_per_s=round(plain),
+           hfsweep_tokens_per_s=round(ours),
            ratio=round(ours / plain, 3), target_ratio=0.97, mfu=round(mfu, 3) if mfu else None,
            mfu_6n_only_reported=round(float(history["mfu"].iloc[-1]), 3) if "mfu" in history else None,
            peak_memory_mb=round(float(history["peak_memory_mb"].max())))
