@@ -1,4 +1,5 @@
-"""GLUE as a paper table: `python -m hfsweep.glue MULTIRUN_DIR --seeds 1 2 3`.
+"""GLUE as a paper table: `python -m hfsweep.glue MULTIRUN_DIR --seeds 1 2 3`; or the fair test's
+table, the search's winner against the recipe's defaults: `python -m hfsweep.glue --fair FAIR_DIR`.
 
 MULTIRUN_DIR is a finished `python -m hfsweep -m +experiment=glue glue=cola,sst2,...` (or
 `+experiment=glue_tsv`): one sweep per GLUE task, each job naming its task by its eval metric
@@ -8,6 +9,13 @@ MULTIRUN_DIR is a finished `python -m hfsweep -m +experiment=glue glue=cola,sst2
 - `glue.csv`: task, official metric, mean and sample std over the seeds of the final model's
   score (× 100), and the number of seeds;
 - `glue.md`: one row per task, `mean ± std` per official metric, and the GLUE score.
+
+With `--fair`, FAIR_DIR holds one folder per GLUE task (`experiments/glue/run_fair.sh`'s runs, or
+their committed artefacts: `results.csv` and `select/selection.csv` and `select/results.csv`), and
+gets `fair.csv` and `fair.md`: per task the winner's and the defaults' mean and std over the
+selection's seeds (× 100), the winner's gain, the t-test paired by seed, and the compute of each
+part in trial-hours: the search, the selection, and one defaults run (the mean of the defaults'
+re-trainings), with the search's multiple of it.
 
 A task's score is the mean of its official metrics (MRPC and QQP: F1 and accuracy; STS-B: Pearson
 and Spearman; MNLI: accuracy on the matched and on the mismatched validation set); the GLUE score
@@ -26,7 +34,15 @@ import pandas as pd
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import read_config
 from hfsweep.driver.tables import markdown
-from hfsweep.run_dir import BEST_FILE, REPLAY_DIR, REPLAY_FILE, last_column
+from hfsweep.run_dir import (
+    BEST_FILE,
+    REPLAY_DIR,
+    REPLAY_FILE,
+    RESULTS_FILE,
+    SELECT_DIR,
+    SELECTION_FILE,
+    last_column,
+)
 
 # Each task's official metrics, in GLUE's order: (label, the replay.csv column of the final model's score).
 OFFICIAL = {
@@ -139,14 +155,96 @@ def write_tables(multirun_dir: str, long: pd.DataFrame, score: float) -> str:
     return path
 
 
+def trial_hours(results_csv: Path, rows=None) -> float:
+    """The trials' run time in hours (results.csv's `time_total_s`), of `rows` (a mask) or all."""
+    table = pd.read_csv(results_csv)
+    if "time_total_s" not in table:
+        raise ConfigError(
+            f"glue: '{results_csv}' has no time_total_s column; rebuild it with python -m hfsweep.report."
+        )
+    return float(table["time_total_s"][rows if rows is not None else slice(None)].sum()) / 3600
+
+
+def fair_row(task: str, run: Path) -> dict:
+    """One task of the fair test: winner and defaults over the selection's seeds, and the compute."""
+    from scipy import stats
+
+    selection = pd.read_csv(run / SELECT_DIR / SELECTION_FILE)
+    (mean_column,) = [c for c in selection if c.startswith("mean_")]
+    seeds = [c for c in selection if c.startswith("seed_")]
+    values = [c for c in selection if c not in ("rank", "defaults", "n", *seeds) and not c.startswith(("mean_", "ci"))]
+    winner, defaults = selection.iloc[0], selection[selection["defaults"]]
+    if defaults.empty:
+        raise ConfigError(f"glue: '{run / SELECT_DIR / SELECTION_FILE}' has no defaults row; run with select.top_k.")
+    defaults = defaults.iloc[0]
+    paired = [s for s in seeds if pd.notna(winner[s]) and pd.notna(defaults[s])]
+    ours, theirs = winner[paired].astype(float), defaults[paired].astype(float)
+    p_value = stats.ttest_rel(ours, theirs).pvalue if len(paired) > 1 else float("nan")
+    select_results = pd.read_csv(run / SELECT_DIR / RESULTS_FILE)
+    is_defaults = (select_results[values] == defaults[values]).all(axis=1)
+    search_h = trial_hours(run / RESULTS_FILE)
+    defaults_run_h = trial_hours(run / SELECT_DIR / RESULTS_FILE, is_defaults) / max(1, int(is_defaults.sum()))
+    return {
+        "task": NAMES[task],
+        "metric": mean_column.removeprefix("mean_eval_"),
+        "seeds": len(paired),
+        "winner": ", ".join(f"{v.rsplit('.', 1)[-1]}={winner[v]:g}" for v in values if v != "seed"),
+        "winner_mean": 100 * ours.mean(),
+        "winner_std": 100 * ours.std(),
+        "defaults_mean": 100 * theirs.mean(),
+        "defaults_std": 100 * theirs.std(),
+        "p_value": p_value,
+        "search_trial_hours": search_h,
+        "selection_trial_hours": trial_hours(run / SELECT_DIR / RESULTS_FILE),
+        "defaults_run_trial_hours": defaults_run_h,
+        "search_over_defaults_run": search_h / defaults_run_h,
+    }
+
+
+def write_fair_tables(fair_dir: str) -> str:
+    runs = {
+        task: Path(fair_dir, task) for task in OFFICIAL if Path(fair_dir, task, SELECT_DIR, SELECTION_FILE).is_file()
+    }
+    if not runs:
+        raise ConfigError(f"glue: '{fair_dir}' holds no TASK/{SELECT_DIR}/{SELECTION_FILE}; pass run_fair.sh's OUT.")
+    table = pd.DataFrame([fair_row(task, run) for task, run in runs.items()])
+    table.to_csv(os.path.join(fair_dir, "fair.csv"), index=False)
+    shown = pd.DataFrame(
+        {
+            "task": row.task,
+            "metric": row.metric,
+            "winner": row.winner,
+            f"winner (mean ± std, {row.seeds} seeds)": f"{row.winner_mean:.1f} ± {row.winner_std:.1f}",
+            "defaults": f"{row.defaults_mean:.1f} ± {row.defaults_std:.1f}",
+            "gain": f"{row.winner_mean - row.defaults_mean:+.1f}",
+            "paired p": f"{row.p_value:.3g}",
+            "trial-hours: search + selection": f"{row.search_trial_hours:.1f} + {row.selection_trial_hours:.1f}",
+            "search / one defaults run": f"{row.search_over_defaults_run:.1f}×",
+        }
+        for row in table.itertuples()
+    )
+    path = os.path.join(fair_dir, "fair.md")
+    Path(path).write_text(
+        f"{markdown(shown)}\nValidation sets, in points (× 100); the t-test pairs the winner and the defaults by "
+        f"seed. One defaults run: the mean trial-hours of the defaults' re-trainings in the selection.\n"
+    )
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hfsweep.glue", description=__doc__.splitlines()[0])
-    parser.add_argument("multirun_dir", help="a finished `python -m hfsweep -m +experiment=glue glue=...` directory")
     parser.add_argument(
-        "--seeds", type=int, nargs="+", required=True, help="the replay's seeds, the same for every task"
+        "multirun_dir", help="a finished `python -m hfsweep -m +experiment=glue glue=...` directory (with --fair: OUT)"
     )
+    parser.add_argument("--seeds", type=int, nargs="+", help="the replay's seeds, the same for every task")
+    parser.add_argument("--fair", action="store_true", help="the fair test's table from run_fair.sh's OUT folder")
     args = parser.parse_args(argv)
+    if args.fair == bool(args.seeds):
+        parser.error("give --seeds for a multirun's table, or --fair for the fair test's")
     try:
+        if args.fair:
+            print(Path(write_fair_tables(args.multirun_dir)).read_text())
+            return 0
         jobs = glue_jobs(args.multirun_dir)
         long, score = glue_table({task: replayed(job, args.seeds) for task, job in jobs.items()})
     except ConfigError as err:

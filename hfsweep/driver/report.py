@@ -88,6 +88,7 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
                 "status": trial.status,
                 "iterations": trial.last_result.get("training_iteration", 0),
                 "step": trial.last_result.get("step", 0),
+                "time_total_s": trial.last_result.get("time_total_s"),
                 **scores,
                 **{name: trial.last_result.get(name) for name in COST_METRICS},
                 "cost_usd": trial_cost_usd(cfg["cluster"], cfg["strategy"], trial.last_result.get("time_total_s", 0.0)),

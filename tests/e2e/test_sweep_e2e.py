@@ -124,6 +124,8 @@ def test_run_directory_holds_config_provenance_table_plots_and_best_model(finish
     assert set(table["ended"]) == {"completed", "stopped by scheduler/stopper"}
     for _, row in table.iterrows():
         assert (row["ended"] == "completed") == (row["step"] == MAX_STEPS)
+    ran_for = {result.metrics["trial_id"]: result.metrics["time_total_s"] for result in results}
+    assert dict(zip(table["trial_id"], table["time_total_s"])) == pytest.approx(ran_for)  # trial-hours, rebuilt
     assert "| trial_id" in open(os.path.join(storage, "results.md")).read()
     for plot in ("curves.png", "hyperparameters.png"):
         with open(os.path.join(storage, plot), "rb") as f:

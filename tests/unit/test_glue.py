@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from scipy import stats
 
 from hfsweep.cli import glue
 from hfsweep.data.tokenizers import load_tokenizer
@@ -136,3 +137,50 @@ def test_stsb_scores_make_a_regression_with_one_output(num_labels, tmp_path):
         cfg["model"], load_tokenizer(prepared.tokenizer_path), prepared.label_names, task=get_task(cfg["model"]["task"])
     )
     assert model.config.num_labels == 1 and model.config.problem_type == "regression"
+
+
+def test_the_fair_table_pairs_the_winner_with_the_defaults_and_states_each_parts_compute(tmp_path, capsys):
+    """run_fair.sh's artefacts for one task: the search's results.csv, the selection's table and runs."""
+    select = tmp_path / "stsb" / "select"
+    select.mkdir(parents=True)
+    pd.DataFrame({"training.learning_rate": [1e-5, 5e-5], "time_total_s": [7200.0, 3600.0]}).to_csv(
+        tmp_path / "stsb" / "results.csv", index=False
+    )
+    winner, defaults = [0.86, 0.87, 0.85], [0.84, 0.86, 0.83]
+    pd.DataFrame(
+        {
+            "rank": [1, 2],
+            "training.learning_rate": [1e-5, 5e-5],
+            "defaults": [False, True],
+            **{f"seed_{s}": [w, d] for s, w, d in zip((1, 2, 3), winner, defaults)},
+            "n": [3, 3],
+            "mean_eval_pearson": [0.86, 0.8433],
+            "ci95%_low": [0.8, 0.8],
+            "ci95%_high": [0.9, 0.9],
+        }
+    ).to_csv(select / "selection.csv", index=False)
+    pd.DataFrame(
+        {
+            "training.learning_rate": [1e-5] * 3 + [5e-5] * 3,
+            "seed": [1, 2, 3] * 2,
+            "time_total_s": [5400.0] * 3 + [1800.0, 2700.0, 900.0],
+        }
+    ).to_csv(select / "results.csv", index=False)
+
+    assert glue.main(["--fair", str(tmp_path)]) == 0
+    (row,) = pd.read_csv(tmp_path / "fair.csv").to_dict("records")
+    assert row["winner_mean"] == pytest.approx(86.0) and row["defaults_mean"] == pytest.approx(84.333, abs=1e-3)
+    assert row["p_value"] == pytest.approx(stats.ttest_rel(winner, defaults).pvalue)
+    assert row["search_trial_hours"] == pytest.approx(3.0) and row["selection_trial_hours"] == pytest.approx(6.0)
+    assert row["defaults_run_trial_hours"] == pytest.approx(0.5) and row["search_over_defaults_run"] == pytest.approx(6)
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if "STS-B" in line]
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    scores = ["86.0 ± 1.0", "84.3 ± 1.5", "+1.7", f"{row['p_value']:.3g}"]
+    assert cells == ["STS-B", "pearson", "learning_rate=1e-05", *scores, "3.0 + 6.0", "6.0×"]
+
+
+def test_the_fair_table_needs_the_fair_tests_artefacts(tmp_path, capsys):
+    assert glue.main(["--fair", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"hfsweep: error: glue: '{tmp_path}' holds no TASK/select/selection.csv; pass run_fair.sh's OUT."
+    )
