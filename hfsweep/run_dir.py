@@ -29,6 +29,12 @@ PARETO_PLOT = "pareto.png"  # with several objectives: the trials and their Pare
 REPLAY_DIR = "replay"  # `python -m hfsweep.replay`: the best configuration re-trained over seeds, a sweep of its own
 REPLAY_FILE = "replay.csv"  # in REPLAY_DIR: each seed's scores, then their mean and std
 REPLAY_TABLE = "replay.md"  # the same in Markdown
+# What the commands that read several run directories write, each as CSV and Markdown:
+MULTIRUN_SUMMARY = ("multirun_summary.csv", "multirun_summary.md")  # in a multirun's folder: one row per sweep
+COMPARISON = ("comparison.csv", "comparison.md")  # `hfsweep.simulate --out`: the schedulers side by side
+ANYTIME_COMPARISON = ("anytime.csv", "anytime.md")  # `hfsweep.report --compare OUT`: several sweeps' curves
+GLUE_TABLE = ("glue.csv", "glue.md")  # `hfsweep.glue`: the paper table, in the multirun's folder
+FAIR_TABLE = ("fair.csv", "fair.md")  # `hfsweep.glue --fair`: winner against defaults, in run_fair.sh's OUT
 
 
 def last_column(metric: str) -> str:

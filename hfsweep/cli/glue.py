@@ -36,6 +36,8 @@ from hfsweep.config.loading import read_config
 from hfsweep.driver.tables import markdown
 from hfsweep.run_dir import (
     BEST_FILE,
+    FAIR_TABLE,
+    GLUE_TABLE,
     REPLAY_DIR,
     REPLAY_FILE,
     RESULTS_FILE,
@@ -133,7 +135,7 @@ def glue_table(tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, float]:
 
 
 def write_tables(multirun_dir: str, long: pd.DataFrame, score: float) -> str:
-    long.to_csv(os.path.join(multirun_dir, "glue.csv"), index=False)
+    long.to_csv(os.path.join(multirun_dir, GLUE_TABLE[0]), index=False)
     shown = pd.DataFrame(
         {
             "task": task,
@@ -150,7 +152,7 @@ def write_tables(multirun_dir: str, long: pd.DataFrame, score: float) -> str:
         f"GLUE score (mean of the {len(tasks)} task scores: {', '.join(tasks)}): **{score:.1f}**\n\n"
         f"Final models on the validation sets, {' or '.join(map(str, seeds))} seeds per task, in points (× 100).\n"
     )
-    path = os.path.join(multirun_dir, "glue.md")
+    path = os.path.join(multirun_dir, GLUE_TABLE[1])
     Path(path).write_text(text)
     return path
 
@@ -208,7 +210,7 @@ def write_fair_tables(fair_dir: str) -> str:
     if not runs:
         raise ConfigError(f"glue: '{fair_dir}' holds no TASK/{SELECT_DIR}/{SELECTION_FILE}; pass run_fair.sh's OUT.")
     table = pd.DataFrame([fair_row(task, run) for task, run in runs.items()])
-    table.to_csv(os.path.join(fair_dir, "fair.csv"), index=False)
+    table.to_csv(os.path.join(fair_dir, FAIR_TABLE[0]), index=False)
     shown = pd.DataFrame(
         {
             "task": row.task,
@@ -223,7 +225,7 @@ def write_fair_tables(fair_dir: str) -> str:
         }
         for row in table.itertuples()
     )
-    path = os.path.join(fair_dir, "fair.md")
+    path = os.path.join(fair_dir, FAIR_TABLE[1])
     Path(path).write_text(
         f"{markdown(shown)}\nValidation sets, in points (× 100); the t-test pairs the winner and the defaults by "
         f"seed. One defaults run: the mean trial-hours of the defaults' re-trainings in the selection.\n"

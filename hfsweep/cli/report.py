@@ -20,6 +20,7 @@ from hfsweep.driver.anytime import plot_anytime, summary_row
 from hfsweep.driver.insight import study_name
 from hfsweep.driver.report import sweep_anytime, write_report
 from hfsweep.run_dir import (
+    ANYTIME_COMPARISON,
     ANYTIME_PLOT,
     CURVES_PLOT,
     HYPERPARAMETERS_PLOT,
@@ -114,9 +115,9 @@ def compare(run_dirs: list[str], out: str) -> int:
     os.makedirs(out, exist_ok=True)
     plot_anytime(curves, metric, os.path.join(out, ANYTIME_PLOT))
     table = pd.DataFrame(rows)
-    table.to_csv(os.path.join(out, "anytime.csv"), index=False)
+    table.to_csv(os.path.join(out, ANYTIME_COMPARISON[0]), index=False)
     better = "lower" if mode == "min" else "higher"
-    with open(os.path.join(out, "anytime.md"), "w") as f:
+    with open(os.path.join(out, ANYTIME_COMPARISON[1]), "w") as f:
         f.write(
             f"Best {metric} so far against trial-hours ({ANYTIME_PLOT}); area: the mean best so far over the "
             f"trial-hours spent ({better} is better); hours_to_defaults: trial-hours until the sweep's own "

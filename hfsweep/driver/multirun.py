@@ -13,7 +13,7 @@ import yaml
 from hydra.experimental.callback import Callback
 
 from hfsweep.driver.tables import markdown
-from hfsweep.run_dir import BEST_FILE, read_best
+from hfsweep.run_dir import BEST_FILE, MULTIRUN_SUMMARY, read_best
 
 
 class MultirunSummary(Callback):
@@ -41,7 +41,7 @@ class MultirunSummary(Callback):
         import pandas as pd
 
         table = pd.DataFrame(rows)
-        table.to_csv(sweep_dir / "multirun_summary.csv", index=False)
-        (sweep_dir / "multirun_summary.md").write_text(markdown(table))
+        table.to_csv(sweep_dir / MULTIRUN_SUMMARY[0], index=False)
+        (sweep_dir / MULTIRUN_SUMMARY[1]).write_text(markdown(table))
         print(f"Multirun summary ({len(rows)} jobs): {sweep_dir / 'multirun_summary.md'}")
         print(table.to_string(index=False))

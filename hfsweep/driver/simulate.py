@@ -33,6 +33,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import check_composition
 from hfsweep.driver.schedulers import instantiate_at, target_class
 from hfsweep.driver.tables import markdown
+from hfsweep.run_dir import COMPARISON
 
 SIMULATE_DIR = "simulate"  # in the run directory: one NAME.md/.csv per scheduler, and the comparison
 
@@ -428,7 +429,7 @@ def write_simulations(sims: list[Simulation], out_dir: str, metric: str, progres
         with open(stem + ".md", "w") as f:
             f.write(describe(sim, metric, progress).replace("\n  ", "\n\n") + "\n\n" + markdown(table))
     comparison = comparison_table(sims, metric)
-    comparison.to_csv(os.path.join(out_dir, "comparison.csv"), index=False)
-    with open(os.path.join(out_dir, "comparison.md"), "w") as f:
+    comparison.to_csv(os.path.join(out_dir, COMPARISON[0]), index=False)
+    with open(os.path.join(out_dir, COMPARISON[1]), "w") as f:
         f.write(markdown(comparison))
     return comparison
