@@ -1,4 +1,4 @@
-"""Hydra entry point: check the command line, compose, resolve once, hand off to the driver.
+"""Hydra entry point: Hydra's app composes, the preflight checks, the driver runs the sweep.
 
 python -m hfsweep                               # the embedded default (offline, CPU)
 python -m hfsweep +experiment=gpt2_wikitext     # a preset
@@ -15,10 +15,11 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from hfsweep.cli.launch import fail, raise_hydra_errors
 from hfsweep.compat import quiet_transformers_integrations
 from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema in the ConfigStore)
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import check_composition, normalise_overrides, resolvable_here, resolve, searched_overrides
+from hfsweep.config.loading import composition_error, hydra_errors, normalise_overrides, resolve, searched_overrides
 from hfsweep.driver.preflight import preflight
 
 
@@ -48,11 +49,6 @@ def main(cfg: DictConfig) -> None:
         fail(err)
 
 
-def fail(err: ConfigError) -> None:
-    print(f"hfsweep: error: {err}", file=sys.stderr)
-    sys.exit(2)
-
-
 def remove_hydra_output(run_dir: str) -> None:
     """Delete what Hydra wrote for a run that never started, and the folder if that empties it."""
     shutil.rmtree(os.path.join(run_dir, ".hydra"), ignore_errors=True)
@@ -63,23 +59,17 @@ def remove_hydra_output(run_dir: str) -> None:
         os.rmdir(run_dir)
 
 
-PRINT_ONLY_FLAGS = {"--cfg", "-c"}  # Hydra prints the config and exits: nothing to validate
-
-
 def cli() -> None:
-    """Refuse a bad command line in one line before Hydra's app starts: what Hydra cannot compose
-    (its own messages span several, printed after its run directory is made), and a config that
-    fails validation (without the app's second composition, so a refusal takes about a second)."""
-    argv = sys.argv[1:] = normalise_overrides(sys.argv[1:])  # Hydra's app reads sys.argv
+    """`python -m hfsweep ARGS`: Hydra's app, whose composition errors are refused in one line
+    (`hydra_errors`; a single run's before its run directory exists, a multirun's in
+    `PreflightEveryJob`), and a bad config by the preflight in `main`, before Ray starts."""
+    sys.argv[1:] = normalise_overrides(sys.argv[1:])  # Hydra's app reads sys.argv
     quiet_transformers_integrations()
+    raise_hydra_errors()
     try:
-        for cfg in check_composition(argv):
-            resolved = None if PRINT_ONLY_FLAGS & set(argv) else resolvable_here(cfg, argv)
-            if resolved is not None:
-                preflight(resolved)
-    except ConfigError as err:
-        fail(err)
-    main()
+        main()
+    except hydra_errors() as err:
+        fail(composition_error(err))
 
 
 if __name__ == "__main__":

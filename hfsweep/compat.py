@@ -191,3 +191,24 @@ def quiet_transformers_integrations() -> None:
         return
     if not any(isinstance(finder, _SilentImport) for finder in sys.meta_path):
         sys.meta_path.insert(0, _SilentImport(INTEGRATIONS))
+
+
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+def basic_sweep_jobs(master_config) -> list[list[str]] | None:
+    """The overrides of every job Hydra's basic sweeper will launch for a multirun's master config
+    (its `hydra.sweeper.params` and command line, split as the sweeper splits them), or None under
+    another sweeper, whose jobs are its own to choose."""
+    if master_config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
+        return None
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    params = master_config.hydra.sweeper.get("params")
+    params = {} if params is None else OmegaConf.to_container(params, resolve=False)
+    task = OmegaConf.to_container(master_config.hydra.overrides.task, resolve=False)  # `${...}` as typed
+    arguments = [*(f"{key}={value}" for key, value in params.items()), *task]
+    (jobs,) = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(arguments), None)
+    return jobs

@@ -14,14 +14,19 @@ import sys
 import tempfile
 import warnings
 
+# What a Python process ignores by default, wherever it is not raised in __main__ (as here: none is).
+PYTHON_IGNORES = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
+
 
 def run(argv: list[str]) -> tuple[str, int, bool]:
-    """`hfsweep.__main__.cli()` on `argv`, from a clean Hydra, with warnings shown anew (a warning
-    prints once per process, and each case is a process of its own to the user): everything
-    written to fds 1 and 2, the exit code, and whether Ray is initialised after it. The first
-    case imports hfsweep inside the capture."""
+    """`hfsweep.__main__.cli()` on `argv`, from a clean Hydra, with warnings shown anew and filtered
+    as in a new process (a warning prints once per process, and each case is a process of its own
+    to the user): everything written to fds 1 and 2, the exit code, and whether Ray is initialised
+    after it. The first case imports hfsweep inside the capture."""
     warnings.resetwarnings()
     warnings.simplefilter("default")  # a changed filter also forgets which warnings were shown
+    for category in PYTHON_IGNORES:
+        warnings.simplefilter("ignore", category)
     sys.argv = ["hfsweep", *argv]
     code = 0
     with tempfile.TemporaryFile(mode="w+b") as captured:

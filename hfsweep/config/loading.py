@@ -1,7 +1,7 @@
 """From the command line to the one plain dict every layer below works on.
 
-- `check_composition` composes the config as Hydra will, before Hydra's app starts, and turns
-  Hydra's multi-line composition errors into one line that names the key and the fix;
+- `composition_error` turns what Hydra could not compose (its messages span several lines) into
+  one line that names the key and the fix;
 - `resolve` resolves the composed config once, on the driver;
 - `saved_config` reads a sweep's saved config back, for resume.
 """
@@ -42,8 +42,8 @@ def to_plain_dict(cfg: DictConfig) -> dict:
 
 
 def resolvable_here(cfg: DictConfig, overrides: list[str] = ()) -> dict | None:
-    """The composed config resolved before Hydra's app runs, or None when it needs what only the
-    app sets (`${hydra:...}`, a relative storage path's run directory): validated there instead."""
+    """A multirun job's composed config resolved before the job launches, or None when it needs
+    what only its launch sets (`${hydra:...}`): checked as the job starts instead."""
     from omegaconf.errors import InterpolationResolutionError
 
     try:
@@ -172,20 +172,7 @@ def unknown_key_error(key: str, known, what: str, fix: str = "remove it or fix t
     return ConfigError(f"{key}: not {what}{hint}; {fix}.")
 
 
-# --- composition, as `python -m hfsweep ARGS` will compose -------------------------------------
-
-# Flags after which Hydra composes nothing, or composes on its own terms.
-_NO_COMPOSE_FLAGS = {"-h", "--help", "--hydra-help", "--info", "-i", "--version", "--shell-completion", "-sc"}
-# Hydra's flags that take a value, as `--flag VALUE` or `--flag=VALUE`.
-_VALUE_FLAGS = {
-    "-cp": "--config-path",
-    "--config-path": "--config-path",
-    "-cn": "--config-name",
-    "--config-name": "--config-name",
-    "-cd": "--config-dir",
-    "--config-dir": "--config-dir",
-}
-
+# --- Hydra's composition errors, in one line ----------------------------------------------------
 
 TASK_OPTIONS = "task_options"  # the task family's own node (hfsweep.tasks)
 
@@ -209,83 +196,43 @@ def normalise_overrides(argv: list[str]) -> list[str]:
     return [normal(arg) for arg in argv]
 
 
-def check_composition(argv: list[str]) -> list[DictConfig]:
-    """Compose the config as `python -m hfsweep ARGV` will, with the same primary config and
-    search path (`--config-path`, `--config-name`, `--config-dir`, `hydra.searchpath`); raise
-    ConfigError in one line where Hydra would fail with a multi-line message (a misspelt key, a
-    value of the wrong type, an unknown group option). In a multirun every value of every sweep
-    is composed once. Returns the composed configs."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
+def hydra_errors() -> tuple[type, ...]:
+    """What Hydra raises where it cannot compose a command line (`composition_error` words each)."""
+    from hydra.errors import (
+        ConfigCompositionException,
+        MissingConfigException,
+        OverrideParseException,
+        SearchPathException,
+    )
 
-    if _NO_COMPOSE_FLAGS & set(argv):
-        return []
-    flags, args = _split_flags(argv)
-    try:
-        overrides = OverridesParser.create().parse_overrides(args)
-    except OverrideParseException as err:
-        raise ConfigError(" ".join(str(err).split())) from err
-    first = [_with_value(o, _values(o)[0]) for o in overrides]
-    composed = [_compose(flags, first)]
-    for i, override in enumerate(overrides):
-        for value in _values(override)[1:]:
-            composed.append(_compose(flags, [*first[:i], _with_value(override, value), *first[i + 1 :]]))
-    return composed
+    return ConfigCompositionException, MissingConfigException, OverrideParseException, SearchPathException
 
 
-def _split_flags(argv: list[str]) -> tuple[dict, list[str]]:
-    """Hydra's config flags (by long name) and the overrides of a command line."""
-    flags, args, rest = {}, [], iter(argv)
-    for arg in rest:
-        name, eq, value = arg.partition("=")
-        if name in _VALUE_FLAGS:
-            flags[_VALUE_FLAGS[name]] = value if eq else next(rest, "")
-        elif "=" in arg and not arg.startswith("-"):
-            args.append(arg)
-    return flags, args
-
-
-def _values(override) -> list:
-    if override.is_sweep_override():
-        return list(override.sweep_string_iterator())
-    return [override.get_value_element_as_str()]
-
-
-def _with_value(override, value: str) -> str:
-    return f"{override.get_key_element()}={value}"
-
-
-def _compose(flags: dict, overrides: list[str]) -> DictConfig:
-    from hydra import compose, initialize_config_dir, initialize_config_module
+def composition_error(err: Exception) -> ConfigError:
+    """One line for what Hydra could not compose (a misspelt key, a value of the wrong type, an
+    unknown group option, an override it cannot parse), where Hydra prints several."""
     from hydra.errors import ConfigCompositionException, MissingConfigException
+
+    if isinstance(err, MissingConfigException):
+        return _missing_option_error(err)
+    if isinstance(err, ConfigCompositionException):
+        return _composition_error(err)
+    return ConfigError(" ".join(str(err).split()))
+
+
+def compose(overrides: list[str]) -> DictConfig:
+    """hfsweep's primary config composed with `overrides` by Hydra's compose API, for a command that
+    builds part of a sweep's config without running one (`hfsweep.simulate`)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
 
     from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema)
 
-    if "--config-dir" in flags:  # Hydra adds it to the search path, ahead of the primary config's folder
-        searchpath = [o for o in overrides if o.startswith("hydra.searchpath=")]
-        extra = [f"file://{os.path.abspath(flags['--config-dir'])}"]
-        overrides = [o for o in overrides if o not in searchpath] + [
-            f"hydra.searchpath=[{','.join(extra + _listed(searchpath))}]"
-        ]
-    if "--config-path" in flags:
-        init = initialize_config_dir(config_dir=os.path.abspath(flags["--config-path"]), version_base="1.3")
-    else:
-        init = initialize_config_module(config_module="hfsweep.conf", version_base="1.3")
     try:
-        with init:
-            return compose(config_name=flags.get("--config-name", "config"), overrides=overrides)
-    except MissingConfigException as err:
-        raise _missing_option_error(err) from err
-    except ConfigCompositionException as err:
-        raise _composition_error(err) from err
-
-
-def _listed(searchpath_overrides: list[str]) -> list[str]:
-    """The entries of a `hydra.searchpath=[a,b]` override."""
-    entries = []
-    for override in searchpath_overrides:
-        entries += [e.strip() for e in override.split("=", 1)[1].strip("[]").split(",") if e.strip()]
-    return entries
+        with initialize_config_module(config_module="hfsweep.conf", version_base="1.3"):
+            return hydra_compose(config_name="config", overrides=normalise_overrides(overrides))
+    except hydra_errors() as err:
+        raise composition_error(err) from err
 
 
 def _missing_option_error(err) -> ConfigError:

@@ -30,7 +30,7 @@ from ray.tune.stopper import NoopStopper
 from ray.tune.utils import flatten_dict
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import check_composition
+from hfsweep.config.loading import compose
 from hfsweep.driver.schedulers import instantiate_at, target_class
 from hfsweep.driver.tables import markdown
 from hfsweep.run_dir import COMPARISON
@@ -135,7 +135,7 @@ def scheduler_jobs(overrides: list[str]) -> list[list[str]]:
     ]
     jobs = [list(job) for job in itertools.product(*choices)]
     for job in jobs:
-        check_composition(job)  # an unknown scheduler or key, in one line, before any record is read
+        compose(job)  # an unknown scheduler or key, in one line, before any record is read
     return jobs
 
 
@@ -149,7 +149,7 @@ def build_simulated_scheduler(job: list[str], sweep_cfg: dict, metric: str, mode
     """The scheduler `python -m hfsweep JOB` would build, its `${training.max_steps}` and the like
     read from the recorded sweep's config (keys it lacks, from the defaults), optimising the sweep's
     metric as TuneConfig makes it."""
-    composed = OmegaConf.to_container(check_composition(job)[0], resolve=False)
+    composed = OmegaConf.to_container(compose(job), resolve=False)
     context = {**composed, **sweep_cfg, "training": {**composed["training"], **sweep_cfg.get("training", {})}}
     context = OmegaConf.create({**context, "scheduler": composed["scheduler"]})
     node = OmegaConf.to_container(context.scheduler, resolve=True)

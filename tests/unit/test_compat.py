@@ -1,5 +1,5 @@
 """One test per private API in hfsweep/compat.py: each fails when the installed Ray, torch,
-datasets or W&B no longer has what hfsweep relies on (hfsweep itself would only degrade). Those that
+datasets, Hydra or W&B no longer has what hfsweep relies on (hfsweep itself would only degrade). Those that
 need a running Ray are in tests/e2e/test_compat_e2e.py."""
 
 from __future__ import annotations
@@ -41,6 +41,34 @@ def test_tunes_trial_tables_leave_out_the_keys_hfsweep_hides():
 
     rows = _get_dict_as_table_data({"hfsweep_hidden": 1, "shown": 2}, exclude=BLACKLISTED_KEYS)
     assert [row[0] for row in rows] == ["shown"]
+
+
+def test_hydras_basic_sweeper_splits_a_multirun_as_hfsweep_checks_it():
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.sweeper import Sweeper
+    from omegaconf import OmegaConf
+
+    assert compat.BASIC_SWEEPER in {f"{c.__module__}.{c.__name__}" for c in Plugins.instance().discover(Sweeper)}
+    master = OmegaConf.create(
+        {
+            "hydra": {
+                "sweeper": {"_target_": compat.BASIC_SWEEPER, "params": {"seed": "1,2"}},
+                "overrides": {"task": ["a=x,y"]},
+            }
+        }
+    )
+    assert compat.basic_sweep_jobs(master) == [
+        ["seed=1", "a=x"],
+        ["seed=1", "a=y"],
+        ["seed=2", "a=x"],
+        ["seed=2", "a=y"],
+    ]
+    master.hydra.sweeper.params = None  # hfsweep's config sets none
+    master.hydra.overrides.task = ["seed=1,2", "name=${hydra:job.num}"]  # as typed: resolved in each job
+    jobs = compat.basic_sweep_jobs(master)  # Hydra's own escaping of `${`, which its launcher undoes
+    assert [job[0] for job in jobs] == ["seed=1", "seed=2"] and jobs[0][1] == jobs[1][1] != "name=2"
+    master.hydra.sweeper._target_ = "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
+    assert compat.basic_sweep_jobs(master) is None
 
 
 def test_lambda_lr_exposes_its_factors_and_last_lr():

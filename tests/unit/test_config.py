@@ -217,7 +217,7 @@ def write_bad_data(folder: Path) -> Path:
 
 
 REFUSED = [
-    # Hydra's composition errors, caught before Hydra's app starts
+    # Hydra's composition errors, in one line
     (
         ["training.learning_rat=0.001"],
         "training.learning_rat: not a key of training (did you mean 'learning_rate'?); fix the spelling.",
@@ -243,6 +243,14 @@ REFUSED = [
         ["-m", "scheduler=asha,fifoo"],
         "scheduler=fifoo: no such option (did you mean 'fifo'?); choose one of asha, asha_epochs, bohb, fifo, "
         "hyperband, median, pb2, pbt.",
+    ),
+    (
+        ["-m", "seed=1,2", "num_samples=1,0"],  # the first job is fine: the last is refused before it starts
+        "num_samples: must be at least 1 (trials per grid point), not 0; e.g. num_samples=1.",
+    ),
+    (
+        ["seed=[1"],
+        "no viable alternative at input '[1' See https://hydra.cc/docs/1.2/advanced/override_grammar/basic for details",
     ),
     (
         ["stopper=threshold"],
@@ -758,6 +766,40 @@ def test_one_refusal_of_every_section_prints_exactly_its_line_from_a_real_proces
             2,
         ), output[-2000:]
         assert not (run_dir := refusals[i][2].parent / f"real-{i}").exists(), run_dir
+
+
+def test_a_launch_checks_each_job_once_before_its_sweep_and_a_multirun_checks_every_job_first(tmp_path, monkeypatch):
+    """Hydra's app alone composes: `python -m hfsweep` preflights a single run once; a multirun
+    checks every job before the first job's sweep, and each job again as it starts (Hydra composes
+    it anew for its launch)."""
+    import hfsweep.__main__ as entry
+    import hfsweep.cli.launch as launch
+    from hfsweep.driver import sweep
+
+    events = []
+
+    def counted(cfg):
+        events.append(("preflight", cfg["seed"]))
+        return preflight(cfg)
+
+    monkeypatch.setattr(entry, "preflight", counted)
+    monkeypatch.setattr(launch, "preflight", counted)
+    monkeypatch.setattr(sweep, "run", lambda checked: events.append(("sweep", checked.cfg["seed"])))
+    cache = f"cache_dir={tmp_path / 'cache'}"
+    monkeypatch.setattr(sys, "argv", ["hfsweep", "seed=5", f"hydra.run.dir={tmp_path / 'run'}", cache])
+    entry.cli()
+    assert events == [("preflight", 5), ("sweep", 5)]
+    events.clear()
+    monkeypatch.setattr(sys, "argv", ["hfsweep", "-m", "seed=1,2", f"hydra.sweep.dir={tmp_path / 'multi'}", cache])
+    entry.cli()
+    assert events == [
+        ("preflight", 1),
+        ("preflight", 2),
+        ("preflight", 1),
+        ("sweep", 1),
+        ("preflight", 2),
+        ("sweep", 2),
+    ]
 
 
 def test_a_training_value_the_search_space_also_sets_is_named_in_one_warning(tmp_path):
