@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.paths import get_path
 from hfsweep.run_dir import RESOLVED_CONFIG, holds_sweep, read_best
 
 
@@ -53,12 +54,7 @@ def resolvable_here(cfg: DictConfig, overrides: list[str] = ()) -> dict | None:
 
 
 # Local files that trials read too: Ray runs them in another working directory than the driver's.
-LOCAL_PATH_KEYS = (
-    ("model", "pretrained"),
-    ("model", "tokenizer", "pretrained"),
-    ("data", "path"),
-    ("task_options", "chat_template"),
-)
+LOCAL_PATH_KEYS = ("model.pretrained", "model.tokenizer.pretrained", "data.path", "task_options.chat_template")
 
 
 def resolve(cfg: DictConfig, run_dir: str, overrides: list[str] = ()) -> dict:
@@ -80,13 +76,12 @@ def resolve(cfg: DictConfig, run_dir: str, overrides: list[str] = ()) -> dict:
             # debug=tiny's step cap sets every trial's length: a searched epoch count would only be refused
             resolved["search_space"].get("training", {}).pop("num_train_epochs", None)
     resolved["cache_dir"] = os.path.abspath(os.path.expanduser(resolved["cache_dir"]))
-    for *parents, key in LOCAL_PATH_KEYS:
-        section = resolved
-        for parent in parents:
-            section = section[parent]
+    for path in LOCAL_PATH_KEYS:
+        parent, _, key = path.rpartition(".")
+        section = get_path(resolved, parent)
         value = section.get(key)  # a task option is present only where set
         if isinstance(value, str) and value.startswith(PACKAGE_SCHEME):
-            section[key] = package_folder(".".join([*parents, key]), value)
+            section[key] = package_folder(path, value)
         elif isinstance(value, str) and not os.path.isabs(value) and os.path.exists(os.path.expanduser(value)):
             section[key] = os.path.abspath(os.path.expanduser(value))
     return resolved

@@ -15,7 +15,8 @@ from omegaconf import OmegaConf
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import iter_leaves
-from hfsweep.driver.search_space import VALUE_SAMPLERS, nested
+from hfsweep.config.paths import nested
+from hfsweep.driver.search_space import VALUE_SAMPLERS
 
 DEFAULTS_COLUMN = "defaults"  # results.csv: True on the trial that ran the config's own values
 

@@ -8,8 +8,8 @@ import os
 from typing import Optional
 
 from hfsweep.config.loading import apply_sampled
+from hfsweep.config.paths import nested
 from hfsweep.driver.best import BestTrial
-from hfsweep.driver.search_space import nested
 
 
 def export_best(best: BestTrial, cfg: dict, task, out_dir: str, label_names: Optional[list] = None) -> str:

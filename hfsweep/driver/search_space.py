@@ -15,6 +15,7 @@ from ray import tune
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import iter_leaves
+from hfsweep.config.paths import get_path, nested, set_path
 
 _ABSENT = object()
 
@@ -67,19 +68,6 @@ SAMPLERS: dict[str, Callable[[str, dict], Any]] = {
 }
 RANGE_KEYS = ("low", "high", "q")  # what the range samplers read
 VALUE_SAMPLERS = ("grid", "choice")  # the samplers that read `values`
-
-
-def nested(dotted: dict) -> dict:
-    """{"training.learning_rate": v} as {"training": {"learning_rate": v}}: the shape of the config.
-    (Tune's samplers are not values OmegaConf can hold, so `OmegaConf.update` cannot build it.)"""
-    tree: dict = {}
-    for path, value in dotted.items():
-        *parents, leaf = path.split(".")
-        node = tree
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return tree
 
 
 def compile_search_space(space: dict, cfg: dict) -> dict:
@@ -147,27 +135,24 @@ class WithinSpace:
         self.bounds = dict(_range_bounds(mutations))
 
     def __call__(self, config: dict) -> dict:
-        for (*parents, key), (low, high) in self.bounds.items():
-            section = config
-            for parent in parents:
-                section = section[parent]
-            section[key] = min(max(section[key], low), high)
+        for path, (low, high) in self.bounds.items():
+            set_path(config, path, min(max(get_path(config, path), low), high))
         return config
 
 
-def _range_bounds(mutations: dict, prefix: tuple = ()):
+def _range_bounds(mutations: dict, prefix: str = ""):
     """(path, (lowest, highest)) of every range among PBT's mutations; a plain randint's upper bound
     is exclusive, a quantized one's inclusive (Tune's own sampling)."""
     from ray.tune.search.sample import Float, Integer, Quantized
 
     for key, value in mutations.items():
         if isinstance(value, dict):
-            yield from _range_bounds(value, (*prefix, key))
+            yield from _range_bounds(value, f"{prefix}{key}.")
         elif isinstance(value, Float):
-            yield (*prefix, key), (value.lower, value.upper)
+            yield f"{prefix}{key}", (value.lower, value.upper)
         elif isinstance(value, Integer):
             inclusive = isinstance(value.get_sampler(), Quantized)
-            yield (*prefix, key), (value.lower, value.upper if inclusive else value.upper - 1)
+            yield f"{prefix}{key}", (value.lower, value.upper if inclusive else value.upper - 1)
 
 
 def pb2_bounds(space: dict) -> dict:

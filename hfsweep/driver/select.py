@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from hfsweep.config.paths import nested
 from hfsweep.driver.best import BestTrial, best_of_trial
 from hfsweep.driver.rerun import RUN_TO_THE_END
-from hfsweep.driver.search_space import nested
 from hfsweep.driver.tables import markdown
 from hfsweep.run_dir import SELECTION_FILE, SELECTION_TABLE
 

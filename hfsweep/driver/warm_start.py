@@ -28,8 +28,8 @@ from omegaconf import OmegaConf
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import changed_keys, iter_leaves, read_config
 from hfsweep.config.objectives import objectives
+from hfsweep.config.paths import get_path, nested
 from hfsweep.config.validation import as_override
-from hfsweep.driver.search_space import nested
 from hfsweep.run_dir import RESOLVED_CONFIG, RESULTS_FILE, holds_sweep, last_column
 
 COMPARED_SECTIONS = ("model", "data", "training", "peft")  # settings that make two trials' results comparable
@@ -164,9 +164,7 @@ def _plain(value: Any) -> Any:
 
 
 def _inside(param_space: dict, path: str, value: Any) -> bool:
-    domain = param_space
-    for part in path.split("."):
-        domain = domain[part]
+    domain = get_path(param_space, path)
     if isinstance(domain, dict) and set(domain) == {"grid_search"}:
         return any(same_value(value, v) for v in domain["grid_search"])
     return domain.is_valid(value)
