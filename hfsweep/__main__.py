@@ -20,6 +20,7 @@ from hfsweep.compat import quiet_transformers_integrations
 from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema in the ConfigStore)
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import composition_error, hydra_errors, normalise_overrides, resolve, searched_overrides
+from hfsweep.config.resources import check_hfsweep_installed
 from hfsweep.driver.preflight import preflight
 
 
@@ -67,9 +68,12 @@ def cli() -> None:
     quiet_transformers_integrations()
     raise_hydra_errors()
     try:
+        check_hfsweep_installed()  # before Hydra's app, which reads hfsweep's configs from the installed package
         main()
     except hydra_errors() as err:
         fail(composition_error(err))
+    except ConfigError as err:
+        fail(err)
 
 
 if __name__ == "__main__":

@@ -76,6 +76,34 @@ def check_hardware(cfg: dict) -> None:
     _validate_strategy(cfg["strategy"], cfg["cluster"])
     _validate_precision(cfg["training"], cfg["cluster"])
     _validate_cluster(cfg["cluster"], cfg["strategy"])
+    if cfg["cluster"]["address"] is None:
+        check_hfsweep_installed()
+
+
+def check_hfsweep_installed() -> None:
+    """`python -m hfsweep` in a checkout imports hfsweep from the current folder even where it is
+    not installed; Hydra then cannot find its configs (pkg://hfsweep.conf), and Ray's workers,
+    which start elsewhere, would fail every trial on `import hfsweep`."""
+    import importlib.machinery
+    import sys
+
+    import hfsweep
+
+    folder = os.path.dirname(os.path.abspath(hfsweep.__path__[0]))
+    if folder != os.getcwd():
+        return  # not found through the current folder: installed, or on PYTHONPATH
+    elsewhere = [p for p in sys.path if p not in ("", ".") and os.path.abspath(p) != folder]
+    for finder in sys.meta_path:
+        if finder is importlib.machinery.PathFinder:
+            found = finder.find_spec("hfsweep", elsewhere)
+        else:  # an editable install's finder, or a hook that looks on the whole sys.path (no refusal then)
+            found = getattr(finder, "find_spec", lambda *_: None)("hfsweep", None)
+        if found is not None:
+            return
+    raise ConfigError(
+        f"hfsweep is imported from the current folder ({folder}) but is not installed for {sys.executable}, so "
+        f"Ray's workers cannot import it; pip install -e {folder}, or run the python it is installed for."
+    )
 
 
 def _validate_precision(training: dict, cluster: dict) -> None:

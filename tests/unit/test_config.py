@@ -802,6 +802,24 @@ def test_a_launch_checks_each_job_once_before_its_sweep_and_a_multirun_checks_ev
     ]
 
 
+def test_a_checkout_that_its_python_has_not_installed_is_refused_before_ray_starts(monkeypatch):
+    """Run from a checkout, `python -m hfsweep` imports hfsweep from the current folder; Ray's
+    workers start elsewhere, so every trial would fail on `import hfsweep` (a GLUE resume did)."""
+    import importlib.machinery
+    import os
+
+    import hfsweep
+    from hfsweep.config.resources import check_hfsweep_installed
+
+    checkout = os.path.dirname(os.path.abspath(hfsweep.__path__[0]))
+    monkeypatch.chdir(checkout)
+    check_hfsweep_installed()  # this test's python has it installed
+    monkeypatch.setattr(sys, "meta_path", [importlib.machinery.PathFinder])  # no editable install's finder
+    monkeypatch.setattr(sys, "path", ["", *(p for p in sys.path if p and os.path.abspath(p) != checkout)])
+    with pytest.raises(ConfigError, match=f"current folder \\({re.escape(checkout)}\\) but is not installed for"):
+        check_hfsweep_installed()
+
+
 def test_a_training_value_the_search_space_also_sets_is_named_in_one_warning(tmp_path):
     proc = run_cli(
         ["training.learning_rate=0.01", "search_space.training.learning_rate.sampler=nope"], tmp_path / "run", tmp_path
