@@ -183,7 +183,7 @@ def train_loop_per_worker(config: dict) -> None:
         apply_hyperparameters(optimizer.optimizer, lr_scheduler.scheduler, training)  # Accelerate's wrappers hold them
         extra.update(resumed_from=resume_from, resumed_weights_digest=weights_digest(accelerator.unwrap_model(model)))
 
-    train_collate = task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process))
+    train_collate = task.worker_collator(cfg, tokenizer, "train", worker_seed(cfg["seed"], in_process))
     extra["startup_s"] = time.time() - config["trial_started_at"]
     cost.start()
     step_losses: list[float] = []  # one per optimizer step since the last log

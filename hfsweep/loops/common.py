@@ -226,7 +226,7 @@ def validation_shard(cfg: dict, task, tokenizer, device="auto"):
     return ray.train.get_dataset_shard("validation").iter_torch_batches(
         batch_size=cfg["training"]["per_device_eval_batch_size"],
         device=device,
-        collate_fn=task.validation_collator(cfg, tokenizer),
+        collate_fn=task.worker_collator(cfg, tokenizer, "validation"),
     )
 
 

@@ -173,7 +173,7 @@ def train_loop_per_worker(config: dict) -> None:
         cfg["model"], tokenizer, config["label_names"], cfg["peft"], task=task
     )  # with peft: the adapter over the base
 
-    collate = task.train_collator(tokenizer, cfg["data"], worker_seed(cfg["seed"], in_process))
+    collate = task.worker_collator(cfg, tokenizer, "train", worker_seed(cfg["seed"], in_process))
     train_shard = train_batches(ray.train.get_dataset_shard("train"), cfg, collate, cfg["seed"])
 
     extra_metrics: dict = {}

@@ -217,12 +217,6 @@ class Task:
             return "max_length", data_cfg[self.length_key]
         return False, None
 
-    def train_collator(self, tokenizer, data_cfg: dict, seed: int) -> Optional[Callable]:
-        """What turns a batch of prepared training rows (column -> numpy array, as Ray Data hands
-        them to the worker) into model inputs, for tasks that do work per batch (masked LM's
-        masking, padding each batch); None: the rows are the inputs. `seed` differs per worker."""
-        return batch_collator(self.data_collator(tokenizer)) if self.pads_batches else None
-
     def tokens_per_row(self, table):
         """Real (unpadded) tokens in each row of a prepared Arrow table (what `data.max_train_tokens`
         and the throughput count): the attention mask's ones, else the input ids' length."""
@@ -251,24 +245,27 @@ class Task:
         the raw examples its answer spans are mapped back to); by default nothing."""
 
     def data_collator(self, tokenizer):
+        """The family's collator: a list of prepared examples as model inputs."""
         from transformers import default_data_collator
 
         return default_data_collator
 
     def collator(self, cfg: dict, tokenizer):
-        """The collator both loops use: `data_collator: {_target_: ...}` from config, built with the
-        tokenizer (a transformers collator class, or any callable taking `tokenizer`); else the
-        task's own `data_collator`."""
+        """The collator of lists of examples (the Trainer's, an evaluation's): `data_collator:
+        {_target_: ...}` from config, built with the tokenizer (a transformers collator class, or
+        any callable taking `tokenizer`); else the task's own `data_collator`."""
         if cfg.get("data_collator"):
             from hydra.utils import instantiate
 
             return instantiate(cfg["data_collator"], tokenizer=tokenizer)
         return self.data_collator(tokenizer)
 
-    def validation_collator(self, cfg: dict, tokenizer) -> Optional[Callable]:
-        """What turns a Ray Data batch of a worker's validation shard into model inputs: the
-        collator, for a task that pads per batch; None: the rows are the inputs."""
-        return batch_collator(self.collator(cfg, tokenizer)) if self.pads_batches else None
+    def worker_collator(self, cfg: dict, tokenizer, split: str, seed: int = 0) -> Optional[Callable]:
+        """What turns a Ray Data batch of `split` ("train", or a worker's "validation" shard:
+        column -> numpy array) into model inputs on a worker: `collator`, where a batch needs work
+        (padding each batch) or the config names a collator; None: the rows are the inputs. `seed`
+        differs per worker, for a family whose training batches are random (masked LM's masking)."""
+        return batch_collator(self.collator(cfg, tokenizer)) if self.pads_batches or cfg.get("data_collator") else None
 
     def prepare_tokenizer(self, tokenizer, data_cfg: dict) -> None:
         """Set on a worker's tokenizer what the data was prepared with and every checkpoint's

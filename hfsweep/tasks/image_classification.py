@@ -118,10 +118,8 @@ class ImageClassification(Task):
 
         return collate
 
-    def train_collator(self, processor, data_cfg: dict, seed: int):
-        return batch_collator(self.data_collator(processor))
-
-    def validation_collator(self, cfg: dict, processor):
+    def worker_collator(self, cfg: dict, processor, split: str, seed: int = 0):
+        """Every batch: its rows hold flat pixel values."""
         return batch_collator(self.collator(cfg, processor))
 
     def predictions_and_references(self, eval_pred, context):

@@ -139,8 +139,11 @@ class MaskedLM(Task):
             mask, batched=True, remove_columns=blocks.column_names, features=masked_features, desc="mask validation"
         )
 
-    def train_collator(self, tokenizer, data_cfg: dict, seed: int) -> Optional[object]:
-        return batch_collator(masking_collator(tokenizer, self.whole_word_mask, self.mlm_probability, seed))
+    def worker_collator(self, cfg: dict, tokenizer, split: str, seed: int = 0) -> Optional[object]:
+        """Training batches masked afresh (the validation split was masked once, when prepared)."""
+        if split == "train" and not cfg.get("data_collator"):
+            return batch_collator(masking_collator(tokenizer, self.whole_word_mask, self.mlm_probability, seed))
+        return super().worker_collator(cfg, tokenizer, split, seed)
 
 
 TASK = MaskedLM()

@@ -113,7 +113,7 @@ def test_a_words_tag_goes_on_its_first_sub_token_or_on_all_of_them(label_all_tok
     labels = [None if label == IGNORED else names[label] for label in prepared[0]["labels"]]
     assert labels[0] is None and labels[1:4] == expected and labels[4] is None  # [CLS] and [SEP] ignored
     # the workers' collator pads each batch to its longest row, labels with -100
-    batch = TASK.train_collator(tokenizer, data_cfg, seed=0)(prepared.with_format("numpy")[[0, 2]])
+    batch = TASK.worker_collator({}, tokenizer, "train")(prepared.with_format("numpy")[[0, 2]])
     assert batch["input_ids"].shape == batch["labels"].shape == (2, 5)
     assert batch["attention_mask"][1].tolist() == [1, 1, 1, 0, 0] and batch["labels"][1, 3:].tolist() == [
         IGNORED,
@@ -121,6 +121,26 @@ def test_a_words_tag_goes_on_its_first_sub_token_or_on_all_of_them(label_all_tok
     ]
     padded = TASK.preprocess(raw["train"], tokenizer, {**data_cfg, "pad_to_max_length": True}, "train")
     assert len(padded[0]["input_ids"]) == len(padded[0]["labels"]) == 8  # data.pad_to_max_length: run_ner's padding
+
+
+def test_a_configured_data_collator_collates_the_workers_training_and_validation_batches():
+    """`data_collator: {_target_: ...}` replaces the task's collator on the workers too (it reached
+    only the Trainer's evaluation before): transformers' collator with `pad_to_multiple_of=8` pads
+    each batch of 5 tokens to 8 where the task's pads to 5."""
+    tokenizer = wordpiece_tokenizer(["Black", "##burn", "runs"])
+    raw = DatasetDict(
+        train=Dataset.from_dict({"tokens": [["Blackburn", "runs"], ["runs"]], "ner_tags": [["B-PER", "O"], ["O"]]})
+    )
+    data_cfg = {"text_column": "tokens", "label_column": "ner_tags", "max_length": 8, "pad_to_max_length": False}
+    raw["validation"] = raw["train"]
+    raw = TASK.prepare_raw(raw, data_cfg)
+    batch = TASK.preprocess(raw["train"], tokenizer, data_cfg, "train").with_format("numpy")[:]
+    configured = {
+        "data_collator": {"_target_": "transformers.DataCollatorForTokenClassification", "pad_to_multiple_of": 8}
+    }
+    for split in ("train", "validation"):
+        assert TASK.worker_collator({}, tokenizer, split)(batch)["input_ids"].shape == (2, 5)
+        assert TASK.worker_collator(configured, tokenizer, split)(batch)["input_ids"].shape == (2, 8)
 
 
 def test_files_named_as_conll_2003_ships_them_are_read_through_data_files(tmp_path):
