@@ -24,7 +24,7 @@ import tempfile
 
 from _common import config, run_sweep
 
-from hfsweep.driver.best import directory_bytes
+from hfsweep.driver.results.best import directory_bytes
 from hfsweep.driver.ray_cluster import init_ray
 from hfsweep.tasks import get_task
 

@@ -31,7 +31,7 @@ def main(cfg: DictConfig) -> None:
         # a typo costs a second or two, not the import of Ray, torch and the data stack
         checked = preflight(resolve(cfg, run_dir, list(HydraConfig.get().overrides.task)))
         from hfsweep.driver import sweep
-        from hfsweep.driver.defaults_trial import wanted
+        from hfsweep.driver.search.defaults_trial import wanted
 
         for key in searched_overrides(list(HydraConfig.get().overrides.task), checked.cfg["search_space"]):
             print(

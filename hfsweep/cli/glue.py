@@ -33,7 +33,7 @@ import pandas as pd
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import read_config
-from hfsweep.driver.tables import markdown
+from hfsweep.driver.results.tables import markdown
 from hfsweep.run_dir import (
     BEST_FILE,
     FAIR_TABLE,

@@ -25,8 +25,8 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import best_config, saved_config
 from hfsweep.config.objectives import first_objective
 from hfsweep.contract import read_pointer
-from hfsweep.driver.rerun import RUN_TO_THE_END
-from hfsweep.driver.tables import markdown
+from hfsweep.driver.results.rerun import RUN_TO_THE_END
+from hfsweep.driver.results.tables import markdown
 from hfsweep.run_dir import (
     BEST_FILE,
     REPLAY_DIR,
@@ -55,7 +55,7 @@ def replay_config(run_dir: str, seeds: list[int]) -> dict:
 def final_scores(results, cfg: dict) -> pd.DataFrame:
     """Per seed: every eval score of its last evaluation, and its final model's scores on each
     `extra_validation` set."""
-    from hfsweep.driver.evaluation import evaluate_checkpoint, extra_validation_sets, scores
+    from hfsweep.driver.results.evaluation import evaluate_checkpoint, extra_validation_sets, scores
 
     extra_sets = extra_validation_sets(cfg)
     rows = []

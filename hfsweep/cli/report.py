@@ -16,9 +16,9 @@ import os
 import sys
 
 from hfsweep.config.loading import read_config
-from hfsweep.driver.anytime import plot_anytime, summary_row
-from hfsweep.driver.insight import study_name
-from hfsweep.driver.report import sweep_anytime, write_report
+from hfsweep.driver.results.anytime import plot_anytime, summary_row
+from hfsweep.driver.results.insight import study_name
+from hfsweep.driver.results.report import sweep_anytime, write_report
 from hfsweep.run_dir import (
     ANYTIME_COMPARISON,
     ANYTIME_PLOT,
@@ -95,7 +95,7 @@ def compare(run_dirs: list[str], out: str) -> int:
     import pandas as pd
 
     from hfsweep.config.objectives import first_objective
-    from hfsweep.driver.tables import markdown
+    from hfsweep.driver.results.tables import markdown
 
     curves, rows, metrics = {}, [], set()
     for run_dir in run_dirs:

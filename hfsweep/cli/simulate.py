@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args) -> None:
-    from hfsweep.driver import simulate
-    from hfsweep.driver.schedulers import build_stopper
+    from hfsweep.driver.search import simulate
+    from hfsweep.driver.search.schedulers import build_stopper
 
     jobs = simulate.scheduler_jobs(args.overrides)  # refuse a bad command line before reading anything
     sweep_cfg, experiment_dirs = sweep_records(args.run_dir)

@@ -3,7 +3,7 @@ together, each failing in one line that names the key and the fix. The schema
 (`hfsweep.config.schema`) already refuses misspelt typed keys and wrong types at composition.
 The owners above check the rest (`hfsweep.driver.preflight` calls every check once): the Task its
 family's data and metrics, each loop its settings, `hfsweep.models` the adapter,
-`hfsweep.config.resources` the hardware, `hfsweep.driver.search_rules` what schedulers and
+`hfsweep.config.resources` the hardware, `hfsweep.driver.search.search_rules` what schedulers and
 searchers need together.
 """
 

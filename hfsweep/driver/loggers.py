@@ -30,7 +30,7 @@ from ray.tune.utils import flatten_dict
 from hfsweep.compat import RESTORE_FROM_REMOTE, wandb_logging_actor_class
 from hfsweep.config.errors import ConfigError
 from hfsweep.contract import COST_METRICS
-from hfsweep.driver.schedulers import instantiate_at
+from hfsweep.driver.search.schedulers import instantiate_at
 
 
 class _KeepLocalHistory:

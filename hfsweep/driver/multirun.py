@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from hydra.experimental.callback import Callback
 
-from hfsweep.driver.tables import markdown
+from hfsweep.driver.results.tables import markdown
 from hfsweep.run_dir import BEST_FILE, MULTIRUN_SUMMARY, read_best
 
 

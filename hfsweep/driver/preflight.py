@@ -1,7 +1,7 @@
 """Every check a config gets before Ray starts, each by the owner of what it checks, called once:
 the config's own (`hfsweep.config.validation`), the hardware's (`hfsweep.config.resources`), the
 Task's, the loop's, the adapter's (`hfsweep.models`) and the search's
-(`hfsweep.driver.search_rules`). Each refuses in one line that names the key and the fix.
+(`hfsweep.driver.search.search_rules`). Each refuses in one line that names the key and the fix.
 
 What passes is a `CheckedConfig`: the resolved config with the sweep's Task, resolved here once
 and handed to every layer below. `sweep.run` takes nothing else. Kept light (no torch, no Ray):
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.resources import check_hardware
 from hfsweep.config.validation import check_config
-from hfsweep.driver.search_rules import check_search
+from hfsweep.driver.search.search_rules import check_search
 from hfsweep.loops.base import get_loop
 from hfsweep.models import check_peft
 from hfsweep.tasks import task_of

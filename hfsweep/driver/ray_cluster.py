@@ -24,7 +24,7 @@ from hfsweep.config.resources import (
     trial_shape,
     usable_cores,
 )
-from hfsweep.driver.search_rules import is_population_training, population_size
+from hfsweep.driver.search.search_rules import is_population_training, population_size
 
 FORWARDED_ENV = (
     "HF_HUB_OFFLINE",

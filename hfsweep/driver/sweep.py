@@ -23,13 +23,6 @@ from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trains_in_process
 from hfsweep.contract import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, prepare_apart
-from hfsweep.driver.best import BestTrial, best_trial, write_best
-from hfsweep.driver.budget import SweepBudget, build_budget, spent_before
-from hfsweep.driver.checkpoint_budget import build_checkpoint_budget, checkpoint_disk_use
-from hfsweep.driver.defaults_trial import defaults_point, defaults_values, is_defaults
-from hfsweep.driver.defaults_trial import wanted as defaults_trial_wanted
-from hfsweep.driver.evaluation import evaluate_model
-from hfsweep.driver.export import export_best
 from hfsweep.driver.loggers import build_loggers
 from hfsweep.driver.preflight import CheckedConfig, preflight
 from hfsweep.driver.provenance import write_provenance
@@ -40,10 +33,11 @@ from hfsweep.driver.ray_cluster import (
     reserved_by_tune,
     searcher_cap,
 )
-from hfsweep.driver.report import selection_spend_lines, sweep_summary, write_report
-from hfsweep.driver.schedulers import build_scheduler, build_search_alg, build_stopper, startup_trials, target_class
-from hfsweep.driver.search_space import compile_search_space
-from hfsweep.driver.select import (
+from hfsweep.driver.results.best import BestTrial, best_trial, write_best
+from hfsweep.driver.results.evaluation import evaluate_model
+from hfsweep.driver.results.export import export_best
+from hfsweep.driver.results.report import selection_spend_lines, sweep_summary, write_report
+from hfsweep.driver.results.select import (
     candidates_from,
     rank,
     selection_config,
@@ -53,7 +47,19 @@ from hfsweep.driver.select import (
     winner_checkpoint,
     write_selection,
 )
-from hfsweep.driver.warm_start import load_warm_start, searcher_arguments, warm_start_dirs
+from hfsweep.driver.search.budget import SweepBudget, build_budget, spent_before
+from hfsweep.driver.search.checkpoint_budget import build_checkpoint_budget, checkpoint_disk_use
+from hfsweep.driver.search.defaults_trial import defaults_point, defaults_values, is_defaults
+from hfsweep.driver.search.defaults_trial import wanted as defaults_trial_wanted
+from hfsweep.driver.search.schedulers import (
+    build_scheduler,
+    build_search_alg,
+    build_stopper,
+    startup_trials,
+    target_class,
+)
+from hfsweep.driver.search.search_space import compile_search_space
+from hfsweep.driver.search.warm_start import load_warm_start, searcher_arguments, warm_start_dirs
 from hfsweep.models import build_model, check_peft_targets, check_pretrained_reachable, check_weights_digest
 from hfsweep.run_dir import RESULTS_FILE, SELECT_DIR, SELECTION_FILE, experiment_names, write_config
 from hfsweep.trial.trainable import run_trial

@@ -8,7 +8,7 @@ import os
 
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from hfsweep.driver.best import best_trial
+from hfsweep.driver.results.best import best_trial
 from tests.conftest import run_sweep, write_glue_pairs
 
 MAX_STEPS = 40

@@ -190,7 +190,7 @@ def test_an_extension_counts_what_the_sweeps_earlier_experiments_spent(ray_clust
     records: a trial-hours budget those trials spent stops the extension before it starts."""
     from ray import tune
 
-    from hfsweep.driver.budget import SweepBudget, spent_before
+    from hfsweep.driver.search.budget import SweepBudget, spent_before
 
     tune.Tuner(
         two_reports,

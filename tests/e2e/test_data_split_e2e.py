@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hfsweep.driver.evaluation import evaluate_model
+from hfsweep.driver.results.evaluation import evaluate_model
 from tests.conftest import prepare_data, run_sweep
 
 

@@ -15,7 +15,7 @@ import optuna
 import pandas as pd
 import pytest
 
-from hfsweep.driver.insight import study_name
+from hfsweep.driver.results.insight import study_name
 from tests.conftest import run_sweep
 from tests.unit.test_insight import assert_png
 
@@ -102,7 +102,7 @@ def test_report_adds_nothing_to_the_console(reported_sweep):
     """The sweep's own report prints nothing (the summary is the sweep's last output); in a fresh
     process, as in test_importance_prints_nothing."""
     _, storage, _ = reported_sweep
-    code = f"from hfsweep.driver.report import write_report; write_report({str(storage)!r})"
+    code = f"from hfsweep.driver.results.report import write_report; write_report({str(storage)!r})"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
     assert (storage / "importance.png").is_file() and (storage / "parallel.png").is_file()

@@ -10,8 +10,8 @@ from transformers import AutoModelForMaskedLM
 
 from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
-from hfsweep.driver.best import best_trial
 from hfsweep.driver.preflight import preflight
+from hfsweep.driver.results.best import best_trial
 from tests.conftest import resolved_config, run_sweep, sequential_sweep, untrained_metrics
 
 MAX_STEPS = 90

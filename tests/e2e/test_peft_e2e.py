@@ -12,8 +12,8 @@ from peft import PeftModel
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hfsweep.driver.best import best_trial, directory_bytes
-from hfsweep.driver.evaluation import evaluate_model
+from hfsweep.driver.results.best import best_trial, directory_bytes
+from hfsweep.driver.results.evaluation import evaluate_model
 from hfsweep.models import tensors_digest
 from tests.conftest import prepare_data, run_sweep, save_tiny_base
 

@@ -10,8 +10,8 @@ from transformers import AutoModelForQuestionAnswering
 
 from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
-from hfsweep.driver.best import best_trial
 from hfsweep.driver.preflight import preflight
+from hfsweep.driver.results.best import best_trial
 from tests.conftest import resolved_config, sequential_sweep, untrained_metrics
 
 MAX_STEPS = 200
@@ -54,7 +54,7 @@ def test_the_accelerate_loop_scores_answers_as_the_trainer_does(ray_cluster, tmp
     against start and end positions): the F1 it reports for the best checkpoint is the one a
     transformers.Trainer computes for that checkpoint."""
     from hfsweep.data.prepare import raw_splits
-    from hfsweep.driver.evaluation import evaluate_checkpoint
+    from hfsweep.driver.results.evaluation import evaluate_checkpoint
 
     folder = write_offline_data(str(tmp_path / "data"))["squad_proxy"]
     cfg = resolved_config(

@@ -16,7 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from transformers import AutoModelForCausalLM
 
 from hfsweep.cli import replay
-from hfsweep.driver.best import best_trial
+from hfsweep.driver.results.best import best_trial
 from tests.conftest import run_sweep
 
 MAX_STEPS = 20

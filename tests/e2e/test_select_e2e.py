@@ -119,7 +119,7 @@ HELD_SWEEP = [
 
 # The selection drops the sweep's callbacks (nothing ends a seed early); this driver keeps the hold.
 SELECTING_KEEPS_CALLBACKS = (
-    "import runpy; from hfsweep.driver import select; "
+    "import runpy; from hfsweep.driver.results import select; "
     "select.RUN_TO_THE_END = {k: v for k, v in select.RUN_TO_THE_END.items() if k != 'callbacks'}; "
     "runpy.run_module('hfsweep', run_name='__main__', alter_sys=True)"
 )

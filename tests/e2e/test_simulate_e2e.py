@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from hfsweep.cli.simulate import main
-from hfsweep.driver.simulate import build_simulated_scheduler, read_recording, simulate
+from hfsweep.driver.search.simulate import build_simulated_scheduler, read_recording, simulate
 from hfsweep.run_dir import write_config
 from tests.conftest import resolved_config
 

@@ -15,9 +15,9 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hfsweep.driver import sweep
-from hfsweep.driver.best import best_trial
-from hfsweep.driver.evaluation import evaluate_model
 from hfsweep.driver.preflight import preflight
+from hfsweep.driver.results.best import best_trial
+from hfsweep.driver.results.evaluation import evaluate_model
 from hfsweep.models import weights_digest
 from tests.conftest import prepare_data, resolved_config, run_sweep
 

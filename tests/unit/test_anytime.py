@@ -9,7 +9,7 @@ import math
 import pandas as pd
 import pytest
 
-from hfsweep.driver.anytime import anytime_curve, area, hours_to_reach
+from hfsweep.driver.results.anytime import anytime_curve, area, hours_to_reach
 
 # Two trials on 2 CPUs each: a reports 5.0 then 3.0 at 10 s and 20 s of its time; b reports 4.0 at 10 s.
 HISTORIES = {

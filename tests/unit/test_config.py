@@ -57,9 +57,9 @@ def test_debug_tiny_shrinks_every_experiment(experiment, spelling, tmp_path, mon
     20 steps, one learning rate and one value of every other searched key (one trial), one worker,
     FIFO, whatever the preset set; the scheduler builds."""
     from hfsweep.config.loading import iter_leaves
-    from hfsweep.driver.schedulers import build_scheduler
-    from hfsweep.driver.search_rules import population_size
-    from hfsweep.driver.search_space import compile_search_space
+    from hfsweep.driver.search.schedulers import build_scheduler
+    from hfsweep.driver.search.search_rules import population_size
+    from hfsweep.driver.search.search_space import compile_search_space
 
     monkeypatch.setenv("GLUE_DIR", str(tmp_path))
     monkeypatch.setenv("CONLL_DIR", str(tmp_path))

@@ -11,8 +11,8 @@ import torch
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.contract import combine_ranks
-from hfsweep.driver.budget import build_budget, trial_cost_usd
 from hfsweep.driver.preflight import preflight
+from hfsweep.driver.search.budget import build_budget, trial_cost_usd
 from hfsweep.loops.cost import Cost, peak_flops
 from hfsweep.tasks import get_task
 from hfsweep.tasks.metrics import check_objective_metric

@@ -166,7 +166,7 @@ def test_padding_each_batch_gives_the_same_eval_loss_as_padding_to_max_length(pr
     what it is with every example padded to data.max_length (run_glue's pad_to_max_length)."""
     import transformers
 
-    from hfsweep.driver.evaluation import evaluate_model
+    from hfsweep.driver.results.evaluation import evaluate_model
     from hfsweep.models import build_model
     from hfsweep.tasks import get_task
 

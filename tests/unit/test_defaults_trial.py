@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.driver.search_space import compile_search_space
+from hfsweep.driver.search.search_space import compile_search_space
 from tests.conftest import resolved_config
 
 LOGUNIFORM = [
@@ -18,7 +18,7 @@ LOGUNIFORM = [
 
 
 def searcher_and_setup(tmp_path, overrides):
-    from hfsweep.driver.schedulers import build_search_alg
+    from hfsweep.driver.search.schedulers import build_search_alg
     from hfsweep.driver.sweep import search_setup
 
     cfg = resolved_config(overrides, tmp_path, tmp_path)
@@ -100,8 +100,8 @@ def test_a_range_sampler_beside_a_presets_grid_values_is_judged_by_its_range(tmp
     """+experiment=glue_minilm_search merges finetune's log-uniform learning rate over the GLUE
     recipe's grid (whose `values` stay in the node): the range is sampled, so the defaults trial's
     5e-5 and the epochs ASHA counts to are read from the range and the choice, not the stale grid."""
-    from hfsweep.driver.defaults_trial import check_searchable
-    from hfsweep.driver.search_rules import longest_epochs
+    from hfsweep.driver.search.defaults_trial import check_searchable
+    from hfsweep.driver.search.search_rules import longest_epochs
 
     monkeypatch.setenv("GLUE_DIR", str(tmp_path))  # composed only, never read
     cfg = resolved_config(["+experiment=glue_minilm_search", "glue=stsb"], tmp_path, tmp_path)
@@ -124,9 +124,9 @@ def test_a_range_sampler_beside_a_presets_grid_values_is_judged_by_its_range(tmp
 def test_the_summary_states_the_winners_gain_over_the_defaults_trial(tmp_path, mode, best, verdict):
     import pandas as pd
 
-    from hfsweep.driver.best import BestTrial
-    from hfsweep.driver.defaults_trial import DEFAULTS_COLUMN
-    from hfsweep.driver.report import search_lines
+    from hfsweep.driver.results.best import BestTrial
+    from hfsweep.driver.results.report import search_lines
+    from hfsweep.driver.search.defaults_trial import DEFAULTS_COLUMN
 
     cfg = resolved_config([f"mode={mode}", "metric=eval_loss"], tmp_path, tmp_path)
     table = pd.DataFrame({DEFAULTS_COLUMN: [False, True], "best_eval_loss": [best, 4.0]})

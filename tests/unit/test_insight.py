@@ -1,4 +1,4 @@
-"""Importance, the parallel-coordinates plot and the Optuna export (`hfsweep.driver.insight`): on
+"""Importance, the parallel-coordinates plot and the Optuna export (`hfsweep.driver.results.insight`): on
 constructed trial tables. (On a real random-search sweep under ASHA, reloaded from the storage
 `python -m hfsweep.report --optuna-storage` wrote, and served by optuna-dashboard:
 tests/e2e/test_insight_e2e.py.)"""
@@ -17,7 +17,7 @@ import yaml
 from PIL import Image
 
 from hfsweep.cli.report import main as report_main
-from hfsweep.driver.insight import (
+from hfsweep.driver.results.insight import (
     _axis,
     export_study,
     importance_section,

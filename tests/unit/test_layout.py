@@ -101,3 +101,17 @@ def test_every_task_family_is_what_data_and_models_annotate():
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "task"
     }
     assert used == set(get_protocol_members(DataTask))
+
+
+def test_modules_moved_into_sub_packages_still_import_by_their_old_names():
+    """A saved sweep names the driver's modules by their paths before search/ existed (classes
+    pickled in Tune's state, `_target_`s in resolved_config.yaml); tests/unit/test_cost.py unpickles
+    one such budget."""
+    import importlib
+
+    from hfsweep.config.loading import import_object
+    from hfsweep.driver import MOVED
+
+    for old, new in MOVED.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+    assert import_object("hfsweep.driver.schedulers.ThresholdStopper").__module__ == "hfsweep.driver.search.schedulers"

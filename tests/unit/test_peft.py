@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from safetensors.torch import load_file
 
-from hfsweep.driver.search_space import compile_search_space, pbt_mutations, unperturbed
+from hfsweep.driver.search.search_space import compile_search_space, pbt_mutations, unperturbed
 from hfsweep.models import build_model, tensors_digest, weights_digest
 from hfsweep.tasks import get_task
 from tests.conftest import resolved_config

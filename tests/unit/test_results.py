@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hfsweep.driver.tables import markdown
+from hfsweep.driver.results.tables import markdown
 
 
 def test_markdown_keeps_a_trial_id_of_digits_as_text():

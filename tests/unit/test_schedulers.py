@@ -18,8 +18,14 @@ from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 from ray.tune.stopper import CombinedStopper, ExperimentPlateauStopper, MaximumIterationStopper, TrialPlateauStopper
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.driver.schedulers import StepBudget, ThresholdStopper, build_scheduler, build_search_alg, build_stopper
-from hfsweep.driver.search_space import compile_search_space
+from hfsweep.driver.search.schedulers import (
+    StepBudget,
+    ThresholdStopper,
+    build_scheduler,
+    build_search_alg,
+    build_stopper,
+)
+from hfsweep.driver.search.search_space import compile_search_space
 from tests.conftest import CONF_DIR, resolved_config
 
 SCHEDULERS = {

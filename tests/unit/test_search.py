@@ -7,7 +7,7 @@ from ray.tune.search.sample import Categorical, Float, Integer, LogUniform, Quan
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import apply_sampled
-from hfsweep.driver.search_space import compile_search_space
+from hfsweep.driver.search.search_space import compile_search_space
 
 BASE = {"training": {"learning_rate": 1e-3, "warmup_steps": 0}, "model": {"config": {"n_layer": 2}}}
 

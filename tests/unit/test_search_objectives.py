@@ -14,14 +14,14 @@ import pytest
 import yaml
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.driver import budget as budget_module
-from hfsweep.driver.budget import SweepBudget, build_budget
-from hfsweep.driver.checkpoint_budget import CheckpointBudget, build_checkpoint_budget
-from hfsweep.driver.pareto import best_of_front, pareto_optimal, plot_pareto
 from hfsweep.driver.preflight import preflight
-from hfsweep.driver.schedulers import build_search_alg, build_stopper
-from hfsweep.driver.search_space import compile_search_space
-from hfsweep.driver.warm_start import load_warm_start, searcher_arguments
+from hfsweep.driver.results.pareto import best_of_front, pareto_optimal, plot_pareto
+from hfsweep.driver.search import budget as budget_module
+from hfsweep.driver.search.budget import SweepBudget, build_budget
+from hfsweep.driver.search.checkpoint_budget import CheckpointBudget, build_checkpoint_budget
+from hfsweep.driver.search.schedulers import build_search_alg, build_stopper
+from hfsweep.driver.search.search_space import compile_search_space
+from hfsweep.driver.search.warm_start import load_warm_start, searcher_arguments
 from hfsweep.run_dir import RESOLVED_CONFIG
 from tests.conftest import resolved_config
 

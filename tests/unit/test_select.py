@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.driver.select import Candidate, confidence_interval, rank, selection_config, selection_points
+from hfsweep.driver.results.select import Candidate, confidence_interval, rank, selection_config, selection_points
 
 LUCKY = {"training.learning_rate": 3e-3}  # the single best run, and the worst mean
 STEADY = {"training.learning_rate": 1e-3}
@@ -68,7 +68,7 @@ def test_a_winner_with_fewer_than_two_finished_seeds_is_named_in_one_line(tmp_pa
     """No interval (NaN) for one seed: the summary and selection.md say so instead of crowning it silently."""
     from types import SimpleNamespace
 
-    from hfsweep.driver.select import selection_summary, write_selection
+    from hfsweep.driver.results.select import selection_summary, write_selection
 
     selection = rank(candidates({1: 1.0}, {1: 2.0, 2: 2.1, 3: 2.05}), "eval_loss", "min", 0.95)
     assert selection.winner.hyperparameters == LUCKY
@@ -144,7 +144,7 @@ def test_the_selection_sweep_runs_each_configuration_once_per_seed(tmp_path):
     ],
 )
 def test_a_selection_that_cannot_run_is_refused_in_one_line(tmp_path, cache_dir, overrides, message):
-    from hfsweep.driver.search_rules import check_search
+    from hfsweep.driver.search.search_rules import check_search
     from tests.conftest import resolved_config
 
     cfg = resolved_config(overrides, tmp_path, cache_dir)

@@ -13,7 +13,6 @@ from ray.air.integrations.mlflow import MLflowLoggerCallback
 
 from hfsweep.cli import replay
 from hfsweep.config.errors import ConfigError
-from hfsweep.driver.checkpoint_budget import CheckpointBudget, build_checkpoint_budget
 from hfsweep.driver.loggers import (
     FlushingWandbLoggerCallback,
     HistoryCSVLoggerCallback,
@@ -22,6 +21,7 @@ from hfsweep.driver.loggers import (
     build_loggers,
 )
 from hfsweep.driver.preflight import preflight
+from hfsweep.driver.search.checkpoint_budget import CheckpointBudget, build_checkpoint_budget
 from tests.conftest import CONF_DIR, resolved_config
 
 LOGGERS = {

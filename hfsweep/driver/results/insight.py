@@ -27,8 +27,8 @@ import pandas as pd
 
 from hfsweep.config.loading import iter_leaves
 from hfsweep.config.objectives import first_objective, objectives
-from hfsweep.driver.search_rules import is_population_training
-from hfsweep.driver.tables import markdown
+from hfsweep.driver.results.tables import markdown
+from hfsweep.driver.search.search_rules import is_population_training
 from hfsweep.run_dir import IMPORTANCE_PLOT, PARALLEL_PLOT, last_column
 
 CATEGORICAL_SAMPLERS = {"grid", "choice"}

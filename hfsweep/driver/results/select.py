@@ -20,9 +20,9 @@ import pandas as pd
 from scipy import stats
 
 from hfsweep.config.paths import nested
-from hfsweep.driver.best import BestTrial, best_of_trial
-from hfsweep.driver.rerun import RUN_TO_THE_END
-from hfsweep.driver.tables import markdown
+from hfsweep.driver.results.best import BestTrial, best_of_trial
+from hfsweep.driver.results.rerun import RUN_TO_THE_END
+from hfsweep.driver.results.tables import markdown
 from hfsweep.run_dir import SELECTION_FILE, SELECTION_TABLE
 
 

@@ -214,7 +214,7 @@ def warm_tpe_sampler(cfg: dict, warm: WarmStart):
     suggestions. With them as the start-up, TPE models them from the first suggestion."""
     from optuna.samplers import TPESampler
 
-    from hfsweep.driver.schedulers import startup_trials
+    from hfsweep.driver.search.schedulers import startup_trials
 
     return TPESampler(seed=cfg["search_alg"].get("seed"), n_startup_trials=min(startup_trials(cfg), len(warm.points)))
 

@@ -31,8 +31,8 @@ from ray.tune.utils import flatten_dict
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import compose
-from hfsweep.driver.schedulers import instantiate_at, target_class
-from hfsweep.driver.tables import markdown
+from hfsweep.driver.results.tables import markdown
+from hfsweep.driver.search.schedulers import instantiate_at, target_class
 from hfsweep.run_dir import COMPARISON
 
 SIMULATE_DIR = "simulate"  # in the run directory: one NAME.md/.csv per scheduler, and the comparison
@@ -307,7 +307,7 @@ class Simulation:
 
 def best_report(outcomes: list[TrialOutcome], metric: str, mode: str):
     """(outcome, value, progress) of the best report seen, of equal ones the later step (as
-    `hfsweep.driver.best` ranks them) in the earlier trial, or (None, nan, 0) when none has `metric`."""
+    `hfsweep.driver.results.best` ranks them) in the earlier trial, or (None, nan, 0) when none has `metric`."""
     sign = 1 if mode == "max" else -1
     scored = [
         (sign * r[metric], r.get("step", 0), -i, o, r)

@@ -17,7 +17,7 @@ from ray import tune
 
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.contract import checkpoint_step
-from hfsweep.driver.search_rules import is_population_training
+from hfsweep.driver.search.search_rules import is_population_training
 
 
 class CheckpointBudget(tune.Callback):

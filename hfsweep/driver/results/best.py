@@ -16,7 +16,7 @@ from hfsweep import run_dir as run_files
 from hfsweep.config.loading import iter_leaves
 from hfsweep.config.objectives import is_multi_objective, objectives
 from hfsweep.contract import read_pointer
-from hfsweep.driver.pareto import best_of_front, pareto_optimal
+from hfsweep.driver.results.pareto import best_of_front, pareto_optimal
 from hfsweep.run_dir import last_column
 
 
@@ -44,7 +44,7 @@ def searched_paths(cfg: dict) -> list[str]:
 
 def best_trial(results: tune.ResultGrid, cfg: dict) -> BestTrial:
     """The trial with the best reported metric at any step, and its best checkpoint; with several
-    objectives, the Pareto-optimal trial `hfsweep.driver.pareto` picks, at its last report."""
+    objectives, the Pareto-optimal trial `hfsweep.driver.results.pareto` picks, at its last report."""
     if is_multi_objective(cfg):
         return best_of_pareto_front(results, cfg)
     return best_of_trial(results.get_best_result(metric=cfg["metric"], mode=cfg["mode"], scope="all"), cfg)

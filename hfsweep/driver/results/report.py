@@ -27,19 +27,19 @@ from hfsweep.config.loading import read_config  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
 from hfsweep.config.resources import billed_resources, price_key  # noqa: E402
 from hfsweep.contract import COST_METRICS, MAX_STEPS  # noqa: E402
-from hfsweep.driver import defaults_trial  # noqa: E402
-from hfsweep.driver.anytime import anytime_curve, plot_anytime, summary_row  # noqa: E402
-from hfsweep.driver.best import BestTrial, lookup, searched_paths  # noqa: E402
-from hfsweep.driver.budget import trial_cost_usd  # noqa: E402
-from hfsweep.driver.insight import (  # noqa: E402
+from hfsweep.driver.results.anytime import anytime_curve, plot_anytime, summary_row  # noqa: E402
+from hfsweep.driver.results.best import BestTrial, lookup, searched_paths  # noqa: E402
+from hfsweep.driver.results.insight import (  # noqa: E402
     export_study,
     importance_section,
     plot_importance,
     plot_parallel,
     why_not,
 )
-from hfsweep.driver.pareto import pareto_optimal, plot_pareto  # noqa: E402
-from hfsweep.driver.tables import markdown  # noqa: E402
+from hfsweep.driver.results.pareto import pareto_optimal, plot_pareto  # noqa: E402
+from hfsweep.driver.results.tables import markdown  # noqa: E402
+from hfsweep.driver.search import defaults_trial  # noqa: E402
+from hfsweep.driver.search.budget import trial_cost_usd  # noqa: E402
 from hfsweep.run_dir import last_column  # noqa: E402
 
 

@@ -9,7 +9,7 @@ from typing import Optional
 
 from hfsweep.config.loading import apply_sampled
 from hfsweep.config.paths import nested
-from hfsweep.driver.best import BestTrial
+from hfsweep.driver.results.best import BestTrial
 
 
 def export_best(best: BestTrial, cfg: dict, task, out_dir: str, label_names: Optional[list] = None) -> str:

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import iter_leaves
 from hfsweep.config.paths import nested
-from hfsweep.driver.search_space import VALUE_SAMPLERS
+from hfsweep.driver.search.search_space import VALUE_SAMPLERS
 
 DEFAULTS_COLUMN = "defaults"  # results.csv: True on the trial that ran the config's own values
 

@@ -17,8 +17,8 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import iter_leaves
 from hfsweep.config.objectives import is_multi_objective
 from hfsweep.contract import EPOCH, MAX_STEPS
-from hfsweep.driver.search_rules import is_population_training, longest_epochs
-from hfsweep.driver.search_space import WithinSpace, pb2_bounds, pbt_mutations, unperturbed
+from hfsweep.driver.search.search_rules import is_population_training, longest_epochs
+from hfsweep.driver.search.search_space import WithinSpace, pb2_bounds, pbt_mutations, unperturbed
 
 
 def instantiate_at(key: str, node: dict, **objects):
@@ -68,7 +68,7 @@ def build_scheduler(cfg: dict, param_space: dict):
 
 def build_search_alg(cfg: dict, max_concurrent: Optional[int], extra: Optional[dict] = None):
     """Instantiate the configured Tune search algorithm, capped at max_concurrent running trials
-    (None: no cap), with the constructor arguments of a warm start (`hfsweep.driver.warm_start`).
+    (None: no cap), with the constructor arguments of a warm start (`hfsweep.driver.search.warm_start`).
 
     Tune ignores TuneConfig.max_concurrent_trials for a variant generator, so the cap is set here.
     Several objectives go to the searcher itself: Tune's TuneConfig takes one metric.

@@ -2,7 +2,7 @@
 several objectives (only FIFO and the searchers that take a list), BOHB's scheduler and searcher
 together, and PBT's limits (no plateau schedule, no adapter shape it would perturb). Checked by
 the preflight before Ray starts. (A warm start's rules need its earlier run directories:
-`hfsweep.driver.warm_start`.)"""
+`hfsweep.driver.search.warm_start`.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object, iter_leaves
 from hfsweep.config.objectives import is_multi_objective
 from hfsweep.config.validation import PLATEAU, as_override, lr_scheduler_types
-from hfsweep.driver.search_space import VALUE_SAMPLERS
+from hfsweep.driver.search.search_space import VALUE_SAMPLERS
 
 # peft.* keys that change which tensors the adapter has: a PBT exploit could not load the donor's.
 PEFT_SHAPE_KEYS = (
