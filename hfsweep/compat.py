@@ -212,3 +212,11 @@ def basic_sweep_jobs(master_config) -> list[list[str]] | None:
     arguments = [*(f"{key}={value}" for key, value in params.items()), *task]
     (jobs,) = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(arguments), None)
     return jobs
+
+
+def auto_class_builds(auto_class, config_class) -> bool | None:
+    """Whether a transformers Auto class (AutoModelForMaskedLM) has a model class for a config
+    class, registered ones included, by its private lazy mapping; None where that has moved, or for
+    a class that is no Auto class (nothing is refused then)."""
+    mapping = getattr(auto_class, "_model_mapping", None)
+    return config_class in mapping if hasattr(mapping, "__contains__") else None

@@ -37,9 +37,10 @@ class EvalContext:
 @runtime_checkable
 class DataTask(Protocol):
     """What `hfsweep.data` and `hfsweep.models` need of a Task (`hfsweep.tasks.base.Task` has it
-    all): the columns it reads, its tokenizer or processor, its raw data and labels, its
+    all): its name, the columns it reads, its tokenizer or processor, its raw data and labels, its
     preprocessing, and the model class and loss it trains."""
 
+    name: str
     columns: tuple[str, ...]
     loss_type: Optional[str]
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import warnings
 
@@ -30,6 +31,32 @@ def check_pretrained_reachable(model_cfg: dict) -> None:
             f"found); use a local directory, or model.pretrained=null to train the model.config architecture from "
             f"scratch."
         ) from err
+
+
+def check_model_fits_task(model_cfg: dict, task: DataTask) -> None:
+    """Refuse in one line, on the driver, a model the task's Auto class has no class for (a GPT-2
+    under model.task=masked_lm): every trial would fail building it."""
+    if model_cfg.get("factory"):
+        return
+    from transformers import CONFIG_MAPPING, AutoConfig
+
+    from hfsweep.compat import auto_class_builds
+
+    if model_cfg["pretrained"]:
+        key, config_class = "model.pretrained", type(AutoConfig.from_pretrained(model_cfg["pretrained"]))
+    else:
+        key, model_type = "model.config.model_type", model_cfg["config"]["model_type"]
+        if model_type not in CONFIG_MAPPING:
+            close = difflib.get_close_matches(model_type, list(CONFIG_MAPPING.keys()), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"{key}: transformers has no model type '{model_type}'{hint}; fix the spelling.")
+        config_class = CONFIG_MAPPING[model_type]
+    auto_class = task.auto_model_class()
+    if auto_class_builds(auto_class, config_class) is False:
+        raise ConfigError(
+            f"{key}: {auto_class.__name__} (model.task={task.name}) has no class for a {config_class.model_type} "
+            f"model; choose a model it builds, or another model.task."
+        )
 
 
 def check_weights_digest(model_cfg: dict, cache_dir: str) -> None:

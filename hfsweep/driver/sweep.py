@@ -60,7 +60,13 @@ from hfsweep.driver.search.schedulers import (
 )
 from hfsweep.driver.search.search_space import compile_search_space
 from hfsweep.driver.search.warm_start import load_warm_start, searcher_arguments, warm_start_dirs
-from hfsweep.models import build_model, check_peft_targets, check_pretrained_reachable, check_weights_digest
+from hfsweep.models import (
+    build_model,
+    check_model_fits_task,
+    check_peft_targets,
+    check_pretrained_reachable,
+    check_weights_digest,
+)
 from hfsweep.run_dir import RESULTS_FILE, SELECT_DIR, SELECTION_FILE, experiment_names, write_config
 from hfsweep.trial.trainable import run_trial
 
@@ -133,6 +139,7 @@ def plan_sweep(cfg: dict, task) -> SweepPlan:
     scheduler, stopper = build_scheduler(cfg, param_space), build_stopper(cfg, *filter(None, [setup.budget]))
     callbacks = [*build_loggers(cfg), *filter(None, [build_checkpoint_budget(cfg), setup.budget])]
     check_pretrained_reachable(cfg["model"])
+    check_model_fits_task(cfg["model"], task)
     check_weights_digest(cfg["model"], cfg["cache_dir"])
     check_peft_targets(cfg, task)
     if cfg["data"]["prepare_on"] == "cluster":  # the one preparation that needs Ray: tasks on the cluster's nodes

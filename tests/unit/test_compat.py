@@ -71,6 +71,14 @@ def test_hydras_basic_sweeper_splits_a_multirun_as_hfsweep_checks_it():
     assert compat.basic_sweep_jobs(master) is None
 
 
+def test_transformers_auto_classes_tell_which_configs_they_build():
+    from transformers import AutoModelForMaskedLM, BertConfig, GPT2Config, PretrainedConfig
+
+    assert compat.auto_class_builds(AutoModelForMaskedLM, BertConfig) is True, "_model_mapping has moved"
+    assert compat.auto_class_builds(AutoModelForMaskedLM, GPT2Config) is False
+    assert compat.auto_class_builds(PretrainedConfig, GPT2Config) is None  # no Auto class: nothing refused
+
+
 def test_lambda_lr_exposes_its_factors_and_last_lr():
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5)

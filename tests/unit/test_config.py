@@ -392,6 +392,15 @@ REFUSED = [
         "LM's model and tokenizer, e.g. model=roberta_tiny (or model.tokenizer.kind=wordpiece or roberta_bpe).",
     ),
     (
+        ["model=roberta_tiny", "model.task=masked_lm", "model.config.model_type=gpt2"],
+        "model.config.model_type: AutoModelForMaskedLM (model.task=masked_lm) has no class for a gpt2 model; choose "
+        "a model it builds, or another model.task.",
+    ),
+    (
+        ["model.config.model_type=gpt3"],
+        "model.config.model_type: transformers has no model type 'gpt3' (did you mean 'gptj'?); fix the spelling.",
+    ),
+    (
         ["model=roberta_tiny", "task_options.mlm_probability=1.7"],
         "task_options.mlm_probability: must be above 0 and at most 1 (the share of tokens masked), not 1.7; "
         "e.g. task_options.mlm_probability=0.15.",
