@@ -24,8 +24,8 @@ import tempfile
 
 from _common import config, run_sweep
 
-from hfsweep.driver.results.best import directory_bytes
 from hfsweep.driver.ray_cluster import init_ray
+from hfsweep.driver.results.best import directory_bytes
 from hfsweep.tasks import get_task
 
 METHODS = {"full fine-tuning": ["peft=none"], "LoRA (r=8, c_attn)": ["peft=lora"]}

@@ -180,9 +180,9 @@ def _run_trial_counts(counts: list[int], root: Path) -> None:
     import yaml
 
     from hfsweep.driver import sweep
-    from hfsweep.driver.search.checkpoint_budget import build_checkpoint_budget
     from hfsweep.driver.ray_cluster import searcher_cap
     from hfsweep.driver.results.report import write_report
+    from hfsweep.driver.search.checkpoint_budget import build_checkpoint_budget
     from hfsweep.driver.search.schedulers import build_scheduler, build_stopper
     from hfsweep.driver.search.search_space import compile_search_space
 
