@@ -115,3 +115,15 @@ def test_modules_moved_into_sub_packages_still_import_by_their_old_names():
     for old, new in MOVED.items():
         assert importlib.import_module(old) is importlib.import_module(new), old
     assert import_object("hfsweep.driver.schedulers.ThresholdStopper").__module__ == "hfsweep.driver.search.schedulers"
+
+
+def test_every_package_ships_in_the_wheel():
+    """pyproject.toml lists hfsweep's packages by hand; one left out installs (non-editable) without
+    it, which only the slow wheel test would notice."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(init.parent.relative_to(PACKAGE.parent).parts) for init in PACKAGE.rglob("__init__.py")} | {
+        "hfsweep.conf"
+    }
+    assert found == listed

@@ -85,6 +85,7 @@ def test_the_example_project_sweeps_its_own_task_metric_and_loss_from_its_folder
         "scheduler.grace_period=20",
         "search_space.training.learning_rate.values=[3e-3]",
         "search_space.training.weight_decay.values=[0.0]",
+        "search_alg.defaults_trial=false",  # one trial: the project's own task, metric and loss are what is tested
         "trainer.delta=0.001",  # the Huber loss is at most delta * |error|: far below the MSE's
         f"cache_dir={cache_dir}",
         f"hydra.run.dir={run_dir}",
