@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 
 
-@pytest.mark.slow
 def test_report_compare_draws_two_sweeps_on_one_plot_with_their_numbers(ray_cluster, tmp_path, capsys):
     from ray import tune
 

@@ -74,7 +74,6 @@ def cost_sweep(ray_cluster, tmp_path_factory, cache_dir):
     return storage, printed.getvalue()
 
 
-@pytest.mark.slow
 def test_sweep_on_a_cost_objective_reports_cost_in_results_and_summary(cost_sweep):
     storage, out = cost_sweep
     table = pd.read_csv(storage / "results.csv")
@@ -102,7 +101,6 @@ def test_sweep_on_a_cost_objective_reports_cost_in_results_and_summary(cost_swee
     assert "checkpoint_dir_name" not in out and "trainable_params" not in out, "left out of Tune's trial tables"
 
 
-@pytest.mark.slow
 def test_tensorboard_hparams_hold_each_trials_searched_values_and_final_metrics(cost_sweep):
     storage, _ = cost_sweep
     table = pd.read_csv(storage / "results.csv").set_index("trial_id")
@@ -122,7 +120,6 @@ def test_tensorboard_hparams_hold_each_trials_searched_values_and_final_metrics(
         assert not {"final/done", "final/should_checkpoint", "final/eval_runtime"} & set(metrics)
 
 
-@pytest.mark.slow
 def test_accelerate_loop_on_two_workers_reports_their_summed_throughput(ray_cluster, tmp_path, cache_dir):
     overrides = ["debug=tiny", *TWO_WORKERS_LONGER, "loop=accelerate", "cluster.num_workers=2"]
     run_sweep(overrides, tmp_path, cache_dir)
@@ -134,7 +131,6 @@ def test_accelerate_loop_on_two_workers_reports_their_summed_throughput(ray_clus
     assert "cost_usd" not in table, "no price, no cost"
 
 
-@pytest.mark.slow
 def test_usd_budget_stops_the_sweep(ray_cluster, tmp_path, cache_dir, capfd):
     # 3 trials of 40 steps one at a time at $1 per CPU-hour: the first report (several seconds in) spends $0.0003
     overrides = [
@@ -155,7 +151,6 @@ def test_usd_budget_stops_the_sweep(ray_cluster, tmp_path, cache_dir, capfd):
     assert table["cost_usd"].sum() >= 0.0003
 
 
-@pytest.mark.slow
 def test_in_process_trials_on_a_reused_actor_each_report_their_own_peak_memory(ray_cluster, tmp_path, cache_dir):
     """Tune reuses an in-process trial's actor: a trial of small batches after one of large batches
     reports its own peak resident set, not the process's lifetime peak."""

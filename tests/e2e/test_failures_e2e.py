@@ -21,7 +21,6 @@ from tests.conftest import resolved_config, run_sweep
 from tests.faults import HOLD_AFTER_STEP_10, SweepInBackground, assert_one_restart_from_a_checkpoint
 
 
-@pytest.mark.slow
 def test_a_diverging_trial_errors_with_its_reason_and_the_sweep_goes_on(ray_cluster, tmp_path, cache_dir):
     overrides = [
         "debug=tiny",
@@ -45,7 +44,6 @@ def process_title(process: psutil.Process) -> str:
         return ""
 
 
-@pytest.mark.slow
 def test_a_killed_worker_restarts_from_the_latest_checkpoint(ray_cluster, tmp_path, cache_dir):
     overrides = [
         "debug=tiny",
@@ -66,7 +64,6 @@ def test_a_killed_worker_restarts_from_the_latest_checkpoint(ray_cluster, tmp_pa
     assert_one_restart_from_a_checkpoint(background.results(), max_steps=20)
 
 
-@pytest.mark.slow
 def test_a_crash_in_the_middle_of_a_save_resumes_from_the_last_complete_checkpoint(ray_cluster, tmp_path, cache_dir):
     overrides = [
         "debug=tiny",  # one worker, in the trial's process: Tune retries the trial

@@ -20,7 +20,7 @@ import torch
 from hfsweep.models import weights_digest
 from tests.conftest import run_sweep, save_tiny_base
 
-pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+pytestmark = pytest.mark.gpu
 
 TWO_GPUS = pytest.mark.skipif(
     torch.cuda.device_count() < 2,

@@ -56,7 +56,6 @@ def reported_sweep(ray_cluster, tmp_path_factory, cache_dir):
     return cfg, storage, url
 
 
-@pytest.mark.slow
 def test_storage_holds_every_trial_as_results_csv_and_tune_have_it(reported_sweep):
     cfg, storage, url = reported_sweep
     table = pd.read_csv(storage / "results.csv").set_index("trial_id")
@@ -81,7 +80,6 @@ def test_storage_holds_every_trial_as_results_csv_and_tune_have_it(reported_swee
     assert trial.distributions["training.warmup_steps"].choices == (0, 5)
 
 
-@pytest.mark.slow
 def test_results_md_ranks_the_searched_keys_and_both_plots_are_images(reported_sweep):
     _, storage, _ = reported_sweep
     text = (storage / "results.md").read_text()
@@ -97,7 +95,6 @@ def test_results_md_ranks_the_searched_keys_and_both_plots_are_images(reported_s
     assert_png(storage / "parallel.png")
 
 
-@pytest.mark.slow
 def test_report_adds_nothing_to_the_console(reported_sweep):
     """The sweep's own report prints nothing (the summary is the sweep's last output); in a fresh
     process, as in test_importance_prints_nothing."""
@@ -114,7 +111,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
 def test_optuna_dashboard_serves_the_studys_trials(reported_sweep, tmp_path):
     pytest.importorskip("optuna_dashboard")
     cfg, storage, url = reported_sweep

@@ -5,13 +5,10 @@ from __future__ import annotations
 import json
 import random
 
-import pytest
-
 from tests.conftest import run_sweep
 from tests.unit.test_sft import CHAT_TEMPLATE, chat
 
 
-@pytest.mark.slow
 def test_a_lora_sft_sweep_runs_and_its_best_adapter_generates(ray_cluster, tmp_path, cache_dir):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -54,7 +54,6 @@ def fifo_grid(ray_cluster, tmp_path_factory):
     return storage / "fifo", record(storage, "fifo", len(START))
 
 
-@pytest.mark.slow
 def test_fifo_playback_is_the_sweep_itself(fifo_grid):
     path, results = fifo_grid
     best = results.get_best_result(metric="score", mode="max", scope="all")
@@ -72,7 +71,6 @@ def test_fifo_playback_is_the_sweep_itself(fifo_grid):
     assert [o.ended for o in sim.trials] == ["completed"] * len(START)
 
 
-@pytest.mark.slow
 def test_asha_playback_stops_what_a_real_asha_sweep_stops(fifo_grid, capsys):
     from ray.tune.schedulers import ASHAScheduler
 
@@ -102,7 +100,6 @@ def test_asha_playback_stops_what_a_real_asha_sweep_stops(fifo_grid, capsys):
     assert dict(zip(table["x"], table["step"])) == real_steps
 
 
-@pytest.mark.slow
 def test_a_sweep_run_directory_plays_back_with_its_metric_and_stoppers(fifo_grid, cache_dir):
     """The FIFO grid as an hfsweep run directory: the metric, mode and max_steps come from its
     resolved_config.yaml, and the step budget's stopper ends each trial at max_steps before ASHA."""
@@ -114,7 +111,6 @@ def test_a_sweep_run_directory_plays_back_with_its_metric_and_stoppers(fifo_grid
     assert dict(zip(table["x"], table["step"])) == {0: 60, 1: 60, 2: 20, 3: 60, 4: 20, 5: 40}  # as the real ASHA run
 
 
-@pytest.mark.slow
 def test_a_sweep_plays_back_the_trials_resume_extend_added(ray_cluster, tmp_path, cache_dir):
     """`resume --extend` adds its trials as the experiment NAME-extend-1 beside the sweep's own."""
     record(tmp_path, "grid", 2)
@@ -126,7 +122,6 @@ def test_a_sweep_plays_back_the_trials_resume_extend_added(ray_cluster, tmp_path
     assert sorted(table["x"]) == [0, 1, 2, 3] and (table["step"] == MAX_STEP).all()
 
 
-@pytest.mark.slow
 def test_several_schedulers_compare_in_one_table(fifo_grid, capsys):
     path, _ = fifo_grid
     argv = [str(path), "scheduler=fifo,asha,hyperband,median", "--metric", "score", "--mode", "max", "--shuffle", "3"]
@@ -138,7 +133,6 @@ def test_several_schedulers_compare_in_one_table(fifo_grid, capsys):
     assert "hyperband (HyperBandScheduler)" in capsys.readouterr().out
 
 
-@pytest.mark.slow
 def test_a_64_trial_sweep_simulates_in_under_10_seconds(ray_cluster, tmp_path, capsys):
     record(tmp_path, "grid64", 64, concurrency=4)
     recording = read_recording([str(tmp_path / "grid64")])
