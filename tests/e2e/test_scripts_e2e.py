@@ -10,12 +10,14 @@ from tests.unit.test_scripts import ROOT
 
 # Stands in for `python` on the script's PATH: `python -m hfsweep ARGS` runs as the real command
 # does, every check and the data's preparation included, and exits where Ray would start; every
-# call is logged.
+# call is logged (not the data preparation's spawned process, which imports this file again as
+# `__mp_main__`).
 UP_TO_RAY = """
 import os, sys
-with open(os.environ["CALLS"], "a") as calls:
-    calls.write(" ".join(sys.argv[2:]) + "\\n")
-if sys.argv[1:3] == ["-m", "hfsweep"]:
+if __name__ == "__main__":
+    with open(os.environ["CALLS"], "a") as calls:
+        calls.write(" ".join(sys.argv[2:]) + "\\n")
+if __name__ == "__main__" and sys.argv[1:3] == ["-m", "hfsweep"]:
     from hfsweep.__main__ import cli
     from hfsweep.driver import sweep
 
