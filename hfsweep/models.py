@@ -54,8 +54,8 @@ def check_model_fits_task(model_cfg: dict, task: DataTask) -> None:
     auto_class = task.auto_model_class()
     if auto_class_builds(auto_class, config_class) is False:
         raise ConfigError(
-            f"{key}: {auto_class.__name__} (model.task={task.name}) has no class for a {config_class.model_type} "
-            f"model; choose a model it builds, or another model.task."
+            f"{key}: {auto_class.__name__} (model.task={task.name or type(task).__name__}) has no class for a "
+            f"{config_class.model_type} model; choose a model it builds, or another model.task."
         )
 
 
