@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import random
 import time
@@ -90,6 +91,49 @@ def write_glue_pairs(folder: Path, seed: int = 0, counts: dict = GLUE_PAIR_COUNT
             lines.append(f"{i % 2}\t{2 * i}\t{2 * i + 1}\t{' '.join(first)}\t{' '.join(second)}")
         (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
+
+
+SWAG_COLUMNS = [
+    "video-id",
+    "fold-ind",
+    "startphrase",
+    "sent1",
+    "sent2",
+    "gold-source",
+    "ending0",
+    "ending1",
+    "ending2",
+    "ending3",
+    "label",
+]
+
+
+SWAG_ROWS = {"train.csv": 600, "val.csv": 100}
+
+
+def write_swag(folder: Path, rows: dict = SWAG_ROWS, seed: int = 0) -> str:
+    """SWAG-layout files whose right ending, at a random position, holds the context's first word
+    (a wrong one never does): only a model that scores each ending can beat chance (25%)."""
+    rng, words = random.Random(seed), WORDS.split()
+    os.makedirs(folder, exist_ok=True)
+    for name, count in rows.items():
+        with open(os.path.join(folder, name), "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(SWAG_COLUMNS)
+            for i in range(count):
+                context = [
+                    words[0],
+                    *rng.sample(words[1:], 3),
+                ]  # one first word: a pattern a tiny model learns in tens of steps
+                others = [w for w in words if w not in context]
+                endings = [" ".join(rng.sample(others, 3)) for _ in range(4)]
+                label = rng.randrange(4)
+                endings[label] = f"{rng.choice(others)} {context[0]} {rng.choice(others)}"
+                start = "then the"
+                writer.writerow(
+                    [f"v{i}", i, f"{' '.join(context)} {start}", " ".join(context), start, "gen", *endings, label]
+                )
+    return str(folder)
 
 
 @pytest.fixture(scope="session")
