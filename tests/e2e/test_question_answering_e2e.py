@@ -73,6 +73,7 @@ def test_the_accelerate_loop_scores_answers_as_the_trainer_does(ray_cluster, tmp
     results = sweep.run(checked)
     assert results.errors == [] and results[0].metrics["step"] == cfg["training"]["max_steps"]
     best = best_trial(results, cfg)
-    raw = raw_splits(typed(DataConfig, cfg["data"]), cfg["cache_dir"], checked.task)
-    by_trainer = evaluate_checkpoint(cfg, os.path.join(cfg["cluster"]["storage_path"], "best"), cfg["data"], raw)
+    data_cfg = typed(DataConfig, cfg["data"])
+    raw = raw_splits(data_cfg, cfg["cache_dir"], checked.task)
+    by_trainer = evaluate_checkpoint(cfg, os.path.join(cfg["cluster"]["storage_path"], "best"), data_cfg, raw)
     assert by_trainer["eval_f1"] == pytest.approx(best.value, abs=1e-6)
