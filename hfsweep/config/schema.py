@@ -2,6 +2,10 @@
 
 `conf/config.yaml` puts it first in its defaults, so a misspelt key in a typed group, or a value of
 the wrong type, fails at composition (and `hfsweep.config.loading` turns that into one line).
+
+Below the preflight a layer takes the typed sub-config it needs (`typed(DataConfig, cfg["data"])`:
+an instance of the dataclass here, built by OmegaConf), so it reads `data_cfg.max_length`, not a
+string key of a dict. Every layer imports this module, and it imports no other part of hfsweep.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from enum import Enum
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 
 # The closed sets: OmegaConf refuses any other value at composition, naming the ones it takes. The
@@ -214,3 +219,14 @@ class SweepConfig:
 
 
 ConfigStore.instance().store(name="hfsweep_schema", node=SweepConfig)
+
+
+def typed(schema, values: dict):
+    """`values` (a plain sub-config, as the composed and resolved config holds it) as an instance of
+    its `schema` dataclass, checked and converted by OmegaConf (enum fields become their members)."""
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), values))
+
+
+def plain(node) -> dict:
+    """A typed sub-config as the plain dict the resolved config holds: enums by name."""
+    return OmegaConf.to_container(OmegaConf.structured(node), enum_to_str=True)

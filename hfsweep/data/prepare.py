@@ -21,6 +21,7 @@ from datasets import Dataset, DatasetDict
 
 from hfsweep.compat import classic_parquet_reader, dataset_fingerprint
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import DataConfig, plain, typed
 from hfsweep.contract import DataTask
 from hfsweep.data.cache import atomic_dir
 from hfsweep.data.shards import write_shards
@@ -42,9 +43,9 @@ class PreparedData:
     label_names: Optional[list] = None  # classification: the classes, in label order
 
 
-def _check_columns(raw: DatasetDict, data_cfg: dict, keys) -> None:
+def _check_columns(raw: DatasetDict, data_cfg: DataConfig, keys) -> None:
     for key in keys:
-        column = data_cfg[key]
+        column = getattr(data_cfg, key)
         for split in raw:
             names = raw[split].column_names  # None for a stream whose builder does not know its columns
             if column is not None and names is not None and column not in names:
@@ -58,25 +59,25 @@ def _check_columns(raw: DatasetDict, data_cfg: dict, keys) -> None:
 NOT_PREPARED = ("datasets_to_split", "num_proc", "prepare_on", "shuffle_buffer_rows")
 
 
-def what_is_prepared(data_cfg: dict) -> dict:
+def what_is_prepared(data_cfg: DataConfig) -> dict:
     """The data.* keys the prepared data depends on (with the task's `identity`, its cache key)."""
-    return {k: v for k, v in data_cfg.items() if k not in NOT_PREPARED}
+    return {k: v for k, v in plain(data_cfg).items() if k not in NOT_PREPARED}
 
 
-def raw_splits(data_cfg: dict, cache_dir: str, task: DataTask) -> DatasetDict:
+def raw_splits(data_cfg: DataConfig, cache_dir: str, task: DataTask) -> DatasetDict:
     """The train and validation splits as the task reads them: columns checked, sample limits
     applied, labels encoded (`task.prepare_raw`)."""
     raw = load_raw(data_cfg, cache_dir, task)
     _check_columns(raw, data_cfg, task.columns)
-    if data_cfg["streaming"]:
+    if data_cfg.streaming:
         raw = _from_stream(raw, data_cfg)
-    for split, limit in (("train", data_cfg["max_train_samples"]), ("validation", data_cfg["max_eval_samples"])):
+    for split, limit in (("train", data_cfg.max_train_samples), ("validation", data_cfg.max_eval_samples)):
         if limit and isinstance(raw[split], Dataset):
             raw[split] = raw[split].select(range(min(limit, len(raw[split]))))
     return task.prepare_raw(raw, data_cfg)
 
 
-def write_validation(raw_validation, task: DataTask, tokenizer, data_cfg: dict, folder: str) -> str:
+def write_validation(raw_validation, task: DataTask, tokenizer, data_cfg: DataConfig, folder: str) -> str:
     """The validation split tokenized into `folder`/validation, with the examples the task's
     metrics map predictions back to; returns its path."""
     path = os.path.join(folder, "validation")
@@ -87,13 +88,11 @@ def write_validation(raw_validation, task: DataTask, tokenizer, data_cfg: dict, 
 
 def prepare(cfg: dict, task: DataTask) -> PreparedData:
     """Tokenize the configured data once, as the sweep's Task needs it; return where trials find it."""
-    data_cfg, cache_dir = cfg["data"], os.path.expanduser(cfg["cache_dir"])
+    data_cfg, cache_dir = typed(DataConfig, cfg["data"]), os.path.expanduser(cfg["cache_dir"])
     raw = raw_splits(data_cfg, cache_dir, task)
     tokenizer_path = task.prepare_processor(cfg["model"], raw["train"], data_cfg, cache_dir)
     tokenized_by = what_is_prepared(data_cfg)
-    train_identity = (
-        source_identity(data_cfg, cache_dir) if data_cfg["streaming"] else dataset_fingerprint(raw["train"])
-    )
+    train_identity = source_identity(data_cfg, cache_dir) if data_cfg.streaming else dataset_fingerprint(raw["train"])
     key = hashlib.sha256(
         json.dumps(
             [
@@ -114,7 +113,7 @@ def prepare(cfg: dict, task: DataTask) -> PreparedData:
         if written.num_rows == 0:
             raise ConfigError(
                 f"data: the train split gives no training examples after tokenization (for causal LM: fewer than "
-                f"data.block_size={data_cfg['block_size']} tokens per chunk); add data or lower data.block_size."
+                f"data.block_size={data_cfg.block_size} tokens per chunk); add data or lower data.block_size."
             )
         write_validation(raw["validation"], task, task.load_processor(tokenizer_path), data_cfg, tmp)
         with open(os.path.join(tmp, "train_summary.json"), "w") as f:
@@ -161,15 +160,15 @@ def _stand_in_for_driver() -> None:
     multiprocessing.current_process().name = "MainProcess"
 
 
-def _from_stream(raw, data_cfg: dict) -> DatasetDict:
+def _from_stream(raw, data_cfg: DataConfig) -> DatasetDict:
     """A streamed dataset made ready for preparation: the train split stays a stream (read chunk
     by chunk, up to `max_train_samples` examples), the validation split is read whole (or its
     first `max_eval_samples`)."""
     train, validation = raw["train"], raw["validation"]
-    if data_cfg["max_train_samples"]:
-        train = train.take(data_cfg["max_train_samples"])
-    if data_cfg["max_eval_samples"]:
-        validation = validation.take(data_cfg["max_eval_samples"])
+    if data_cfg.max_train_samples:
+        train = train.take(data_cfg.max_train_samples)
+    if data_cfg.max_eval_samples:
+        validation = validation.take(data_cfg.max_eval_samples)
     return DatasetDict(train=train, validation=Dataset.from_list(list(validation)))
 
 

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hfsweep.config.resources import usable_cores
+from hfsweep.config.schema import DataConfig, PrepareOn
 from hfsweep.contract import DataTask
 
 SHARD_PATTERN = "part-{:05d}.parquet"
@@ -39,7 +40,7 @@ class ShardsWritten:
 _worker: dict = {}
 
 
-def _start(task: DataTask, tokenizer_path: str, data_cfg: dict, in_pool: bool = False) -> None:
+def _start(task: DataTask, tokenizer_path: str, data_cfg: DataConfig, in_pool: bool = False) -> None:
     """Keep the task (unpickled here in a pool process) and load the tokenizer once per process, quietly (one bar for
     the whole split). A pool process tokenizes on one thread: the pool already uses every core."""
     if in_pool:
@@ -99,15 +100,15 @@ def _chunks(split, chunk_rows: int):
         yield pa.Table.from_pydict(batch)
 
 
-def write_shards(split, task: DataTask, tokenizer_path: str, data_cfg: dict, out_dir: str) -> ShardsWritten:
+def write_shards(split, task: DataTask, tokenizer_path: str, data_cfg: DataConfig, out_dir: str) -> ShardsWritten:
     """Tokenize `split` chunk by chunk into `out_dir`, with `data.num_proc` processes when there
     is more than one chunk, in chunk order, stopping at `data.max_train_tokens`."""
     from tqdm.auto import tqdm
 
-    chunk_rows, budget = data_cfg["chunk_rows"], data_cfg["max_train_tokens"]
-    num_proc = data_cfg["num_proc"] or usable_cores()
+    chunk_rows, budget = data_cfg.chunk_rows, data_cfg.max_train_tokens
+    num_proc = data_cfg.num_proc or usable_cores()
     total = -(-len(split) // chunk_rows) if hasattr(split, "__len__") else None
-    on_cluster = data_cfg["prepare_on"] == "cluster"
+    on_cluster = data_cfg.prepare_on is PrepareOn.cluster
     if total is not None and total < 2 * num_proc and not on_cluster:
         # a pool's start-up (each process imports transformers: seconds) pays off only past a few chunks each
         num_proc = 1
@@ -134,7 +135,7 @@ def write_shards(split, task: DataTask, tokenizer_path: str, data_cfg: dict, out
 
 
 @contextlib.contextmanager
-def _runner(num_proc: int, task: DataTask, tokenizer_path: str, data_cfg: dict):
+def _runner(num_proc: int, task: DataTask, tokenizer_path: str, data_cfg: DataConfig):
     """Yield `run(jobs)`, which yields `_process`'s results in job order: in this process, or on
     a pool of `num_proc` spawned processes with at most two jobs per process in flight (so a
     stream is read only as fast as it is tokenized)."""
@@ -164,7 +165,7 @@ def _runner(num_proc: int, task: DataTask, tokenizer_path: str, data_cfg: dict):
 
 
 @contextlib.contextmanager
-def _on_cluster(num_proc: int, task: DataTask, tokenizer_path: str, data_cfg: dict):
+def _on_cluster(num_proc: int, task: DataTask, tokenizer_path: str, data_cfg: DataConfig):
     """`_runner` on the connected Ray cluster (`data.prepare_on=cluster`): every chunk is a Ray
     task of one CPU, on whichever node has one free, with at most two tasks per cluster CPU in
     flight. A chunk travels in memory through Ray's object store (a node cannot open the

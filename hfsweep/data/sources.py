@@ -11,6 +11,7 @@ import datasets
 from datasets import DatasetDict
 
 from hfsweep.config.errors import ConfigError, HubUnreachableError
+from hfsweep.config.schema import DataConfig, DataSource
 from hfsweep.contract import DataTask
 from hfsweep.data.cache import atomic_dir
 
@@ -183,44 +184,44 @@ def _parse_error(builder: str, files: dict, options: dict, err: Exception) -> Co
     )
 
 
-def source_identity(data_cfg: dict, cache_dir: str) -> list:
+def source_identity(data_cfg: DataConfig, cache_dir: str) -> list:
     """What names a streamed source's content without reading it: the hub dataset's name (and
     `data.load_kwargs.revision`, when pinned), or the local files with their sizes and times."""
-    if data_cfg["source"] == "hub":
-        return [data_cfg["name"], data_cfg["config_name"]]
-    _, files = _local_data_files(local_path(data_cfg, cache_dir), data_cfg["data_files"])
+    if data_cfg.source is DataSource.hub:
+        return [data_cfg.name, data_cfg.config_name]
+    _, files = _local_data_files(local_path(data_cfg, cache_dir), data_cfg.data_files)
     return [[f, os.path.getsize(f), os.path.getmtime(f)] for split_files in files.values() for f in split_files]
 
 
-def load_raw(data_cfg: dict, cache_dir: str, task: Optional[DataTask] = None) -> DatasetDict:
+def load_raw(data_cfg: DataConfig, cache_dir: str, task: Optional[DataTask] = None) -> DatasetDict:
     """The raw train/validation splits, through `datasets`' own builders (or the task's reader of a
     format it knows); streamed (`IterableDataset`s, nothing downloaded or converted up front)
     with `data.streaming`."""
-    streaming = data_cfg["streaming"]
-    if data_cfg["source"] == "hub":
+    streaming = data_cfg.streaming
+    if data_cfg.source is DataSource.hub:
         try:
             raw = datasets.load_dataset(
-                data_cfg["name"], data_cfg["config_name"], streaming=streaming, **data_cfg["load_kwargs"]
+                data_cfg.name, data_cfg.config_name, streaming=streaming, **data_cfg.load_kwargs
             )
         except (ConnectionError, OSError) as err:
             raise HubUnreachableError(
-                f"data: cannot load '{data_cfg['name']}' from the Hugging Face hub ({type(err).__name__}); "
+                f"data: cannot load '{data_cfg.name}' from the Hugging Face hub ({type(err).__name__}); "
                 f"run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt)."
             ) from err
-        if data_cfg["validation_split"] not in raw:
+        if data_cfg.validation_split not in raw:
             raise ConfigError(
-                f"data.validation_split: '{data_cfg['validation_split']}' is not a split of '{data_cfg['name']}' "
+                f"data.validation_split: '{data_cfg.validation_split}' is not a split of '{data_cfg.name}' "
                 f"(splits: {', '.join(raw)}); set data.validation_split."
             )
-        return DatasetDict(train=raw["train"], validation=raw[data_cfg["validation_split"]])
+        return DatasetDict(train=raw["train"], validation=raw[data_cfg.validation_split])
     path = local_path(data_cfg, cache_dir)
-    builder, files = _local_data_files(path, data_cfg["data_files"])
-    return _load_local(builder, files, _reader_options(builder, files, data_cfg["load_kwargs"]), streaming, task)
+    builder, files = _local_data_files(path, data_cfg.data_files)
+    return _load_local(builder, files, _reader_options(builder, files, data_cfg.load_kwargs), streaming, task)
 
 
-def local_path(data_cfg: dict, cache_dir: str) -> str:
+def local_path(data_cfg: DataConfig, cache_dir: str) -> str:
     """The folder of a local source (the pydoc prose is written once into the cache)."""
-    path = _pydoc_files(cache_dir) if data_cfg["source"] == "pydoc" else data_cfg["path"]
+    path = _pydoc_files(cache_dir) if data_cfg.source is DataSource.pydoc else data_cfg.path
     if not os.path.isdir(path):
         raise ConfigError(f"data.path: '{path}' must be a folder holding train.* and validation.* files.")
     return path

@@ -28,6 +28,7 @@ from transformers import get_scheduler
 from transformers.trainer_pt_utils import nested_concat, nested_numpify
 from transformers.utils import find_labels
 
+from hfsweep.config.schema import DataConfig, typed
 from hfsweep.contract import EPOCH, IGNORED, MAX_STEPS, EvalContext, checkpoint_dir_name, checkpoint_step, epochs_done
 from hfsweep.loops.common import (
     WhatRan,
@@ -173,7 +174,7 @@ def train_loop_per_worker(config: dict) -> None:
         )
 
     compute_metrics = task.metrics_for(
-        cfg, EvalContext(config["label_names"], tokenizer, config["validation_path"], cfg["data"])
+        cfg, EvalContext(config["label_names"], tokenizer, config["validation_path"], typed(DataConfig, cfg["data"]))
     )
     step, extra, logged, reported_once = 0, {}, {}, {}
     resume_from = resume_checkpoint(config)

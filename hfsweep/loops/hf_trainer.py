@@ -19,6 +19,7 @@ from ray.train.huggingface.transformers import prepare_trainer
 from transformers import PrinterCallback, Seq2SeqTrainingArguments, Trainer, TrainerCallback, TrainingArguments
 
 from hfsweep.config.loading import import_object
+from hfsweep.config.schema import DataConfig, typed
 from hfsweep.contract import EPOCH, MAX_STEPS, EvalContext, checkpoint_dir_name, epochs_done
 from hfsweep.loops.common import (
     WhatRan,
@@ -154,7 +155,9 @@ def build_trainer(
         processing_class=tokenizer,
         data_collator=task.collator(cfg, tokenizer),
         callbacks=callbacks,
-        compute_metrics=task.metrics_for(cfg, EvalContext(label_names, tokenizer, validation_path, cfg["data"])),
+        compute_metrics=task.metrics_for(
+            cfg, EvalContext(label_names, tokenizer, validation_path, typed(DataConfig, cfg["data"]))
+        ),
     )
 
 
@@ -166,7 +169,7 @@ def train_loop_per_worker(config: dict) -> None:
 
     task = config["task"]  # resolved once, on the driver
     tokenizer = task.load_processor(config["tokenizer_path"])  # a tokenizer, or the Task's other processor
-    task.prepare_tokenizer(tokenizer, cfg["data"])  # saved with every checkpoint's tokenizer
+    task.prepare_tokenizer(tokenizer, typed(DataConfig, cfg["data"]))  # saved with every checkpoint's tokenizer
     validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
     model = build_model(

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Optional
 
+from hfsweep.config.schema import DataConfig, typed
 from hfsweep.contract import IGNORED, EvalContext  # noqa: F401  (what task modules share with the loops)
 
 
@@ -81,7 +82,7 @@ class Task:
 
         return {f.name: getattr(self, f.name) for f in fields(self)} if is_dataclass(self) else {}
 
-    def prepare_processor(self, model_cfg: dict, train, data_cfg: dict, cache_dir: str) -> str:
+    def prepare_processor(self, model_cfg: dict, train, data_cfg: DataConfig, cache_dir: str) -> str:
         """The folder of what turns this family's raw examples into model inputs, made once per
         sweep: for text, the pretrained tokenizer `model.tokenizer` names, or one trained on the
         train split's texts (`texts`), cached by content."""
@@ -90,7 +91,7 @@ class Task:
         from hfsweep.data.tokenizers import tokenizer_for
 
         # which texts of the split a tokenizer learns
-        read_from = [self.identity(), {k: data_cfg[k] for k in self.text_keys}]
+        read_from = [self.identity(), {k: getattr(data_cfg, k) for k in self.text_keys}]
         return tokenizer_for(
             model_cfg["tokenizer"], train, partial(self.texts, data_cfg=data_cfg), read_from, cache_dir
         )
@@ -129,24 +130,26 @@ class Task:
         from hfsweep.config.errors import ConfigError
         from hfsweep.tasks.metrics import check_objective_metric
 
-        data, model = cfg["data"], cfg["model"]
+        data = typed(DataConfig, cfg["data"])
         self.check_config(data)
-        self.check_searched_options(cfg)
-        if self.needs_whole_validation and "validation" in data["datasets_to_split"]:
+        self.check_searched_options(cfg, data)
+        if self.needs_whole_validation and "validation" in data.datasets_to_split:
             raise ConfigError(
                 f"data.datasets_to_split: model.task={self.name} matches its predictions to the validation split's "
                 f"rows in order, which sharding the split would lose; use data.datasets_to_split=[train]."
             )
-        if data["streaming"] and type(self).prepare_raw is not Task.prepare_raw:
+        if data.streaming and type(self).prepare_raw is not Task.prepare_raw:
             raise ConfigError(
                 f"data.streaming: the {self.name or type(self).__name__} task reads the whole train split before "
                 f"tokenizing (e.g. to list its labels); set data.streaming=false (data.max_train_samples bounds "
                 f"what is read)."
             )
-        positions = model["config"].get("n_positions") or model["config"].get("max_position_embeddings")
-        if positions and data[self.length_key] > positions:
+        model_config = cfg["model"]["config"]
+        positions = model_config.get("n_positions") or model_config.get("max_position_embeddings")
+        length = getattr(data, self.length_key)
+        if positions and length > positions:
             raise ConfigError(
-                f"data.{self.length_key} ({data[self.length_key]}): larger than the model's {positions} positions; "
+                f"data.{self.length_key} ({length}): larger than the model's {positions} positions; "
                 f"lower it (data.{self.length_key}={positions}) or raise the model's positions."
             )
         from hfsweep.config.objectives import objectives
@@ -154,11 +157,11 @@ class Task:
         for metric, _ in objectives(cfg):
             check_objective_metric(cfg, self, metric)
 
-    def check_config(self, data_cfg: dict) -> None:
+    def check_config(self, data_cfg: DataConfig) -> None:
         """Refuse, with a ConfigError naming the key, data.* values this family cannot work with;
         called before Ray starts."""
 
-    def check_searched_options(self, cfg: dict) -> None:
+    def check_searched_options(self, cfg: dict, data_cfg: DataConfig) -> None:
         """Every value a search may give an option (`search_space.task_options.*`: a grid's or
         choice's values, a range's bounds) checked as the same value set on the command line is:
         its type by the dataclass field's annotation (`with_options`), its range by `check_config`."""
@@ -171,7 +174,7 @@ class Task:
             values = (spec.get("values") or ()) if chosen else [spec[b] for b in ("low", "high") if b in spec]
             for value in values:
                 try:
-                    with_options(self, {key: value}).check_config(cfg["data"])
+                    with_options(self, {key: value}).check_config(data_cfg)
                 except ConfigError as err:
                     reason = str(err).removeprefix(f"task_options.{key}: ").split("; ")[0]
                     raise ConfigError(
@@ -184,37 +187,37 @@ class Task:
         `files`; None: `datasets`' `builder` (text, csv, json, parquet) reads them."""
         return None
 
-    def texts(self, row: dict, data_cfg: dict) -> list:
+    def texts(self, row: dict, data_cfg: DataConfig) -> list:
         """The texts of one raw row a tokenizer trained on the data learns from: by default those
         of `data.text_column` and `data.pair_column` (a list of words counts as texts)."""
-        keys = [k for k in ("text_column", "pair_column") if k in self.columns and data_cfg[k]]
-        values = [row[data_cfg[k]] for k in keys]
+        keys = [k for k in ("text_column", "pair_column") if k in self.columns and getattr(data_cfg, k)]
+        values = [row[getattr(data_cfg, k)] for k in keys]
         return [text for value in values for text in (value if isinstance(value, list) else [value])]
 
-    def label_names(self, train, data_cfg: dict) -> Optional[list]:
+    def label_names(self, train, data_cfg: DataConfig) -> Optional[list]:
         """The classes, in label order, that the model's config names: those of the (prepared raw)
         train split's label column when it is a ClassLabel or a sequence of them."""
         from datasets import ClassLabel
 
         if "label_column" not in self.columns:
             return None
-        feature = train.features.get(data_cfg["label_column"])
+        feature = train.features.get(data_cfg.label_column)
         feature = getattr(feature, "feature", feature)  # a sequence's items
         return feature.names if isinstance(feature, ClassLabel) else None
 
-    def prepare_raw(self, raw, data_cfg: dict):
+    def prepare_raw(self, raw, data_cfg: DataConfig):
         """The raw splits made ready for tokenization (e.g. labels encoded); by default as they are."""
         return raw
 
-    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+    def preprocess(self, ds, tokenizer, data_cfg: DataConfig, split: str):
         """One raw split as model inputs (a `datasets.Dataset` of fixed-length token columns)."""
         raise NotImplementedError
 
-    def padding(self, data_cfg: dict):
+    def padding(self, data_cfg: DataConfig):
         """The tokenizer's `padding` and the token columns' length at preparation: to
         `data.max_length` with `data.pad_to_max_length`, else none (the collator pads each batch)."""
-        if data_cfg["pad_to_max_length"] or not self.pads_batches:
-            return "max_length", data_cfg[self.length_key]
+        if data_cfg.pad_to_max_length or not self.pads_batches:
+            return "max_length", getattr(data_cfg, self.length_key)
         return False, None
 
     def tokens_per_row(self, table):
@@ -240,7 +243,7 @@ class Task:
         mask = inputs.get("attention_mask")
         return mask.sum() if mask is not None else inputs["input_ids"].numel()
 
-    def save_validation_examples(self, raw_validation, data_cfg: dict, folder: str) -> None:
+    def save_validation_examples(self, raw_validation, data_cfg: DataConfig, folder: str) -> None:
         """Write beside the prepared validation split what the metrics need besides its rows (QA:
         the raw examples its answer spans are mapped back to); by default nothing."""
 
@@ -267,7 +270,7 @@ class Task:
         differs per worker, for a family whose training batches are random (masked LM's masking)."""
         return batch_collator(self.collator(cfg, tokenizer)) if self.pads_batches or cfg.get("data_collator") else None
 
-    def prepare_tokenizer(self, tokenizer, data_cfg: dict) -> None:
+    def prepare_tokenizer(self, tokenizer, data_cfg: DataConfig) -> None:
         """Set on a worker's tokenizer what the data was prepared with and every checkpoint's
         tokenizer must keep (SFT: the chat template); by default nothing."""
 

@@ -7,6 +7,7 @@ from itertools import chain
 
 import numpy as np
 
+from hfsweep.config.schema import DataConfig
 from hfsweep.data.tokenizers import token_ids
 from hfsweep.tasks.base import Task
 
@@ -39,14 +40,14 @@ class CausalLM(Task):
 
         return AutoModelForCausalLM
 
-    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+    def preprocess(self, ds, tokenizer, data_cfg: DataConfig, split: str):
         from datasets import Features
 
-        block = data_cfg["block_size"]
+        block = data_cfg.block_size
         features = Features(token_features(("input_ids", "attention_mask", "labels"), block))
 
         def tokenize_and_group(batch: dict) -> dict:  # per 1000 texts, as run_clm groups
-            return group_texts(token_ids(tokenizer, batch[data_cfg["text_column"]]), block)
+            return group_texts(token_ids(tokenizer, batch[data_cfg.text_column]), block)
 
         return ds.map(
             tokenize_and_group,

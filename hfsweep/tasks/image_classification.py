@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import DataConfig
 from hfsweep.tasks.base import Task, batch_collator
 from hfsweep.tasks.metrics import LABELS
 
@@ -37,7 +38,7 @@ class ImageClassification(Task):
 
         return AutoModelForImageClassification
 
-    def prepare_processor(self, model_cfg: dict, train, data_cfg: dict, cache_dir: str) -> str:
+    def prepare_processor(self, model_cfg: dict, train, data_cfg: DataConfig, cache_dir: str) -> str:
         """The pretrained model's image processor, or a ViT processor for images of the built
         model's `image_size` (rescaled to 0..1, normalised to mean and std 0.5), saved once."""
         from transformers import ViTImageProcessor
@@ -61,10 +62,10 @@ class ImageClassification(Task):
     def config_from_processor(self, processor) -> dict:
         return {}  # the image size and channels are model.config's
 
-    def label_names(self, train, data_cfg: dict):
+    def label_names(self, train, data_cfg: DataConfig):
         return train.features[self.label_column].names
 
-    def prepare_raw(self, raw, data_cfg: dict):
+    def prepare_raw(self, raw, data_cfg: DataConfig):
         """Both columns present, the labels encoded as classes (names kept in the model's config)."""
         from datasets import ClassLabel
 
@@ -79,7 +80,7 @@ class ImageClassification(Task):
             raw = raw.class_encode_column(self.label_column)
         return raw
 
-    def preprocess(self, ds, processor, data_cfg: dict, split: str):
+    def preprocess(self, ds, processor, data_cfg: DataConfig, split: str):
         """Each image as flat `pixel_values` (a fixed-length row streams through Ray Data as one
         array); the collators give them back their (channels, height, width) shape."""
         from datasets import Features, List, Value

@@ -16,6 +16,7 @@ from typing import Optional
 
 import numpy as np
 
+from hfsweep.config.schema import DataConfig
 from hfsweep.tasks.base import Task, batch_collator, rows
 from hfsweep.tasks.causal_lm import token_features
 
@@ -61,7 +62,7 @@ class MaskedLM(Task):
     length_key = "block_size"
     worker_options = ("mlm_probability",)  # each training batch is masked on the worker
 
-    def check_config(self, data_cfg: dict) -> None:
+    def check_config(self, data_cfg: DataConfig) -> None:
         from hfsweep.config.errors import ConfigError
 
         for key in ("mlm_probability", "eval_mlm_probability"):
@@ -92,7 +93,7 @@ class MaskedLM(Task):
 
         return AutoModelForMaskedLM
 
-    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+    def preprocess(self, ds, tokenizer, data_cfg: DataConfig, split: str):
         from datasets import Features, List, Value
 
         from hfsweep.config.errors import ConfigError
@@ -103,12 +104,12 @@ class MaskedLM(Task):
                 f"no mask token to mask with; use a masked LM's, e.g. model=roberta_tiny."
             )
 
-        block, whole_words = data_cfg["block_size"], self.whole_word_mask
+        block, whole_words = data_cfg.block_size, self.whole_word_mask
         names = ["input_ids", "attention_mask", "special_tokens_mask"] + (["offset_mapping"] if whole_words else [])
 
         def tokenize_and_group(batch: dict) -> dict:
             encoded = tokenizer(
-                batch[data_cfg["text_column"]], return_special_tokens_mask=True, return_offsets_mapping=whole_words
+                batch[data_cfg.text_column], return_special_tokens_mask=True, return_offsets_mapping=whole_words
             )
             return group_columns(encoded, names, block)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import DataConfig
 from hfsweep.tasks.base import Task
 from hfsweep.tasks.causal_lm import token_features
 from hfsweep.tasks.metrics import LABELS
@@ -32,13 +33,13 @@ class MultipleChoice(Task):
 
         return AutoModelForMultipleChoice
 
-    def texts(self, row: dict, data_cfg: dict) -> list:
+    def texts(self, row: dict, data_cfg: DataConfig) -> list:
         return [row[self.context_column], row[self.start_column], *(row[c] for c in self.ending_columns)]
 
-    def label_names(self, train, data_cfg: dict):
+    def label_names(self, train, data_cfg: DataConfig):
         return None  # a choice's position, not a named class
 
-    def prepare_raw(self, raw, data_cfg: dict):
+    def prepare_raw(self, raw, data_cfg: DataConfig):
         """Every column present; labels are choice positions (0..N-1), as integers."""
         from datasets import Value
 
@@ -65,11 +66,11 @@ class MultipleChoice(Task):
                 )
         return raw.cast_column(self.label_column, Value("int64"))
 
-    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+    def preprocess(self, ds, tokenizer, data_cfg: DataConfig, split: str):
         """Each row as N tokenized pairs (context, start + ending), truncated to data.max_length."""
         from datasets import Features, List, Value
 
-        n, length = len(self.ending_columns), data_cfg["max_length"]
+        n, length = len(self.ending_columns), data_cfg.max_length
         padding, padded_length = self.padding(data_cfg)
 
         def encode(batch: dict) -> dict:

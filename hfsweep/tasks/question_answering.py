@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import DataConfig
 from hfsweep.data.formats import read_with
 from hfsweep.tasks.base import Task
 from hfsweep.tasks.causal_lm import token_features
@@ -115,8 +116,8 @@ class QuestionAnswering(Task):
 
         return AutoModelForQuestionAnswering
 
-    def check_config(self, data_cfg: dict) -> None:
-        length = data_cfg["max_length"]
+    def check_config(self, data_cfg: DataConfig) -> None:
+        length = data_cfg.max_length
         if self.doc_stride >= length:
             raise ConfigError(
                 f"task_options.doc_stride: {self.doc_stride} must be smaller than "
@@ -148,13 +149,13 @@ class QuestionAnswering(Task):
             return read_squad(files)
         return None
 
-    def prepare_raw(self, raw, data_cfg: dict):
+    def prepare_raw(self, raw, data_cfg: DataConfig):
         """The answers checked before they become token labels: unanswerable questions (SQuAD
         2.0's empty answers) in any split need `task_options.version_2_with_negative` (v1.1's
         scoring has no gold answer to compare with), and a train answer whose `answer_start` does
         not locate its text in the context is left out, or the file is refused when more than 1%
         of them are (wrong offsets, or a file re-encoded since)."""
-        context, answers = data_cfg["pair_column"], data_cfg["label_column"]
+        context, answers = data_cfg.pair_column, data_cfg.label_column
         for split, rows in raw.items():
             unanswerable = sum(1 for answer in rows[answers] if not answer["text"])
             if unanswerable and not self.version_2_with_negative:
@@ -186,14 +187,14 @@ class QuestionAnswering(Task):
             raw["train"] = train.select(sorted(set(range(train.num_rows)) - set(misplaced)))
         return raw
 
-    def label_names(self, train, data_cfg: dict):
+    def label_names(self, train, data_cfg: DataConfig):
         return None  # start and end positions, not classes
 
-    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+    def preprocess(self, ds, tokenizer, data_cfg: DataConfig, split: str):
         from datasets import Features, List, Value
 
-        question, context, answers = data_cfg["text_column"], data_cfg["pair_column"], data_cfg["label_column"]
-        length = data_cfg["max_length"]
+        question, context, answers = data_cfg.text_column, data_cfg.pair_column, data_cfg.label_column
+        length = data_cfg.max_length
         padding, padded_length = self.padding(data_cfg)
         pad_right = tokenizer.padding_side == "right"
 
@@ -247,9 +248,9 @@ class QuestionAnswering(Task):
 
         return DataCollatorWithPadding(tokenizer)
 
-    def save_validation_examples(self, raw_validation, data_cfg: dict, folder: str) -> None:
+    def save_validation_examples(self, raw_validation, data_cfg: DataConfig, folder: str) -> None:
         """The raw examples (id, context, answers) the post-processing maps predictions back to."""
-        keep = ["id", data_cfg["pair_column"], data_cfg["label_column"]]
+        keep = ["id", data_cfg.pair_column, data_cfg.label_column]
         raw_validation.select_columns(keep).save_to_disk(os.path.join(folder, EXAMPLES))
 
     def predictions_and_references(self, eval_pred, context):
@@ -260,13 +261,13 @@ class QuestionAnswering(Task):
         predictions, references = [], []
         for example in examples:
             answer = best_answer(
-                example[data_cfg["pair_column"]], by_example[example["id"]], start_logits, end_logits, offsets, self
+                example[data_cfg.pair_column], by_example[example["id"]], start_logits, end_logits, offsets, self
             )
             prediction = {"id": example["id"], "prediction_text": answer}
             if self.version_2_with_negative:
                 prediction["no_answer_probability"] = 0.0
             predictions.append(prediction)
-            references.append({"id": example["id"], "answers": example[data_cfg["label_column"]]})
+            references.append({"id": example["id"], "answers": example[data_cfg.label_column]})
         return predictions, references, None
 
 

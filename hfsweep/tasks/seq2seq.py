@@ -15,16 +15,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import DataConfig
 from hfsweep.tasks.base import IGNORED, EvalContext, Task
 from hfsweep.tasks.causal_lm import token_features
 from hfsweep.tasks.metrics import TEXTS
 
 
-def sources_and_targets(batch: dict, data_cfg: dict) -> tuple[list, list]:
-    source, target = data_cfg["text_column"], data_cfg["target_column"]
-    if data_cfg["source_lang"]:  # rows of {lang: text} pairs
+def sources_and_targets(batch: dict, data_cfg: DataConfig) -> tuple[list, list]:
+    source, target = data_cfg.text_column, data_cfg.target_column
+    if data_cfg.source_lang:  # rows of {lang: text} pairs
         pairs = batch[source]
-        return [p[data_cfg["source_lang"]] for p in pairs], [p[data_cfg["target_lang"]] for p in pairs]
+        return [p[data_cfg.source_lang] for p in pairs], [p[data_cfg.target_lang] for p in pairs]
     return batch[source], batch[target]
 
 
@@ -45,25 +46,25 @@ class Seq2Seq(Task):
 
         return AutoModelForSeq2SeqLM
 
-    def check_config(self, data_cfg: dict) -> None:
-        if bool(data_cfg["source_lang"]) != bool(data_cfg["target_lang"]):
+    def check_config(self, data_cfg: DataConfig) -> None:
+        if bool(data_cfg.source_lang) != bool(data_cfg.target_lang):
             raise ConfigError(
                 "data.source_lang and data.target_lang: set both (translation pairs) or neither (two columns)."
             )
-        if not data_cfg["source_lang"] and not data_cfg["target_column"]:
+        if not data_cfg.source_lang and not data_cfg.target_column:
             raise ConfigError(
                 "data.target_column: seq2seq needs the target's column (e.g. summary), or data.source_lang/target_lang."
             )
 
-    def texts(self, row: dict, data_cfg: dict) -> list:
+    def texts(self, row: dict, data_cfg: DataConfig) -> list:
         """Both sides: one vocabulary for the source and the target, as T5's."""
         sources, targets = sources_and_targets({k: [v] for k, v in row.items()}, data_cfg)
         return [sources[0], targets[0]]
 
-    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+    def preprocess(self, ds, tokenizer, data_cfg: DataConfig, split: str):
         from datasets import Features
 
-        source_length, target_length = data_cfg["max_length"], self.max_target_length
+        source_length, target_length = data_cfg.max_length, self.max_target_length
 
         def encode(batch: dict) -> dict:
             sources, targets = sources_and_targets(batch, data_cfg)

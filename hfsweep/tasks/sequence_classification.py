@@ -6,6 +6,7 @@ run_glue.py does for STS-B, a regression on a float score with one output."""
 from __future__ import annotations
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import DataConfig
 from hfsweep.tasks.base import Task, quiet_progress
 from hfsweep.tasks.causal_lm import token_features
 from hfsweep.tasks.metrics import LABELS
@@ -64,12 +65,12 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def is_regression(train, data_cfg: dict) -> bool:
+def is_regression(train, data_cfg: DataConfig) -> bool:
     """run_glue.py's rule: `data.num_labels: 1`, or a label column of floats (STS-B's score)."""
     from datasets import Value
 
-    feature = train.features[data_cfg["label_column"]]
-    return data_cfg["num_labels"] == 1 or (isinstance(feature, Value) and feature.dtype.startswith("float"))
+    feature = train.features[data_cfg.label_column]
+    return data_cfg.num_labels == 1 or (isinstance(feature, Value) and feature.dtype.startswith("float"))
 
 
 class SequenceClassification(Task):
@@ -90,31 +91,31 @@ class SequenceClassification(Task):
             return {"num_labels": 1, "problem_type": "regression"}
         return super().model_config_kwargs(label_names)
 
-    def prepare_raw(self, raw, data_cfg: dict):
+    def prepare_raw(self, raw, data_cfg: DataConfig):
         if is_regression(raw["train"], data_cfg):
             from datasets import Value
 
-            return raw.cast_column(data_cfg["label_column"], Value("float32"))
-        return encode_labels(raw, data_cfg["label_column"], data_cfg["num_labels"])
+            return raw.cast_column(data_cfg.label_column, Value("float32"))
+        return encode_labels(raw, data_cfg.label_column, data_cfg.num_labels)
 
-    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+    def preprocess(self, ds, tokenizer, data_cfg: DataConfig, split: str):
         """Tokenize the text (and the pair) truncated to data.max_length; `labels` keeps its
         ClassLabel, so the prepared data names its classes."""
         from datasets import Features
 
-        text, pair, length = data_cfg["text_column"], data_cfg["pair_column"], data_cfg["max_length"]
+        text, pair, length = data_cfg.text_column, data_cfg.pair_column, data_cfg.max_length
         padding, padded_length = self.padding(data_cfg)
 
         def encode(batch: dict) -> dict:
             encoded = tokenizer(
                 batch[text], batch[pair] if pair else None, padding=padding, truncation=True, max_length=length
             )
-            return {**encoded, "labels": batch[data_cfg["label_column"]]}
+            return {**encoded, "labels": batch[data_cfg.label_column]}
 
         features = Features(
             {
                 **token_features(tokenizer.model_input_names, padded_length),
-                "labels": ds.features[data_cfg["label_column"]],
+                "labels": ds.features[data_cfg.label_column],
             }
         )
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import DataConfig
 from hfsweep.tasks.base import IGNORED, Task
 from hfsweep.tasks.causal_lm import token_features
 
@@ -124,11 +125,11 @@ class SFT(Task):
 
         return AutoModelForCausalLM
 
-    def prepare_tokenizer(self, tokenizer, data_cfg: dict) -> None:
+    def prepare_tokenizer(self, tokenizer, data_cfg: DataConfig) -> None:
         if self.chat_template:  # the template the data was rendered with
             tokenizer.chat_template = chat_template(self.chat_template)
 
-    def check_config(self, data_cfg: dict) -> None:
+    def check_config(self, data_cfg: DataConfig) -> None:
         import importlib.util
 
         if importlib.util.find_spec("trl") is None:
@@ -136,7 +137,7 @@ class SFT(Task):
                 "model.task: sft prepares its data with TRL, which is not installed; pip install 'hfsweep[sft]'."
             )
 
-    def texts(self, row: dict, data_cfg: dict) -> list:
+    def texts(self, row: dict, data_cfg: DataConfig) -> list:
         """What a tokenizer trained on the data learns from: every message's or part's text."""
         parts = prompt_and_completion(row)
         return [
@@ -145,7 +146,7 @@ class SFT(Task):
             for m in (part if isinstance(part, list) else [part])
         ]
 
-    def prepare_raw(self, raw, data_cfg: dict):
+    def prepare_raw(self, raw, data_cfg: DataConfig):
         for split, ds in raw.items():
             names = set(ds.column_names)
             if not ({"messages"} <= names or {"conversations"} <= names or {"prompt", "completion"} <= names):
@@ -154,11 +155,11 @@ class SFT(Task):
                 )
         return raw
 
-    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+    def preprocess(self, ds, tokenizer, data_cfg: DataConfig, split: str):
         from datasets import Features
         from trl.data_utils import pack_dataset
 
-        length, template = data_cfg["max_length"], chat_template(self.chat_template)
+        length, template = data_cfg.max_length, chat_template(self.chat_template)
         if template is None and tokenizer.chat_template is None and "prompt" not in ds.column_names:
             raise ConfigError(
                 "task_options.chat_template: the tokenizer has none, and conversations need one; "

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import DataConfig
 from hfsweep.data.formats import read_with
 from hfsweep.tasks.base import IGNORED, Task
 from hfsweep.tasks.causal_lm import token_features
@@ -91,15 +92,15 @@ class TokenClassification(Task):
     def read_local(self, builder: str, files: dict):
         return read_conll(files) if builder == "text" else None
 
-    def prepare_raw(self, raw, data_cfg: dict):
-        return encode_tags(raw, data_cfg["label_column"])
+    def prepare_raw(self, raw, data_cfg: DataConfig):
+        return encode_tags(raw, data_cfg.label_column)
 
-    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+    def preprocess(self, ds, tokenizer, data_cfg: DataConfig, split: str):
         """Sub-tokens truncated to `data.max_length`, with the word-aligned labels (padded by the
         collator, labels with -100)."""
         from datasets import Features
 
-        words, tags, length = data_cfg["text_column"], data_cfg["label_column"], data_cfg["max_length"]
+        words, tags, length = data_cfg.text_column, data_cfg.label_column, data_cfg.max_length
         names = ds.features[tags].feature.names
         padding, padded_length = self.padding(data_cfg)
         inside = [

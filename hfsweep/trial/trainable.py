@@ -27,6 +27,7 @@ from ray.util.queue import Queue
 
 from hfsweep.config.loading import apply_sampled
 from hfsweep.config.resources import resource_names, trains_in_process
+from hfsweep.config.schema import DataConfig, typed
 from hfsweep.contract import HF_CHECKPOINTS, read_pointer, report_to_tune, steps_for_epochs
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, what_is_prepared
 from hfsweep.tasks import with_options
@@ -45,7 +46,7 @@ def data_changed(cfg: dict, trial_cfg: dict, task, trial_task) -> bool:
     """A searched key the prepared data depends on: a data or tokenizer key, or a task option
     (not the task's `worker_options`, such as masked LM's mlm_probability, applied on the workers)."""
     return (
-        what_is_prepared(trial_cfg["data"]) != what_is_prepared(cfg["data"])
+        what_is_prepared(typed(DataConfig, trial_cfg["data"])) != what_is_prepared(typed(DataConfig, cfg["data"]))
         or trial_task.identity() != task.identity()
         or trial_cfg["model"]["tokenizer"] != cfg["model"]["tokenizer"]
     )

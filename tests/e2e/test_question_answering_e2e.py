@@ -18,6 +18,7 @@ def test_the_accelerate_loop_scores_answers_as_the_trainer_does(ray_cluster, tmp
     """loop=accelerate evaluates question answering with the Trainer's shapes (start and end logits
     against start and end positions): the F1 it reports for the best checkpoint is the one a
     transformers.Trainer computes for that checkpoint."""
+    from hfsweep.config.schema import DataConfig, typed
     from hfsweep.data.prepare import raw_splits
     from hfsweep.driver.results.evaluation import evaluate_checkpoint
 
@@ -37,6 +38,7 @@ def test_the_accelerate_loop_scores_answers_as_the_trainer_does(ray_cluster, tmp
     results = sweep.run(checked)
     assert results.errors == [] and results[0].metrics["step"] == cfg["training"]["max_steps"]
     best = best_trial(results, cfg)
-    raw = raw_splits(cfg["data"], cfg["cache_dir"], checked.task)
-    by_trainer = evaluate_checkpoint(cfg, os.path.join(cfg["cluster"]["storage_path"], "best"), cfg["data"], raw)
+    data_cfg = typed(DataConfig, cfg["data"])
+    raw = raw_splits(data_cfg, cfg["cache_dir"], checked.task)
+    by_trainer = evaluate_checkpoint(cfg, os.path.join(cfg["cluster"]["storage_path"], "best"), data_cfg, raw)
     assert by_trainer["eval_f1"] == pytest.approx(best.value, abs=1e-6)

@@ -413,3 +413,18 @@ def test_token_ids_are_the_tokenizers_own_input_ids_and_a_truncating_backend_goe
     assert (
         token_ids(tokenizer, texts) == tokenizer(texts)["input_ids"] != [ids[:4] for ids in token_ids(tokenizer, texts)]
     )
+
+
+@pytest.mark.parametrize("experiment", ["bert_squad_offline", "t5_wmt16_ro_en_offline", "gpt2_wikitext_offline"])
+def test_the_typed_data_config_names_the_prepared_data_as_the_resolved_dict_does(experiment, tmp_path):
+    """The data layer reads `data.*` typed (`DataConfig`, enum members for the closed sets), yet the
+    prepared data's cache key holds the same plain values as the resolved config: a sweep prepared
+    before finds its cache, and what a trial compares to decide whether to prepare anew is the same."""
+    from hfsweep.config.schema import DataSource, typed
+    from hfsweep.data.prepare import NOT_PREPARED, what_is_prepared
+    from tests.conftest import resolved_config
+
+    cfg = resolved_config([f"+experiment={experiment}"], tmp_path / "run", tmp_path / "cache")
+    data_cfg = typed(DataConfig, cfg["data"])
+    assert isinstance(data_cfg.source, DataSource) and data_cfg.max_length == cfg["data"]["max_length"]
+    assert what_is_prepared(data_cfg) == {k: v for k, v in cfg["data"].items() if k not in NOT_PREPARED}

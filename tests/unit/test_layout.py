@@ -28,7 +28,8 @@ LAYERS = [
     ("hfsweep.tasks",),
     ("hfsweep.data", "hfsweep.models"),
     ("hfsweep.config", "hfsweep.conf"),
-    ("hfsweep.contract", "hfsweep.run_dir", "hfsweep.compat", "hfsweep"),
+    # the schema is the typed config every layer reads (it imports nothing of hfsweep)
+    ("hfsweep.contract", "hfsweep.config.schema", "hfsweep.run_dir", "hfsweep.compat", "hfsweep"),
 ]
 
 

@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 from datasets import Dataset
 
+from hfsweep.config.schema import DataConfig, typed
 from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
 from hfsweep.tasks import with_options
 from hfsweep.tasks.base import IGNORED
 from hfsweep.tasks.masked_lm import TASK
 
 TEXTS = [f"the quick brown fox number {i} jumps over the lazy dog near the riverbank" for i in range(200)]
-DATA_CFG = {"text_column": "text", "block_size": 32}
+DATA_CFG = typed(DataConfig, {"text_column": "text", "block_size": 32})
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import pytest
 from datasets import Dataset
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import DataConfig, typed
 from hfsweep.data.sources import load_raw
 from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
 from hfsweep.tasks import with_options
@@ -48,11 +49,11 @@ SQUAD_V2 = {
 }
 
 
-def data_cfg(tmp_path, **overrides) -> dict:
+def data_cfg(tmp_path, **overrides) -> DataConfig:
     cfg = resolved_config(
         ["+experiment=bert_squad_offline", f"data.path={tmp_path}"], tmp_path / "run", tmp_path / "cache"
     )
-    return {**cfg["data"], **overrides}
+    return typed(DataConfig, {**cfg["data"], **overrides})
 
 
 @pytest.fixture(scope="module")

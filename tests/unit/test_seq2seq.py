@@ -3,25 +3,22 @@ translation pairs by language, and a Trainer that generates only at every K-th e
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import transformers
 from datasets import Dataset
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import DataConfig, typed
 from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
 from hfsweep.tasks import with_options
 from hfsweep.tasks.base import EvalContext
 from hfsweep.tasks.seq2seq import IGNORED, TASK
 
 TEXTS = [f"the river number {i} runs past the old mill and into the sea" for i in range(60)]
-DATA_CFG = {
-    "text_column": "document",
-    "target_column": "summary",
-    "source_lang": None,
-    "target_lang": None,
-    "max_length": 24,
-}
+DATA_CFG = typed(DataConfig, {"text_column": "document", "target_column": "summary", "max_length": 24})
 T5_XSUM = with_options(TASK, {"source_prefix": "summarize: ", "max_target_length": 16})
 
 
@@ -40,13 +37,13 @@ def test_sources_get_the_prefix_and_targets_become_labels_padded_with_minus_100(
 
 
 def test_translation_rows_are_read_by_language(tokenizer):
-    cfg = {**DATA_CFG, "text_column": "translation", "target_column": None, "source_lang": "ro", "target_lang": "en"}
+    cfg = replace(DATA_CFG, text_column="translation", target_column=None, source_lang="ro", target_lang="en")
     ds = Dataset.from_dict({"translation": [{"ro": "mill old the", "en": "the old mill"}]})
     row = with_options(TASK, {"max_target_length": 16}).preprocess(ds, tokenizer, cfg, "train")[0]
     assert tokenizer.decode(row["input_ids"], skip_special_tokens=True) == "mill old the"
     assert tokenizer.decode([t for t in row["labels"] if t != IGNORED], skip_special_tokens=True) == "the old mill"
     with pytest.raises(ConfigError, match=r"^data\.source_lang and data\.target_lang: set both"):
-        TASK.check_config({**cfg, "target_lang": None})
+        TASK.check_config(replace(cfg, target_lang=None))
 
 
 def test_generated_ids_are_decoded_and_scored_with_their_length(tokenizer):

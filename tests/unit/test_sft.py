@@ -5,10 +5,12 @@ the loss. (A LoRA SFT sweep under TRL's SFTTrainer, trainer=sft: tests/e2e/test_
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from datasets import Dataset
 
+from hfsweep.config.schema import DataConfig, typed
 from hfsweep.driver.preflight import preflight
 from hfsweep.tasks import with_options
 from hfsweep.tasks.base import IGNORED
@@ -20,7 +22,7 @@ CHAT_TEMPLATE = (
     "{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}\n"
     "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
-DATA = {"max_length": 48}
+DATA = typed(DataConfig, {"max_length": 48})
 OPTIONS = {"chat_template": CHAT_TEMPLATE}  # the sft task's, beside its defaults
 
 
@@ -49,7 +51,7 @@ def tokenizer():
 
 def rows(tokenizer, examples: list, max_length: int = 48, **options) -> Dataset:
     task = with_options(TASK, {**OPTIONS, **options})
-    return task.preprocess(Dataset.from_list(examples), tokenizer, {**DATA, "max_length": max_length}, "train")
+    return task.preprocess(Dataset.from_list(examples), tokenizer, replace(DATA, max_length=max_length), "train")
 
 
 def test_completion_only_loss_labels_the_prompt_minus_100_and_trains_on_the_answer(tokenizer):
@@ -66,7 +68,7 @@ def test_completion_only_loss_labels_the_prompt_minus_100_and_trains_on_the_answ
     assert row["labels"][: len(prompt)] == [IGNORED] * len(prompt)
     assert row["input_ids"][: len(prompt)] == prompt
     assert row["labels"][len(prompt) : length] == row["input_ids"][len(prompt) : length]
-    assert row["labels"][length:] == [IGNORED] * (DATA["max_length"] - length)
+    assert row["labels"][length:] == [IGNORED] * (DATA.max_length - length)
     answer = tokenizer.decode(row["labels"][len(prompt) : length])
     assert (
         answer.strip() == example["messages"][-1]["content"] + tokenizer.eos_token
@@ -149,7 +151,7 @@ def test_packing_fills_blocks_of_max_length_and_keeps_the_prompt_masked(tokenize
     packed = rows(tokenizer, examples, packing=True)
     unpacked = rows(tokenizer, examples)
     assert len(packed) < len(unpacked)
-    assert all(sum(r["attention_mask"]) == DATA["max_length"] for r in list(packed)[:-1])
+    assert all(sum(r["attention_mask"]) == DATA.max_length for r in list(packed)[:-1])
     trained = lambda ds: sum(label != IGNORED for r in ds for label in r["labels"])  # noqa: E731
     assert trained(packed) == trained(unpacked)  # the same answer tokens, none of the prompts'
 

@@ -4,11 +4,13 @@ labels aligned to sub-tokens as run_ner aligns them."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from datasets import Dataset, DatasetDict
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import DataConfig, typed
 from hfsweep.data.sources import load_raw
 from hfsweep.data.tokenizers import BERT_SPECIAL_TOKENS
 from hfsweep.tasks import with_options
@@ -28,13 +30,13 @@ Blackburn\tNNP\tB-NP\tI-PER
 CONLL_VALIDATION = "-DOCSTART- O\n\nBrussels B-LOC\nvisits O\n"  # two columns are as good as four
 
 
-def local_data_cfg(tmp_path, files: dict, **overrides) -> dict:
+def local_data_cfg(tmp_path, files: dict, **overrides) -> DataConfig:
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     cfg = resolved_config(
         ["+experiment=bert_conll2003_offline", f"data.path={tmp_path}"], tmp_path / "run", tmp_path / "cache"
     )
-    return {**cfg["data"], **overrides}
+    return typed(DataConfig, {**cfg["data"], **overrides})
 
 
 def test_conll_files_are_read_as_sentences_of_tokens_and_tags(tmp_path):
@@ -102,7 +104,7 @@ def test_a_words_tag_goes_on_its_first_sub_token_or_on_all_of_them(label_all_tok
     }
     raw = DatasetDict(train=Dataset.from_dict(rows))
     raw["validation"] = raw["train"]
-    data_cfg = {"text_column": "tokens", "label_column": "ner_tags", "max_length": 8, "pad_to_max_length": False}
+    data_cfg = typed(DataConfig, {"text_column": "tokens", "label_column": "ner_tags", "max_length": 8})
     raw = TASK.prepare_raw(raw, data_cfg)
     prepared = with_options(TASK, {"label_all_tokens": label_all_tokens}).preprocess(
         raw["train"], tokenizer, data_cfg, "train"
@@ -119,7 +121,7 @@ def test_a_words_tag_goes_on_its_first_sub_token_or_on_all_of_them(label_all_tok
         IGNORED,
         IGNORED,
     ]
-    padded = TASK.preprocess(raw["train"], tokenizer, {**data_cfg, "pad_to_max_length": True}, "train")
+    padded = TASK.preprocess(raw["train"], tokenizer, replace(data_cfg, pad_to_max_length=True), "train")
     assert len(padded[0]["input_ids"]) == len(padded[0]["labels"]) == 8  # data.pad_to_max_length: run_ner's padding
 
 
@@ -131,7 +133,7 @@ def test_a_configured_data_collator_collates_the_workers_training_and_validation
     raw = DatasetDict(
         train=Dataset.from_dict({"tokens": [["Blackburn", "runs"], ["runs"]], "ner_tags": [["B-PER", "O"], ["O"]]})
     )
-    data_cfg = {"text_column": "tokens", "label_column": "ner_tags", "max_length": 8, "pad_to_max_length": False}
+    data_cfg = typed(DataConfig, {"text_column": "tokens", "label_column": "ner_tags", "max_length": 8})
     raw["validation"] = raw["train"]
     raw = TASK.prepare_raw(raw, data_cfg)
     batch = TASK.preprocess(raw["train"], tokenizer, data_cfg, "train").with_format("numpy")[:]
@@ -156,13 +158,13 @@ def test_files_named_as_conll_2003_ships_them_are_read_through_data_files(tmp_pa
         tmp_path / "run",
         tmp_path / "cache",
     )
-    raw = load_raw(cfg["data"], str(tmp_path / "cache"), TASK)
+    raw = load_raw(typed(DataConfig, cfg["data"]), str(tmp_path / "cache"), TASK)
     assert raw["train"].num_rows == 2 and raw["validation"]["tokens"] == [["Brussels", "visits"]]
     with pytest.raises(
         ConfigError, match=r"^data\.data_files: '.*/eng\.testb' is not a file; names are relative to data\.path\.$"
     ):
         load_raw(
-            {**cfg["data"], "data_files": {"train": "eng.train", "validation": "eng.testb"}},
+            typed(DataConfig, {**cfg["data"], "data_files": {"train": "eng.train", "validation": "eng.testb"}}),
             str(tmp_path / "cache"),
             TASK,
         )

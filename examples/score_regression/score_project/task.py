@@ -28,14 +28,14 @@ class ScoreRegression(Task):
     def model_config_kwargs(self, label_names):
         return {"num_labels": 1, "problem_type": "regression"}
 
-    def preprocess(self, ds, tokenizer, data_cfg: dict, split: str):
+    def preprocess(self, ds, tokenizer, data_cfg, split: str):  # data_cfg: hfsweep.config.schema.DataConfig
         from datasets import Features, List, Value
 
-        text, length = data_cfg["text_column"], data_cfg["max_length"]
+        text, length = data_cfg.text_column, data_cfg.max_length
 
         def encode(batch: dict) -> dict:
             encoded = tokenizer(batch[text], padding="max_length", truncation=True, max_length=length)
-            return {**encoded, "labels": [float(score) for score in batch[data_cfg["label_column"]]]}
+            return {**encoded, "labels": [float(score) for score in batch[data_cfg.label_column]]}
 
         features = Features({**{name: List(Value("int64"), length=length) for name in tokenizer.model_input_names},
                              "labels": Value("float32")})

@@ -9,6 +9,7 @@ import tempfile
 
 from omegaconf import OmegaConf
 
+from hfsweep.config.schema import DataConfig, plain, typed
 from hfsweep.data.prepare import raw_splits, write_validation
 from hfsweep.tasks import task_of
 
@@ -27,12 +28,12 @@ def extra_validation_sets(cfg: dict) -> dict:
     task = task_of(cfg)
     sets = {}
     for name, changes in cfg["extra_validation"].items():
-        data_cfg = OmegaConf.to_container(OmegaConf.merge(cfg["data"], changes))
+        data_cfg = typed(DataConfig, OmegaConf.merge(cfg["data"], changes))
         sets[name] = data_cfg, raw_splits(data_cfg, os.path.expanduser(cfg["cache_dir"]), task)
     return sets
 
 
-def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: dict, raw) -> dict:
+def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: DataConfig, raw) -> dict:
     """The eval_* scores of the model in `checkpoint_path` on the validation split of `raw` (the
     raw splits of `data_cfg`), in this process (on a GPU when it has one)."""
     import datasets
@@ -47,7 +48,7 @@ def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: dict, raw) ->
     # One process, no distributed strategy: the strategy's arguments (DeepSpeed, FSDP) stay out.
     here = {
         **cfg,
-        "data": data_cfg,
+        "data": plain(data_cfg),
         "cluster": {**cfg["cluster"], "use_gpu": torch.cuda.is_available()},
         "strategy": {**cfg["strategy"], "training_args": {}},
     }
