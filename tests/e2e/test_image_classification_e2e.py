@@ -1,7 +1,6 @@
 """Image classification (run_image_classification.py's recipe) on real images that ship offline:
 scikit-learn's handwritten digits, a tiny ViT built from config, pixel values from a ViT image
-processor where text families have a tokenizer; a short sweep of the vit_digits_offline preset
-is far above chance, and best/ loads with its processor."""
+processor where text families have a tokenizer. (Whether the preset learns: tests/e2e/test_families_learn_e2e.py.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """End to end: the roberta_wikitext_mlm offline variant (a small RoBERTa and a byte-level BPE
-tokenizer trained from scratch) on wikitext-format local files, under ASHA on eval_loss."""
+tokenizer trained from scratch): a searched task option.
+(Whether the preset learns: tests/e2e/test_families_learn_e2e.py.)"""
 
 from __future__ import annotations
 

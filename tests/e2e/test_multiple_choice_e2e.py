@@ -1,6 +1,6 @@
 """Multiple choice (run_swag.py's recipe) on a file in SWAG's own column layout: the prepared rows
-hold one tokenized pair per ending, the collator pads every choice of a batch, and a sweep of the
-bert_swag_offline preset learns to pick the right ending."""
+hold one tokenized pair per ending, and the collator pads every choice of a batch.
+(Whether the preset learns: tests/e2e/test_families_learn_e2e.py.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """End to end: the bert_squad offline variant (a small BERT and a WordPiece tokenizer trained from
-scratch) on SQuAD-format json, swept under ASHA on the squad metric's F1."""
+scratch) on SQuAD-format json, under the Accelerate loop.
+(Whether the preset learns: tests/e2e/test_families_learn_e2e.py.)"""
 
 from __future__ import annotations
 

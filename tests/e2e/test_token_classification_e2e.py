@@ -1,5 +1,6 @@
 """End to end: the bert_conll2003 offline variant (a small BERT and a WordPiece tokenizer trained
-from scratch) on CoNLL column files, swept under ASHA on seqeval's entity-level F1."""
+from scratch) on CoNLL column files, under debug=tiny.
+(Whether the preset learns: tests/e2e/test_families_learn_e2e.py.)"""
 
 from __future__ import annotations
 
