@@ -91,7 +91,7 @@ class Learns:
     score: str  # the metric that shows learning, read at the best trial's last report
     margin: Optional[float] = None  # beyond the untrained model's score (below it for a loss)
     floor: Optional[float] = None  # or above this (chance is known)
-    final_steps: Optional[dict] = None  # learning rate: the step ASHA let it reach
+    final_steps: Optional[dict] = None  # learning rate: the steps at which ASHA may let it end
     check_more: Callable = lambda cfg, results, best: None  # the family's own: (cfg, results, best/ path)
 
 
@@ -106,7 +106,7 @@ FAMILIES = {
         ),
         score="eval_overall_f1",
         margin=0.3,
-        final_steps={3e-3: 120, 1e-5: 40},
+        final_steps={3e-3: {120}, 1e-5: {40, 80}},  # 1e-5 stops at a rung before the end
         check_more=entity_scores_are_shares,
     ),
     "masked_lm": Learns(
@@ -120,7 +120,7 @@ FAMILIES = {
         ),
         score="eval_loss",
         margin=0.75,  # nats (ln 1000 = 6.9, the vocabulary; 90 steps reach ~5.9)
-        final_steps={3e-3: 90, 1e-5: 30},
+        final_steps={3e-3: {90}, 1e-5: {30}},
         check_more=is_roberta,
     ),
     "seq2seq": Learns(
@@ -132,7 +132,7 @@ FAMILIES = {
         ),
         score="eval_rouge1",  # ASHA acts on eval_loss; generated summaries are scored at every evaluation
         margin=0.1,  # the untrained model generates nothing: 0
-        final_steps={3e-3: 150, 1e-5: 50},
+        final_steps={3e-3: {150}, 1e-5: {50}},
         check_more=summaries_are_short_and_generated,
     ),
     "question_answering": Learns(
@@ -141,7 +141,7 @@ FAMILIES = {
         tuple(sequential_sweep(200, every=50, learning_rates=[3e-3, 1e-5])),
         score="eval_f1",
         margin=20.0,  # F1 points of 100
-        final_steps={3e-3: 200, 1e-5: 50},
+        final_steps={3e-3: {200}, 1e-5: {50}},
         check_more=answers_are_scored_in_percent,
     ),
     "image_classification": Learns(
@@ -182,8 +182,9 @@ def test_each_family_learns_and_asha_acts_on_its_metric(family, ray_cluster, tmp
 
     if row.final_steps is not None:
         final_step = {r.config["training"]["learning_rate"]: r.metrics["step"] for r in results}
-        reached = {lr: final_step[lr] for lr in row.final_steps}
-        assert reached == row.final_steps, f"ASHA on {cfg['metric']}, final steps: {final_step}"
+        assert all(final_step[lr] in steps for lr, steps in row.final_steps.items()), (
+            f"ASHA on {cfg['metric']}, final steps: {final_step}"
+        )
     best = best_trial(results, cfg)
     assert best.metric == cfg["metric"]
     [trial] = [r for r in results if r.metrics["trial_id"] == best.trial_id]
