@@ -755,6 +755,7 @@ def refusals(tmp_path_factory) -> dict:
     return {i: (output, code, root / str(i), ray_started, data) for i, (output, code, ray_started) in results.items()}
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("case", range(len(REFUSED)), ids=[" ".join(args) for args, _ in REFUSED])
 def test_every_refused_input_gets_one_line_naming_the_key_and_fix_exit_2_and_leaves_nothing(case, refusals):
     output, code, run_dir, ray_started, data = refusals[case]
@@ -766,6 +767,7 @@ def test_every_refused_input_gets_one_line_naming_the_key_and_fix_exit_2_and_lea
     assert not ray_started, "refused before Ray starts"
 
 
+@pytest.mark.process
 def test_one_refusal_of_every_section_prints_exactly_its_line_from_a_real_process(refusals):
     real = [(int(key.split("-")[1]), value) for key, value in refusals.items() if isinstance(key, str)]
     assert {" ".join(REFUSED[i][0]) for i, _ in real} == IN_A_REAL_PROCESS, "a section without a real-process row"
@@ -829,6 +831,7 @@ def test_a_checkout_that_its_python_has_not_installed_is_refused_before_ray_star
         check_hfsweep_installed()
 
 
+@pytest.mark.process
 def test_a_training_value_the_search_space_also_sets_is_named_in_one_warning(tmp_path):
     proc = run_cli(
         ["training.learning_rate=0.01", "search_space.training.learning_rate.sampler=nope"], tmp_path / "run", tmp_path

@@ -277,6 +277,7 @@ def test_glue_tsv_is_refused_in_one_line_without_quoting_and_read_with_it(tmp_pa
     )
 
 
+@pytest.mark.process
 def test_a_file_the_reader_cannot_parse_is_refused_by_the_cli_in_one_line_before_ray(tmp_path):
     import subprocess
     import sys
@@ -326,6 +327,7 @@ def shard_tables(prepared) -> list:
     return [pyarrow.parquet.read_table(p) for p in sorted(glob.glob(f"{prepared.train_path}/*.parquet"))]
 
 
+@pytest.mark.process
 def test_the_train_split_is_tokenized_in_chunks_into_the_same_shards_by_one_process_or_two(tmp_path):
     folder = write_prose_folder(tmp_path / "prose")
     by = {
@@ -355,6 +357,7 @@ def test_a_token_budget_stops_preparation_once_the_shards_hold_that_many_tokens(
     assert tables[0].equals(shard_tables(whole)[0].slice(0, tables[0].num_rows)), "a budget keeps the split's beginning"
 
 
+@pytest.mark.process
 def test_a_streamed_split_is_prepared_by_the_pool_as_the_same_shards_as_the_file_read_whole(tmp_path, monkeypatch):
     """Two pool processes tokenize the stream, which is read at most 2 chunks per process (4)
     ahead of the shards written: each chunk read records the pool's processes and the shards

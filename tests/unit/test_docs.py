@@ -134,6 +134,7 @@ def compose_all(cases: list[list[str]], env: dict, cwd: Path) -> list:
     return json.loads(results_path.read_text())
 
 
+@pytest.mark.process
 def test_every_runnable_command_runs(tmp_path):
     """All blocks' compositions run in one process; the offline data writers for real."""
     cases, where, env, offline_data = [], [], {}, {}
@@ -188,6 +189,7 @@ def test_every_runnable_command_runs(tmp_path):
     assert not any(ray for _, _, ray in results), "composing a command started Ray"
 
 
+@pytest.mark.process
 def test_a_broken_command_fails_the_check(tmp_path):
     """The check above is not vacuous: a misspelt key and an unknown option are refused."""
     results = compose_all(
@@ -198,6 +200,7 @@ def test_a_broken_command_fails_the_check(tmp_path):
     assert companion_refusal("replay", ["outputs/DATE/TIME", "--sedes", "1"])  # --seeds, misspelt
 
 
+@pytest.mark.process
 def test_the_reference_pages_are_up_to_date():
     proc = subprocess.run(
         [sys.executable, str(ROOT / "docs" / "gen_reference.py"), "--check"],
@@ -256,6 +259,7 @@ def anchors(page: Path) -> set[str]:
     return out
 
 
+@pytest.mark.process
 def test_help_is_hfsweeps_own_and_hydras_stays_reachable(tmp_path):
     """`python -m hfsweep --help`: what it does, every group of conf/ with every option, the
     companion commands and the docs' place; `--hydra-help` is Hydra's."""
@@ -290,6 +294,7 @@ def test_help_is_hfsweeps_own_and_hydras_stays_reachable(tmp_path):
     shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None,
     reason="mkdocs is not installed (pip install -e '.[docs]')",
 )
+@pytest.mark.process
 def test_the_site_builds_strictly(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],

@@ -23,6 +23,7 @@ def test_malformed_cluster_address_names_the_form():
         check_reachable("ray://head-without-port")
 
 
+@pytest.mark.process
 def test_unwritable_storage_path_fails_before_ray(tmp_path, cache_dir):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")

@@ -123,6 +123,7 @@ def test_parallel_axes_place_categories_in_the_spaces_order_and_log_keys_on_a_lo
     assert list(heights) == pytest.approx([0.0, 0.1, 1.0])
 
 
+@pytest.mark.process
 def test_importance_prints_nothing():
     """In a fresh process: Optuna's log handler holds the stderr of the moment it was imported, which
     pytest's capture fixtures may not be."""

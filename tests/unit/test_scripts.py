@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.process  # every test here runs bash
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted([*ROOT.glob("experiments/**/*.sh"), *ROOT.glob("benchmarks/**/*.sh"), ROOT / ".ci" / "run"])
 

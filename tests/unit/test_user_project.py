@@ -39,6 +39,7 @@ def write_primary_config(folder: Path) -> Path:
     ],
     ids=["config-dir", "searchpath"],
 )
+@pytest.mark.process
 def test_a_user_config_folder_adds_experiments_models_and_search_spaces(how, tmp_path):
     proc = hfsweep(*how, "+experiment=score_regression", "--cfg", "job", cwd=EXAMPLE)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -55,6 +56,7 @@ def test_a_user_config_folder_adds_experiments_models_and_search_spaces(how, tmp
     ]
 
 
+@pytest.mark.process
 def test_a_user_primary_config_pulls_in_hfsweeps_defaults(tmp_path):
     folder = write_primary_config(tmp_path / "myconf")
     proc = hfsweep("--config-path", str(folder), "--config-name", "myproject", "--cfg", "job", cwd=tmp_path)

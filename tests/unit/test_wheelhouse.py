@@ -36,6 +36,7 @@ def test_a_line_that_is_no_package_is_refused_naming_it():
         read_target(["numpy", "torch >= 2"])
 
 
+@pytest.mark.process
 def test_a_bad_have_file_is_refused_in_one_line_with_status_2(tmp_path):
     have = tmp_path / "have.txt"
     have.write_text("numpy\nnot a package!\n")
@@ -158,6 +159,7 @@ def fake_ray_wheel(folder):
     return wheel
 
 
+@pytest.mark.process
 def test_slim_leaves_the_jars_out_of_the_wheel_and_its_record_and_pip_installs_it(tmp_path):
     wheel = fake_ray_wheel(tmp_path)
     size = wheel.stat().st_size
@@ -201,6 +203,7 @@ def test_slim_refuses_a_file_that_is_no_wheel(tmp_path):
         slim_wheel(bogus, ("ray/jars/",))
 
 
+@pytest.mark.process
 def test_a_left_out_requirement_is_a_metadata_only_stand_in_that_pip_resolves(tmp_path):
     from hfsweep.wheelhouse import stand_in
 
