@@ -174,6 +174,7 @@ def step_gpt2(args) -> None:
     from _common import config, plain_trainer_saves, run_sweep
     from throughput import tokens_per_second
 
+    from hfsweep.config.schema import ClusterConfig, typed
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.driver.ray_cluster import init_ray
     from hfsweep.loops.cost import peak_flops
@@ -190,7 +191,8 @@ def step_gpt2(args) -> None:
             f"training.max_steps={steps}", f"training.eval_steps={steps // 3}", f"training.save_steps={steps // 3}",
             f"training.logging_steps={steps // 3}", "training.warmup_steps=0", *model]
     cfg = config(base, "/tmp/unused")
-    init_ray(cfg["cluster"])  # before this process tokenizes or touches CUDA: their threads break Ray's start
+    # before this process tokenizes or touches CUDA: their threads break Ray's start
+    init_ray(typed(ClusterConfig, cfg["cluster"]))
     # the data (and its tokenizer) once, as the sweep prepares it: the model's vocabulary is the tokenizer's
     from _common import prepare_data
 

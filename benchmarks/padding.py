@@ -35,6 +35,7 @@ import statistics
 
 from _common import config, prepare_data, run_sweep
 
+from hfsweep.config.schema import ClusterConfig, typed
 from hfsweep.driver.ray_cluster import init_ray
 
 BATCH = 16
@@ -86,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     if not os.path.isdir(os.path.join(os.environ.get("GLUE_DIR", ""), "MRPC")):
         raise SystemExit("set GLUE_DIR to the folder holding GLUE's MRPC/train.tsv and MRPC/dev.tsv")
-    init_ray({"address": None, "num_cpus": 8, "num_gpus": None})
+    init_ray(typed(ClusterConfig, {"num_cpus": 8}))
     runs = {name: [] for name in WAYS}
     names = list(WAYS)
     for repeat in range(args.repeats):  # the order rotated, so a change in the machine's load hits every way

@@ -44,6 +44,7 @@ from ray import tune  # noqa: E402
 from ray.tune.schedulers import ASHAScheduler  # noqa: E402
 from transformers import Trainer, TrainingArguments, default_data_collator, set_seed  # noqa: E402
 
+from hfsweep.config.schema import ClusterConfig, typed  # noqa: E402
 from hfsweep.data.tokenizers import load_tokenizer  # noqa: E402
 from hfsweep.driver import sweep  # noqa: E402
 from hfsweep.driver.ray_cluster import init_ray  # noqa: E402
@@ -145,7 +146,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     cfg = config(BASE, "/tmp/unused")
-    init_ray(cfg["cluster"])
+    init_ray(typed(ClusterConfig, cfg["cluster"]))
     prepare_data(cfg)  # once, before any arm is timed
     arms = {
         "HF": lambda d: hf_search(cfg, reuse_actors=False, threads_dir=d),

@@ -24,6 +24,7 @@ import tempfile
 
 from _common import config, run_sweep
 
+from hfsweep.config.schema import ClusterConfig, typed
 from hfsweep.driver.ray_cluster import init_ray
 from hfsweep.driver.results.best import directory_bytes
 from hfsweep.tasks import get_task
@@ -76,7 +77,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--steps", type=int, default=40)
     args = parser.parse_args()
-    init_ray({"address": None, "num_cpus": 8, "num_gpus": None})
+    init_ray(typed(ClusterConfig, {"num_cpus": 8}))
     base = save_base(args.width, args.layers)
     figures = {name: measure(base, method, args.steps) for name, method in METHODS.items()}
     full = figures["full fine-tuning"]

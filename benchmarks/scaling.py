@@ -160,10 +160,11 @@ def tiny_trial(config: dict) -> None:
 def bench_trials(counts: list[int], root: Path) -> None:
     from ray import tune
 
+    from hfsweep.config.schema import ClusterConfig, typed
     from hfsweep.driver import sweep
     from hfsweep.driver.ray_cluster import init_ray
 
-    init_ray({"address": None, "num_cpus": 8, "num_gpus": None, "runtime_env": {}})
+    init_ray(typed(ClusterConfig, {"num_cpus": 8}))
     real_trainable_for = sweep.trainable_for
     sweep.trainable_for = lambda cfg, task, data: tune.with_resources(tiny_trial, {"CPU": 1})
     # As `sweep.fit` runs every sweep: without Tune's automatic JSON, CSV and TensorBoard loggers
@@ -227,6 +228,7 @@ def bare_tune_fit(cfg: dict, count: int, root: Path) -> float:
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
 
+    from hfsweep.config.schema import ClusterConfig, typed
     from hfsweep.driver.ray_cluster import max_concurrent_trials
 
     tuner = tune.Tuner(
@@ -234,7 +236,8 @@ def bare_tune_fit(cfg: dict, count: int, root: Path) -> float:
         param_space={"training": {"learning_rate": tune.loguniform(1e-5, 1e-2)}},
         tune_config=tune.TuneConfig(metric="eval_loss", mode="min", num_samples=count,
                                     scheduler=ASHAScheduler(max_t=3, grace_period=1),
-                                    max_concurrent_trials=max_concurrent_trials(cfg["cluster"], cfg["strategy"]),
+                                    max_concurrent_trials=max_concurrent_trials(
+                                        typed(ClusterConfig, cfg["cluster"]), cfg["strategy"]),
                                     reuse_actors=True),
         run_config=tune.RunConfig(name="bare", storage_path=str(root / f"bare-{count}"), verbose=1,
                                   checkpoint_config=tune.CheckpointConfig(num_to_keep=1)),
@@ -287,10 +290,11 @@ def bench_shuffle(root: Path, size: int, batches: int = 500, batch_size: int = 8
     import numpy as np
     import pyarrow.parquet as pq
 
+    from hfsweep.config.schema import ClusterConfig, typed
     from hfsweep.data.prepare import PreparedData, load_ray_datasets
     from hfsweep.driver.ray_cluster import init_ray
 
-    init_ray({"address": None, "num_cpus": 8, "num_gpus": None, "runtime_env": {}})
+    init_ray(typed(ClusterConfig, {"num_cpus": 8}))
     train_path = sorted(glob.glob(str(root / f"cache-{size}-*" / "tokenized" / "*" / "train")))[-1]
     shards = [pq.read_table(p, columns=["input_ids"]).column("input_ids").to_pylist()
               for p in sorted(glob.glob(f"{train_path}/*.parquet"))]

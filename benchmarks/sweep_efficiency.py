@@ -13,6 +13,7 @@ import argparse
 
 from _common import config, run_sweep
 
+from hfsweep.config.schema import ClusterConfig, typed
 from hfsweep.driver.ray_cluster import init_ray
 
 GRID = "search_space.training.learning_rate.values=[1e-2,5e-3,3e-3,2e-3,1e-3,5e-4,1e-4,1e-5]"
@@ -26,7 +27,7 @@ def main() -> None:
                         help="overrides for the ASHA run, e.g. scheduler.reduction_factor=4")
     args = parser.parse_args()
     common = [GRID, f"training.max_steps={args.steps}", f"cluster.num_workers={args.workers}"]
-    init_ray(config(common, "/tmp/unused")["cluster"])
+    init_ray(typed(ClusterConfig, config(common, "/tmp/unused")["cluster"]))
     walls, best = {}, {}
     for scheduler, extra in (("fifo", []), ("asha", args.asha)):
         walls[scheduler], results = run_sweep([*common, f"scheduler={scheduler}", *extra])

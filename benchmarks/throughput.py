@@ -13,6 +13,7 @@ import argparse
 
 from _common import config, median_spread, plain_trainer_saves, run_sweep
 
+from hfsweep.config.schema import ClusterConfig, typed
 from hfsweep.driver.ray_cluster import init_ray
 
 
@@ -34,7 +35,7 @@ def main() -> None:
         f"cluster.num_workers={args.workers}",
     ]
     cfg = config(overrides, "/tmp/unused")
-    init_ray(cfg["cluster"])
+    init_ray(typed(ClusterConfig, cfg["cluster"]))
     ratios, plain_tps, sweep_tps = [], [], []
     for _ in range(args.repeats):
         saves = plain_trainer_saves(cfg, args.workers)

@@ -20,6 +20,7 @@ import time
 
 from _common import config, median_spread, run_sweep
 
+from hfsweep.config.schema import ClusterConfig, typed
 from hfsweep.driver.ray_cluster import init_ray
 
 
@@ -50,7 +51,7 @@ def main() -> None:
         f"cluster.num_workers={args.workers}",
         "cluster.max_concurrent_trials=1",
     ]
-    init_ray(config(overrides, "/tmp/unused")["cluster"])
+    init_ray(typed(ClusterConfig, config(overrides, "/tmp/unused")["cluster"]))
     run_sweep(overrides[:2] + ["search_space.training.learning_rate.values=[1e-3]"] + overrides[3:])  # warm-up
     wall, results = run_sweep(overrides)
     startups, trainings = [], []

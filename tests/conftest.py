@@ -150,11 +150,12 @@ def ray_cluster():
     """
     import ray
 
+    from hfsweep.config.schema import ClusterConfig, typed
     from hfsweep.driver.ray_cluster import init_ray
 
     if ray.is_initialized() and not all_resources_free():
         ray.shutdown()
-    init_ray({"address": None, "num_cpus": 8, "num_gpus": None})
+    init_ray(typed(ClusterConfig, {"num_cpus": 8}))
     yield
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import ClusterConfig, typed
 
 GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fsdp (plain DDP) and DeepSpeed needs CUDA
 
@@ -24,12 +25,12 @@ def shards(strategy: dict) -> bool:
     return any(strategy["training_args"].get(key) for key in GPU_ONLY_TRAINING_ARGS)
 
 
-def trains_in_process(cluster: dict, strategy: dict) -> bool:
+def trains_in_process(cluster: ClusterConfig, strategy: dict) -> bool:
     """A single-worker trial trains in the trial's own process (Train V2 local mode): no
     controller, placement group or worker actors to start and stop. Not one that shards: FSDP and
     DeepSpeed need the process group a Train worker group sets up, even a group of one (in local
     mode transformers refuses FSDP: "only works in distributed training", seen on an H200)."""
-    return cluster["num_workers"] == 1 and not shards(strategy)
+    return cluster.num_workers == 1 and not shards(strategy)
 
 
 def resource_names(resources: dict) -> dict:
@@ -37,46 +38,47 @@ def resource_names(resources: dict) -> dict:
     return {k.upper() if k.lower() in ("cpu", "gpu") else k: v for k, v in resources.items()}
 
 
-def trial_resources(cluster: dict, strategy: dict) -> dict:
+def trial_resources(cluster: ClusterConfig, strategy: dict) -> dict:
     """What one trial holds: every worker's resources, plus 1 CPU for the trial process when it
     drives a worker group (an in-process trial is its one worker)."""
-    per_worker = resource_names(cluster["resources_per_worker"])
+    per_worker = resource_names(cluster.resources_per_worker)
     per_worker.setdefault("CPU", 1)
-    if cluster["use_gpu"]:
+    if cluster.use_gpu:
         per_worker.setdefault("GPU", 1)
-    total = {k: v * cluster["num_workers"] for k, v in per_worker.items()}
+    total = {k: v * cluster.num_workers for k, v in per_worker.items()}
     if not trains_in_process(cluster, strategy):
         total["CPU"] += 1
     return total
 
 
-def billed_resources(cluster: dict, strategy: dict) -> float:
+def billed_resources(cluster: ClusterConfig, strategy: dict) -> float:
     """What a trial-hour counts of one trial (`budget.trial_hours`, its price): the GPUs it holds on a
     GPU sweep, else its CPUs."""
     held = trial_resources(cluster, strategy)
     return held.get("GPU") or held["CPU"]
 
 
-def price_key(cluster: dict) -> str:
+def price_key(cluster: ClusterConfig) -> str:
     """The cluster.* key pricing what `billed_resources` counts (a GPU's price holds the CPUs beside it)."""
-    return "price_per_gpu_hour" if cluster["use_gpu"] else "price_per_cpu_hour"
+    return "price_per_gpu_hour" if cluster.use_gpu else "price_per_cpu_hour"
 
 
-def trial_shape(cluster: dict, strategy: dict) -> str:
+def trial_shape(cluster: ClusterConfig, strategy: dict) -> str:
     """How a trial's resources add up, for error messages."""
     if trains_in_process(cluster, strategy):
         return "1 worker in the trial's process"
-    workers = cluster["num_workers"]
+    workers = cluster.num_workers
     return f"1 CPU for the trial + {workers} worker{'s' if workers > 1 else ''}"
 
 
 def check_hardware(cfg: dict) -> None:
     """Refuse what this machine or the trial's share of the cluster cannot run, before Ray starts."""
-    _validate_packed_gpus(cfg["strategy"], cfg["cluster"])
-    _validate_strategy(cfg["strategy"], cfg["cluster"])
-    _validate_precision(cfg["training"], cfg["cluster"])
-    _validate_cluster(cfg["cluster"], cfg["strategy"])
-    if cfg["cluster"]["address"] is None:
+    cluster = typed(ClusterConfig, cfg["cluster"])
+    _validate_packed_gpus(cfg["strategy"], cluster)
+    _validate_strategy(cfg["strategy"], cluster)
+    _validate_precision(cfg["training"], cluster)
+    _validate_cluster(cluster, cfg["strategy"])
+    if cluster.address is None:
         check_hfsweep_installed()
 
 
@@ -106,10 +108,10 @@ def check_hfsweep_installed() -> None:
     )
 
 
-def _validate_precision(training: dict, cluster: dict) -> None:
+def _validate_precision(training: dict, cluster: ClusterConfig) -> None:
     """bf16 on a local GPU without it (before Ampere) would fail in the first trial; CPUs run
     bf16 and fp16 through autocast."""
-    if training.get("bf16") and cluster["use_gpu"] and cluster["address"] is None:
+    if training.get("bf16") and cluster.use_gpu and cluster.address is None:
         import torch
 
         if torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
@@ -119,7 +121,7 @@ def _validate_precision(training: dict, cluster: dict) -> None:
             )
 
 
-def _validate_strategy(strategy: dict, cluster: dict) -> None:
+def _validate_strategy(strategy: dict, cluster: ClusterConfig) -> None:
     """Refuse a strategy the hardware cannot run: on CPU transformers silently trains FSDP as
     plain DDP, and DeepSpeed needs its package and CUDA."""
     import importlib.util
@@ -130,18 +132,18 @@ def _validate_strategy(strategy: dict, cluster: dict) -> None:
             f"strategy={strategy['name']}: DeepSpeed is not installed; pip install 'hfsweep[deepspeed]' "
             f"(on a machine with CUDA GPUs), or use strategy=ddp."
         )
-    if shards(strategy) and not cluster["use_gpu"]:
+    if shards(strategy) and not cluster.use_gpu:
         raise ConfigError(
             f"strategy={strategy['name']}: needs GPUs; set cluster.use_gpu=true on a GPU machine, "
             f"or use strategy=ddp on CPUs."
         )
 
 
-def _validate_packed_gpus(strategy: dict, cluster: dict) -> None:
+def _validate_packed_gpus(strategy: dict, cluster: ClusterConfig) -> None:
     """Trials packed onto shared GPUs (`cluster.resources_per_worker.GPU` below 1) each train in
     one process: NCCL refuses two ranks of one group on one GPU, and FSDP and DeepSpeed shard a
     model across whole GPUs."""
-    gpus = resource_names(cluster["resources_per_worker"]).get("GPU", 1 if cluster["use_gpu"] else 0)
+    gpus = resource_names(cluster.resources_per_worker).get("GPU", 1 if cluster.use_gpu else 0)
     if not 0 < gpus < 1:
         return
     if shards(strategy):
@@ -149,30 +151,30 @@ def _validate_packed_gpus(strategy: dict, cluster: dict) -> None:
             f"strategy={strategy['name']}: shards a model across whole GPUs, not a share of one "
             f"(cluster.resources_per_worker.GPU={gpus:g}); use strategy=ddp, or GPU=1."
         )
-    if cluster["num_workers"] > 1:
+    if cluster.num_workers > 1:
         raise ConfigError(
             f"cluster.num_workers: trials packed onto shared GPUs (cluster.resources_per_worker.GPU={gpus:g}) train in "
             f"one process each, as NCCL needs a GPU per worker; set cluster.num_workers=1, or GPU=1."
         )
 
 
-def _validate_cluster(cluster: dict, strategy: dict) -> None:
-    if cluster["num_workers"] < 1:
+def _validate_cluster(cluster: ClusterConfig, strategy: dict) -> None:
+    if cluster.num_workers < 1:
         raise ConfigError("cluster.num_workers: must be at least 1.")
     # A local Ray finds this machine's GPUs (unless cluster.num_gpus declares logical ones).
-    gpus_per_worker = resource_names(cluster["resources_per_worker"]).get("GPU", 0)
-    if (cluster["use_gpu"] or gpus_per_worker) and cluster["address"] is None and cluster["num_gpus"] is None:
+    gpus_per_worker = resource_names(cluster.resources_per_worker).get("GPU", 0)
+    if (cluster.use_gpu or gpus_per_worker) and cluster.address is None and cluster.num_gpus is None:
         import torch
 
         if not torch.cuda.is_available():
-            key = "cluster.use_gpu" if cluster["use_gpu"] else "cluster.resources_per_worker.GPU"
-            fix = "set cluster.use_gpu=false" if cluster["use_gpu"] else "remove it (~cluster.resources_per_worker.GPU)"
+            key = "cluster.use_gpu" if cluster.use_gpu else "cluster.resources_per_worker.GPU"
+            fix = "set cluster.use_gpu=false" if cluster.use_gpu else "remove it (~cluster.resources_per_worker.GPU)"
             raise ConfigError(f"{key}: this machine has no CUDA GPU; {fix}.")
-    if cluster["address"] is None and cluster["num_cpus"] is not None:
+    if cluster.address is None and cluster.num_cpus is not None:
         per_trial, shape = trial_resources(cluster, strategy)["CPU"], trial_shape(cluster, strategy)
-        if per_trial + DATA_CPUS > cluster["num_cpus"]:
+        if per_trial + DATA_CPUS > cluster.num_cpus:
             raise ConfigError(
                 f"cluster.num_workers: one trial needs {per_trial:g} CPUs ({shape}) and reading its "
-                f"data {DATA_CPUS} more, but cluster.num_cpus is {cluster['num_cpus']:g}; raise cluster.num_cpus or "
+                f"data {DATA_CPUS} more, but cluster.num_cpus is {cluster.num_cpus:g}; raise cluster.num_cpus or "
                 f"lower cluster.num_workers."
             )

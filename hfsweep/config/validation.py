@@ -15,6 +15,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object, training_argument_names, unknown_key_error
 from hfsweep.config.objectives import first_objective, objectives
 from hfsweep.config.resources import price_key
+from hfsweep.config.schema import ClusterConfig, typed
 
 PLATEAU = "reduce_lr_on_plateau"  # the one LR schedule that is not a function of the step
 POSITIVE_TRAINING_KEYS = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps")
@@ -47,7 +48,7 @@ def check_config(cfg: dict, generates: bool = False) -> None:
     # reads transformers' source
     _validate_training_argument_names(cfg["training"], cfg["strategy"]["training_args"], generates)
     _validate_targets(cfg)  # imports every `_target_`'s module
-    _validate_budget(cfg["budget"], cfg["cluster"])
+    _validate_budget(cfg["budget"], typed(ClusterConfig, cfg["cluster"]))
 
 
 def _validate_targets(node, path: str = "") -> None:
@@ -153,24 +154,25 @@ def _validate_best_model_metric(cfg: dict) -> None:
         )
 
 
-def _validate_budget(budget: dict, cluster: dict) -> None:
+def _validate_budget(budget: dict, cluster: ClusterConfig) -> None:
     for key, example in (("wall_clock_s", 3600), ("trial_hours", 8), ("usd", 100)):
         if budget[key] is not None and budget[key] <= 0:
             raise ConfigError(
                 f"budget.{key}: must be positive, not {budget[key]}; e.g. budget.{key}={example}, or null for none."
             )
-    for key in ("price_per_gpu_hour", "price_per_cpu_hour"):  # .get: absent from a config saved before prices (replay)
-        if cluster.get(key) is not None and cluster[key] < 0:
-            raise ConfigError(f"cluster.{key}: must be at least 0, not {cluster[key]}; e.g. cluster.{key}=2.5.")
+    for key in ("price_per_gpu_hour", "price_per_cpu_hour"):
+        price = getattr(cluster, key)
+        if price is not None and price < 0:
+            raise ConfigError(f"cluster.{key}: must be at least 0, not {price}; e.g. cluster.{key}=2.5.")
     budgets = [key for key in ("wall_clock_s", "trial_hours", "usd") if budget[key] is not None]
-    if budgets and str(cluster.get("address") or "").startswith("ray://"):
+    if budgets and str(cluster.address or "").startswith("ray://"):
         raise ConfigError(
             f"budget.{budgets[0]}: a budget is counted by Tune's loop, which runs on the cluster under "
             f"Ray Client (cluster.address=ray://...) where the driver cannot read it; run the sweep on "
             f"the head node (cluster.address=auto), or drop budget.{budgets[0]}."
         )
     price = price_key(cluster)
-    if budget["usd"] is not None and cluster.get(price) is None:
+    if budget["usd"] is not None and getattr(cluster, price) is None:
         raise ConfigError(
             f"budget.usd: needs the price of what the trials hold; set cluster.{price}, e.g. cluster.{price}=2.5."
         )

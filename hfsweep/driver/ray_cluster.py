@@ -24,6 +24,7 @@ from hfsweep.config.resources import (
     trial_shape,
     usable_cores,
 )
+from hfsweep.config.schema import ClusterConfig, typed
 from hfsweep.driver.search.search_rules import is_population_training, population_size
 
 FORWARDED_ENV = (
@@ -65,24 +66,24 @@ def quiet_deepspeed_here() -> None:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 
-def init_ray(cluster: dict) -> None:
+def init_ray(cluster: ClusterConfig) -> None:
     """Connect to `cluster.address`, or start a local Ray with the declared logical CPUs."""
     if ray.is_initialized():
         return
     env = {**QUIET_ENV, **{k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}}
     env["TOKENIZERS_PARALLELISM"] = "false"
-    if not cluster.get("use_gpu") and "DS_ACCELERATOR" not in env:
+    if not cluster.use_gpu and "DS_ACCELERATOR" not in env:
         env["DS_ACCELERATOR"] = "cpu"  # else DeepSpeed, when installed, warns on every CPU worker that it found no GPU
     quiet_deepspeed_here()
     quiet_ray_auth_notice()
-    runtime_env = cluster.get("runtime_env") or {}
-    if cluster["address"]:
-        check_reachable(cluster["address"])
+    runtime_env = cluster.runtime_env or {}
+    if cluster.address:
+        check_reachable(cluster.address)
         try:
-            ray.init(address=cluster["address"], runtime_env=sweep_runtime_env(runtime_env, env))
+            ray.init(address=cluster.address, runtime_env=sweep_runtime_env(runtime_env, env))
         except (ConnectionError, TimeoutError) as err:
             raise ConfigError(
-                f"cluster.address: cannot reach a Ray cluster at '{cluster['address']}' ({type(err).__name__}); "
+                f"cluster.address: cannot reach a Ray cluster at '{cluster.address}' ({type(err).__name__}); "
                 f"check the address (ray status on the head){auth_hint()}, or drop cluster.address to start a "
                 f"local Ray."
             ) from err
@@ -114,7 +115,7 @@ def sweep_runtime_env(runtime_env: dict, env: dict) -> dict:
     }
 
 
-def start_local_ray(cluster: dict, env: dict, runtime_env: dict) -> None:
+def start_local_ray(cluster: ClusterConfig, env: dict, runtime_env: dict) -> None:
     """Start a Ray for this sweep on this machine, on a GCS port chosen here.
 
     Ray's own actors (Train's placement-group cleaner among them) find their cluster's State API
@@ -126,13 +127,13 @@ def start_local_ray(cluster: dict, env: dict, runtime_env: dict) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**LOCAL_RAY_ENV, **env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
-    with gcs_port(port), raylet_startup_concurrency(cluster["num_cpus"]):
+    with gcs_port(port), raylet_startup_concurrency(cluster.num_cpus):
         try:
             # "local": a new Ray even when `ray start` left one that a bare ray.init() would join
             ray.init(
                 address="local",
-                num_cpus=whole_cpus(cluster["num_cpus"]),
-                num_gpus=cluster["num_gpus"],
+                num_cpus=whole_cpus(cluster.num_cpus),
+                num_gpus=cluster.num_gpus,
                 resources={TRIAL_SLOT: local_trial_slots(cluster)},
                 runtime_env=sweep_runtime_env(runtime_env, env),
             )
@@ -196,7 +197,7 @@ def check_reachable(address: str, timeout_s: float = 3.0) -> None:
         ) from err
 
 
-def check_trial_fits(cluster: dict, strategy: dict) -> None:
+def check_trial_fits(cluster: ClusterConfig, strategy: dict) -> None:
     """Refuse at once a trial shape that no cluster node can hold, instead of Ray retrying the
     worker group start forever."""
     need = trial_resources(cluster, strategy)
@@ -211,19 +212,19 @@ def check_trial_fits(cluster: dict, strategy: dict) -> None:
                 f"but the cluster has {total.get(key, 0):g}; lower "
                 f"cluster.num_workers or cluster.resources_per_worker, or add nodes."
             )
-    bundle = resource_names(cluster["resources_per_worker"])
+    bundle = resource_names(cluster.resources_per_worker)
     nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
     if not any(all(node.get(k, 0) >= v for k, v in bundle.items()) for node in nodes):
         raise ConfigError(f"cluster.resources_per_worker: no node has {bundle} for one worker; lower it.")
 
 
-def local_trial_slots(cluster: dict) -> int:
+def local_trial_slots(cluster: ClusterConfig) -> int:
     """The trial slots a Ray started here declares: one per usable core, at most its logical CPUs
     less `DATA_CPUS` (without cluster.num_cpus, Ray declares about one CPU per core)."""
-    return max(1, min(usable_cores(), (cluster["num_cpus"] or usable_cores()) - DATA_CPUS))
+    return max(1, min(usable_cores(), (cluster.num_cpus or usable_cores()) - DATA_CPUS))
 
 
-def held_per_trial(cluster: dict, strategy: dict) -> dict:
+def held_per_trial(cluster: ClusterConfig, strategy: dict) -> dict:
     """What one trial holds of the connected Ray: every worker's resources (`trial_resources`),
     and an in-process trial one trial slot where the Ray declares them (`TRIAL_SLOT`)."""
     held = trial_resources(cluster, strategy)
@@ -232,7 +233,7 @@ def held_per_trial(cluster: dict, strategy: dict) -> dict:
     return held
 
 
-def reserved_by_tune(cluster: dict, strategy: dict) -> dict:
+def reserved_by_tune(cluster: ClusterConfig, strategy: dict) -> dict:
     """What Tune reserves for a trial: an in-process trial holds all it uses; one that drives a
     worker group holds 1 CPU, and Train reserves the workers' when it starts them."""
     return held_per_trial(cluster, strategy) if trains_in_process(cluster, strategy) else {"CPU": 1}
@@ -245,11 +246,11 @@ def fits_at_once(reserved: dict, keep_cpus: float = 0) -> int:
     return max(1, min(math.floor(total.get(k, 0) / v) for k, v in reserved.items() if v))
 
 
-def max_concurrent_trials(cluster: dict, strategy: dict) -> int:
+def max_concurrent_trials(cluster: ClusterConfig, strategy: dict) -> int:
     """As many trials as the cluster's resources hold at once (`held_per_trial`: on a Ray started
     here, at most one in-process trial per core), unless configured. `DATA_CPUS` stay free for
     reading the data."""
-    return cluster["max_concurrent_trials"] or fits_at_once(held_per_trial(cluster, strategy), keep_cpus=DATA_CPUS)
+    return cluster.max_concurrent_trials or fits_at_once(held_per_trial(cluster, strategy), keep_cpus=DATA_CPUS)
 
 
 def searcher_cap(cfg: dict) -> Optional[int]:
@@ -257,7 +258,7 @@ def searcher_cap(cfg: dict) -> Optional[int]:
     where Tune's reservations alone keep what runs within it (in-process trials on a Ray started
     here), since Tune counts paused trials against a cap and the population would shrink; a
     population larger than the cap is refused otherwise."""
-    cluster, strategy = cfg["cluster"], cfg["strategy"]
+    cluster, strategy = typed(ClusterConfig, cfg["cluster"]), cfg["strategy"]
     cap = max_concurrent_trials(cluster, strategy)
     if not is_population_training(cfg):
         return cap

@@ -21,6 +21,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import extended_config, import_object, iter_leaves, saved_config
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trains_in_process
+from hfsweep.config.schema import ClusterConfig, typed
 from hfsweep.contract import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, prepare_apart
 from hfsweep.driver.loggers import build_loggers
@@ -83,7 +84,7 @@ def trainable_for(cfg: dict, task, data: PreparedData):
     ray_datasets = load_ray_datasets(data, cfg["data"]["datasets_to_split"], cfg["seed"])  # once, shared by every trial
     return tune.with_resources(
         tune.with_parameters(run_trial, cfg=cfg, task=task, data=data, ray_datasets=ray_datasets),
-        reserved_by_tune(cfg["cluster"], cfg["strategy"]),
+        reserved_by_tune(typed(ClusterConfig, cfg["cluster"]), cfg["strategy"]),
     )
 
 
@@ -143,7 +144,7 @@ def plan_sweep(cfg: dict, task) -> SweepPlan:
     check_weights_digest(cfg["model"], cfg["cache_dir"])
     check_peft_targets(cfg, task)
     if cfg["data"]["prepare_on"] == "cluster":  # the one preparation that needs Ray: tasks on the cluster's nodes
-        init_ray(cfg["cluster"])
+        init_ray(typed(ClusterConfig, cfg["cluster"]))
         data = prepare(cfg, task)
     else:
         data = prepare_apart(cfg, task)  # the driver starts Ray after it, holding no tokenizer threads
@@ -153,8 +154,9 @@ def plan_sweep(cfg: dict, task) -> SweepPlan:
 def start_cluster(cfg: dict) -> Optional[int]:
     """Start (or join) Ray and check that a trial fits on it; the searcher's cap on live trials,
     which refuses a PBT population that could not be alive at once."""
-    init_ray(cfg["cluster"])
-    check_trial_fits(cfg["cluster"], cfg["strategy"])
+    cluster = typed(ClusterConfig, cfg["cluster"])
+    init_ray(cluster)
+    check_trial_fits(cluster, cfg["strategy"])
     return searcher_cap(cfg)
 
 
@@ -164,7 +166,7 @@ def build_tuner(plan: SweepPlan, cap: Optional[int]) -> tune.Tuner:
     are the searcher's alone (TuneConfig takes one metric); a trial's checkpoints are ranked by
     the first. `cap`: `start_cluster`'s."""
     cfg, setup = plan.cfg, plan.setup
-    cluster = cfg["cluster"]
+    cluster = typed(ClusterConfig, cfg["cluster"])
     in_process = trains_in_process(cluster, cfg["strategy"])
     single = not is_multi_objective(cfg)
     return tune.Tuner(
@@ -181,14 +183,14 @@ def build_tuner(plan: SweepPlan, cap: Optional[int]) -> tune.Tuner:
         ),
         run_config=tune.RunConfig(
             name=cfg["name"],
-            storage_path=cfg["cluster"]["storage_path"],
+            storage_path=cluster.storage_path,
             checkpoint_config=tune.CheckpointConfig(
                 num_to_keep=cfg["checkpoints"]["keep_per_trial"],
                 checkpoint_score_attribute=first_objective(cfg)[0],
                 checkpoint_score_order=first_objective(cfg)[1],
             ),
             stop=plan.stopper,
-            failure_config=tune.FailureConfig(max_failures=cluster["max_failures"] if in_process else 0),
+            failure_config=tune.FailureConfig(max_failures=cluster.max_failures if in_process else 0),
             callbacks=plan.callbacks,
             verbose=1,  # Tune's status table; per-trial detail is in the experiment directory
         ),

@@ -27,7 +27,7 @@ from ray.util.queue import Queue
 
 from hfsweep.config.loading import apply_sampled
 from hfsweep.config.resources import resource_names, trains_in_process
-from hfsweep.config.schema import DataConfig, typed
+from hfsweep.config.schema import ClusterConfig, DataConfig, typed
 from hfsweep.contract import HF_CHECKPOINTS, read_pointer, report_to_tune, steps_for_epochs
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, what_is_prepared
 from hfsweep.tasks import with_options
@@ -77,9 +77,9 @@ def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_dataset
     if changed or trial_cfg["seed"] != cfg["seed"]:  # a searched seed (replay) reshuffles too
         ray_datasets = load_ray_datasets(data, trial_cfg["data"]["datasets_to_split"], trial_cfg["seed"])
     resume_from = read_pointer(tune.get_checkpoint())
-    cluster = trial_cfg["cluster"]  # any key may be searched, cluster.* included
+    cluster = typed(ClusterConfig, trial_cfg["cluster"])  # any key may be searched, cluster.* included
     run_name = train_run_name(tune.get_context().get_trial_id(), resume_from)
-    train_runs = os.path.join(cluster["storage_path"], cfg["name"], "train_runs")
+    train_runs = os.path.join(cluster.storage_path, cfg["name"], "train_runs")
     loop_config = {
         "cfg": trial_cfg,
         "task": task,
@@ -111,15 +111,15 @@ def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_dataset
         train_loop,
         train_loop_config=loop_config,
         scaling_config=ray.train.ScalingConfig(
-            num_workers=cluster["num_workers"],
-            use_gpu=cluster["use_gpu"],
-            resources_per_worker=resource_names(cluster["resources_per_worker"]),
+            num_workers=cluster.num_workers,
+            use_gpu=cluster.use_gpu,
+            resources_per_worker=resource_names(cluster.resources_per_worker),
         ),
         run_config=ray.train.RunConfig(
             name=run_name,
             storage_path=train_runs,
             callbacks=[ForwardToTune(reports)],
-            failure_config=ray.train.FailureConfig(max_failures=cluster["max_failures"]),
+            failure_config=ray.train.FailureConfig(max_failures=cluster.max_failures),
             logging_config=ray.train.LoggingConfig(log_level="WARNING"),
         ),
         datasets=ray_datasets,

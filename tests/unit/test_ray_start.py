@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hfsweep.config.errors import ConfigError, RayStartError
+from hfsweep.config.schema import ClusterConfig, typed
 from hfsweep.driver import ray_cluster
 
 
@@ -18,7 +19,7 @@ def test_a_ray_that_never_registers_its_raylet_is_refused_in_one_line_naming_its
         )
 
     monkeypatch.setattr(ray_cluster.ray, "init", lambda **kwargs: timed_out())
-    cluster = {"num_cpus": 8, "num_gpus": None}
+    cluster = typed(ClusterConfig, {"num_cpus": 8})
     with pytest.raises(RayStartError) as refused:
         ray_cluster.start_local_ray(cluster, {}, {})
     message = str(refused.value)
@@ -31,7 +32,7 @@ def test_a_local_ray_is_given_whole_logical_cpus_and_a_fraction_is_refused(monke
     flag, and on a 16-core GPU node the raylet refused '8.0' and never registered."""
     given = []
     monkeypatch.setattr(ray_cluster.ray, "init", lambda **kwargs: given.append(kwargs))
-    ray_cluster.start_local_ray({"num_cpus": 8.0, "num_gpus": None}, {}, {})
+    ray_cluster.start_local_ray(typed(ClusterConfig, {"num_cpus": 8.0}), {}, {})
     assert given[0]["num_cpus"] == 8 and isinstance(given[0]["num_cpus"], int)
     with pytest.raises(ConfigError, match=r"^cluster.num_cpus: 2.5 logical CPUs .* whole number"):
-        ray_cluster.start_local_ray({"num_cpus": 2.5, "num_gpus": None}, {}, {})
+        ray_cluster.start_local_ray(typed(ClusterConfig, {"num_cpus": 2.5}), {}, {})

@@ -26,6 +26,7 @@ from hfsweep import run_dir as run_files  # noqa: E402
 from hfsweep.config.loading import read_config  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
 from hfsweep.config.resources import billed_resources, price_key  # noqa: E402
+from hfsweep.config.schema import ClusterConfig, typed
 from hfsweep.contract import COST_METRICS, MAX_STEPS  # noqa: E402
 from hfsweep.driver.results.anytime import anytime_curve, plot_anytime, summary_row  # noqa: E402
 from hfsweep.driver.results.best import BestTrial, lookup, searched_paths  # noqa: E402
@@ -73,7 +74,7 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
     """One row per trial: hyperparameters, status, iterations, best and last value of each
     objective, what its training cost (its last report's, and `cost_usd` when the cluster has a
     price), why it ended; with several objectives, whether it is Pareto-optimal."""
-    rows = []
+    rows, cluster = [], typed(ClusterConfig, cfg["cluster"])
     for trial in analysis.trials:
         history = analysis.trial_dataframes.get(trial.trial_id, pd.DataFrame())
         scores = {}
@@ -91,7 +92,7 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
                 "time_total_s": trial.last_result.get("time_total_s"),
                 **scores,
                 **{name: trial.last_result.get(name) for name in COST_METRICS},
-                "cost_usd": trial_cost_usd(cfg["cluster"], cfg["strategy"], trial.last_result.get("time_total_s", 0.0)),
+                "cost_usd": trial_cost_usd(cluster, cfg["strategy"], trial.last_result.get("time_total_s", 0.0)),
                 "ended": why_it_ended(trial, cfg["training"]["max_steps"]),
                 "error": error_line(trial),
             }
@@ -112,10 +113,11 @@ def cost_line(table: pd.DataFrame, cfg: dict) -> str:
     """results.md's total cost, when the cluster has a price (each trial's is its `cost_usd`)."""
     if "cost_usd" not in table:
         return ""
-    key = price_key(cfg["cluster"])
+    cluster = typed(ClusterConfig, cfg["cluster"])
+    key = price_key(cluster)
     return (
         f"\nTotal cost: ${table['cost_usd'].sum():.4g} over {len(table)} trials (each trial's hours x the "
-        f"{'GPUs' if cfg['cluster']['use_gpu'] else 'CPUs'} it holds x cluster.{key}={cfg['cluster'][key]:g}).\n"
+        f"{'GPUs' if cluster.use_gpu else 'CPUs'} it holds x cluster.{key}={getattr(cluster, key):g}).\n"
     )
 
 
@@ -218,14 +220,18 @@ def sweep_anytime(run_dir: str) -> tuple[pd.DataFrame, Optional[float], dict]:
     histories = {t: h for analysis in analyses for t, h in analysis.trial_dataframes.items()}
     metric, mode = first_objective(cfg)
     table = pd.concat([trial_table(analysis, cfg) for analysis in analyses], ignore_index=True)
-    curve = anytime_curve(histories, metric, mode, billed_resources(cfg["cluster"], cfg["strategy"]))
+    curve = anytime_curve(
+        histories, metric, mode, billed_resources(typed(ClusterConfig, cfg["cluster"]), cfg["strategy"])
+    )
     return curve, defaults_score(table, metric), cfg
 
 
 def anytime_section(histories: dict, table: pd.DataFrame, cfg: dict, path: str) -> str:
     """anytime.png, and results.md's lines on it."""
     metric, mode = first_objective(cfg)
-    curve = anytime_curve(histories, metric, mode, billed_resources(cfg["cluster"], cfg["strategy"]))
+    curve = anytime_curve(
+        histories, metric, mode, billed_resources(typed(ClusterConfig, cfg["cluster"]), cfg["strategy"])
+    )
     if curve.empty:
         return ""
     plot_anytime({cfg["name"]: curve}, metric, path)

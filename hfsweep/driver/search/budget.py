@@ -22,6 +22,7 @@ from ray import tune
 from ray.tune.result import SHOULD_CHECKPOINT
 
 from hfsweep.config.resources import billed_resources, price_key
+from hfsweep.config.schema import ClusterConfig, typed
 
 
 @dataclass
@@ -55,10 +56,10 @@ def spent_before(analyses: list) -> dict:
     return {"spent_s": spent_s, "trial_s": trial_s, "reason": None}
 
 
-def trial_cost_usd(cluster: dict, strategy: dict, time_total_s: float) -> Optional[float]:
+def trial_cost_usd(cluster: ClusterConfig, strategy: dict, time_total_s: float) -> Optional[float]:
     """What a trial that ran `time_total_s` cost, counted as the budget counts it; None without a price
     (or in a run directory saved before prices existed, which `python -m hfsweep.report` still reads)."""
-    price = cluster.get(price_key(cluster))
+    price = getattr(cluster, price_key(cluster))
     return None if price is None else time_total_s * billed_resources(cluster, strategy) / 3600 * price
 
 
@@ -166,7 +167,7 @@ class SweepBudget(tune.Stopper, tune.Callback):
 def build_budget(cfg: dict) -> Optional[SweepBudget]:
     """The budget stopper, or None when the config sets no budget. A trial's resources are its
     GPUs on a GPU sweep, else its CPUs."""
-    budget, cluster = cfg["budget"], cfg["cluster"]
+    budget, cluster = cfg["budget"], typed(ClusterConfig, cfg["cluster"])
     if budget["wall_clock_s"] is None and budget["trial_hours"] is None and budget["usd"] is None:
         return None
     return SweepBudget(
@@ -174,5 +175,5 @@ def build_budget(cfg: dict) -> Optional[SweepBudget]:
         budget["trial_hours"],
         billed_resources(cluster, cfg["strategy"]),
         budget["usd"],
-        cluster[price_key(cluster)],
+        getattr(cluster, price_key(cluster)),
     )
