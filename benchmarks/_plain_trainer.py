@@ -16,6 +16,7 @@ import datasets
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments, default_data_collator, set_seed
 
+from hfsweep.config.schema import ModelConfig, typed
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.models import build_model
 from hfsweep.tasks import get_task
@@ -35,7 +36,7 @@ def main(spec_path: str) -> None:
     cfg, data = spec["cfg"], spec["data"]
     tokenizer = load_tokenizer(data["tokenizer_path"])
     set_seed(cfg["seed"])
-    model = build_model(cfg["model"], tokenizer, task=get_task(cfg["model"]["task"]))
+    model = build_model(typed(ModelConfig, cfg["model"]), tokenizer, task=get_task(cfg["model"]["task"]))
     train = datasets.Dataset.from_parquet(sorted(glob.glob(os.path.join(data["train_path"], "*.parquet"))))
     validation = datasets.load_from_disk(data["validation_path"])
     args = TrainingArguments(

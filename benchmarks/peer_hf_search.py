@@ -44,7 +44,7 @@ from ray import tune  # noqa: E402
 from ray.tune.schedulers import ASHAScheduler  # noqa: E402
 from transformers import Trainer, TrainingArguments, default_data_collator, set_seed  # noqa: E402
 
-from hfsweep.config.schema import ClusterConfig, typed  # noqa: E402
+from hfsweep.config.schema import ClusterConfig, ModelConfig, typed  # noqa: E402
 from hfsweep.data.tokenizers import load_tokenizer  # noqa: E402
 from hfsweep.driver import sweep  # noqa: E402
 from hfsweep.driver.ray_cluster import init_ray  # noqa: E402
@@ -91,7 +91,7 @@ def hf_search(cfg: dict, reuse_actors: bool, threads_dir: str) -> tuple[float, f
     def model_init(trial=None):
         record_threads(threads_dir)
         set_seed(cfg["seed"])
-        return build_model(cfg["model"], tokenizer, task=get_task(cfg["model"]["task"]))
+        return build_model(typed(ModelConfig, cfg["model"]), tokenizer, task=get_task(cfg["model"]["task"]))
 
     train = datasets.Dataset.from_parquet(sorted(glob.glob(os.path.join(data.train_path, "*.parquet"))))
     validation = datasets.load_from_disk(data.validation_path)

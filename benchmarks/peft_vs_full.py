@@ -24,7 +24,7 @@ import tempfile
 
 from _common import config, run_sweep
 
-from hfsweep.config.schema import ClusterConfig, typed
+from hfsweep.config.schema import ClusterConfig, ModelConfig, typed
 from hfsweep.driver.ray_cluster import init_ray
 from hfsweep.driver.results.best import directory_bytes
 from hfsweep.tasks import get_task
@@ -44,7 +44,8 @@ def save_base(width: int, layers: int) -> str:
     tokenizer = load_tokenizer(prepare_data(cfg).tokenizer_path)
     transformers.set_seed(0)
     folder = tempfile.mkdtemp(prefix="hfsweep-peft-base-")
-    build_model(cfg["model"], tokenizer, task=get_task(cfg["model"]["task"])).save_pretrained(folder)
+    model_cfg = typed(ModelConfig, cfg["model"])
+    build_model(model_cfg, tokenizer, task=get_task(model_cfg.task)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 

@@ -19,7 +19,7 @@ from typing import Any, Optional, Protocol, runtime_checkable
 
 from ray import tune
 
-from hfsweep.config.schema import DataConfig
+from hfsweep.config.schema import DataConfig, ModelConfig
 
 IGNORED = -100  # the label the loss and the metrics skip: padding, special tokens, later sub-tokens
 
@@ -54,7 +54,7 @@ class DataTask(Protocol):
 
     def prepare_raw(self, raw, data_cfg: DataConfig): ...
 
-    def prepare_processor(self, model_cfg: dict, train, data_cfg: DataConfig, cache_dir: str) -> str: ...
+    def prepare_processor(self, model_cfg: ModelConfig, train, data_cfg: DataConfig, cache_dir: str) -> str: ...
 
     def load_processor(self, path: str): ...
 

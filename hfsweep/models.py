@@ -4,48 +4,50 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import warnings
 
 from hfsweep.config.errors import ConfigError, HubUnreachableError
+from hfsweep.config.schema import ModelConfig, PeftConfig, PeftMethod
 from hfsweep.contract import DataTask
 
 
-def check_pretrained_reachable(model_cfg: dict) -> None:
+def check_pretrained_reachable(model_cfg: ModelConfig) -> None:
     """Fail on the driver, in one line, if a pretrained model's config cannot be loaded."""
-    if not model_cfg["pretrained"]:
+    if not model_cfg.pretrained:
         return
     from transformers import AutoConfig
 
     try:
-        AutoConfig.from_pretrained(model_cfg["pretrained"])
+        AutoConfig.from_pretrained(model_cfg.pretrained)
     except ValueError as err:  # a local folder whose config.json is missing or names no model_type
         raise ConfigError(
-            f"model.pretrained: '{model_cfg['pretrained']}' has no usable config.json ({' '.join(str(err).split())}); "
+            f"model.pretrained: '{model_cfg.pretrained}' has no usable config.json ({' '.join(str(err).split())}); "
             f"give a folder a model was saved to (save_pretrained), or a hub name."
         ) from err
     except OSError as err:
         raise HubUnreachableError(
-            f"model.pretrained: cannot load '{model_cfg['pretrained']}' ({type(err).__name__}: offline or not "
+            f"model.pretrained: cannot load '{model_cfg.pretrained}' ({type(err).__name__}: offline or not "
             f"found); use a local directory, or model.pretrained=null to train the model.config architecture from "
             f"scratch."
         ) from err
 
 
-def check_model_fits_task(model_cfg: dict, task: DataTask) -> None:
+def check_model_fits_task(model_cfg: ModelConfig, task: DataTask) -> None:
     """Refuse in one line, on the driver, a model the task's Auto class has no class for (a GPT-2
     under model.task=masked_lm): every trial would fail building it."""
-    if model_cfg.get("factory"):
+    if model_cfg.factory:
         return
     from transformers import CONFIG_MAPPING, AutoConfig
 
     from hfsweep.compat import auto_class_builds
 
-    if model_cfg["pretrained"]:
-        key, config_class = "model.pretrained", type(AutoConfig.from_pretrained(model_cfg["pretrained"]))
+    if model_cfg.pretrained:
+        key, config_class = "model.pretrained", type(AutoConfig.from_pretrained(model_cfg.pretrained))
     else:
-        key, model_type = "model.config.model_type", model_cfg["config"]["model_type"]
+        key, model_type = "model.config.model_type", model_cfg.config["model_type"]
         if model_type not in CONFIG_MAPPING:
             close = difflib.get_close_matches(model_type, list(CONFIG_MAPPING.keys()), n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
@@ -59,17 +61,17 @@ def check_model_fits_task(model_cfg: dict, task: DataTask) -> None:
         )
 
 
-def check_weights_digest(model_cfg: dict, cache_dir: str) -> None:
+def check_weights_digest(model_cfg: ModelConfig, cache_dir: str) -> None:
     """Refuse in one line a `model.pretrained` folder whose `model.safetensors` is not the file
     `model.weights_sha256` names. Checked once per file: the verdict is kept in `cache_dir`,
     keyed by the digest, the file's path, size and modification time."""
     import json
     import os
 
-    expected = model_cfg.get("weights_sha256")
+    expected = model_cfg.weights_sha256
     if not expected:
         return
-    weights = os.path.join(model_cfg["pretrained"] or "", "model.safetensors")
+    weights = os.path.join(model_cfg.pretrained or "", "model.safetensors")
     if not os.path.isfile(weights):
         raise ConfigError(
             f"model.weights_sha256: {weights} is not a file; give model.pretrained a local model folder, "
@@ -109,7 +111,12 @@ PEFT_TASK_TYPES = {
 
 
 def build_model(
-    model_cfg: dict, tokenizer, label_names: list[str] | None = None, peft_cfg: dict | None = None, *, task: DataTask
+    model_cfg: ModelConfig,
+    tokenizer,
+    label_names: list[str] | None = None,
+    peft_cfg: PeftConfig | None = None,
+    *,
+    task: DataTask,
 ):
     """A pretrained model, or one built from `model.config` with the tokenizer's vocabulary,
     through the task's Auto class; or whatever `model.factory` (a `_target_` callable taking
@@ -117,12 +124,12 @@ def build_model(
     cover. A classifier gets one output per class of the prepared data, named after it. With
     `peft_cfg` naming a method, the model is that adapter over this base. `task` is the sweep's
     Task, resolved once on the driver."""
-    quantized = peft_cfg is not None and (peft_cfg["load_in_4bit"] or peft_cfg["load_in_8bit"])
-    if model_cfg.get("factory"):
+    quantized = peft_cfg is not None and (peft_cfg.load_in_4bit or peft_cfg.load_in_8bit)
+    if model_cfg.factory:
         from hydra.utils import instantiate
 
         # called here: Hydra would instantiate model_cfg too
-        factory = instantiate(model_cfg["factory"], _partial_=True)
+        factory = instantiate(model_cfg.factory, _partial_=True)
         model = factory(model_cfg=model_cfg, tokenizer=tokenizer, label_names=label_names)
     else:
         from_data = task.model_config_kwargs(label_names)
@@ -131,7 +138,7 @@ def build_model(
         model = _build(model_cfg, task.auto_model_class(), task.config_from_processor(tokenizer), from_data)
     if getattr(model, "loss_type", None) is None:
         model.loss_type = task.loss_type
-    if peft_cfg is None or peft_cfg["method"] == "none":
+    if peft_cfg is None or peft_cfg.method is PeftMethod.none:
         return model
     from peft import get_peft_model, prepare_model_for_kbit_training
 
@@ -195,21 +202,21 @@ ADAPTER_KEYS = {
 }
 
 
-def adapter_config(peft_cfg: dict, auto_class):
+def adapter_config(peft_cfg: PeftConfig, auto_class):
     """The PEFT config `peft.method` names (`LoraConfig` or `IA3Config`) from the `peft` section."""
     from peft import IA3Config, LoraConfig
 
-    config_class = {"lora": LoraConfig, "ia3": IA3Config}[peft_cfg["method"]]
-    keys = ADAPTER_KEYS[peft_cfg["method"]]
-    return config_class(**{k: peft_cfg[k] for k in keys}, task_type=PEFT_TASK_TYPES.get(auto_class.__name__))
+    config_class = {"lora": LoraConfig, "ia3": IA3Config}[peft_cfg.method.name]
+    keys = ADAPTER_KEYS[peft_cfg.method.name]
+    return config_class(**{k: getattr(peft_cfg, k) for k in keys}, task_type=PEFT_TASK_TYPES.get(auto_class.__name__))
 
 
-def _quantization_config(peft_cfg: dict):
+def _quantization_config(peft_cfg: PeftConfig):
     """QLoRA's base: 4-bit NF4 with bf16 compute (or 8-bit), quantized by bitsandbytes on load."""
     import torch
     from transformers import BitsAndBytesConfig
 
-    if peft_cfg["load_in_4bit"]:
+    if peft_cfg.load_in_4bit:
         return BitsAndBytesConfig(
             load_in_4bit=True,
             bnb_4bit_quant_type="nf4",
@@ -219,22 +226,21 @@ def _quantization_config(peft_cfg: dict):
     return BitsAndBytesConfig(load_in_8bit=True)
 
 
-def _build(model_cfg: dict, auto_class, from_processor: dict, from_data: dict):
+def _build(model_cfg: ModelConfig, auto_class, from_processor: dict, from_data: dict):
     from transformers import AutoConfig
 
-    if model_cfg["pretrained"]:
-        return auto_class.from_pretrained(model_cfg["pretrained"], **from_data)
-    arch = dict(model_cfg["config"])
+    if model_cfg.pretrained:
+        return auto_class.from_pretrained(model_cfg.pretrained, **from_data)
+    arch = dict(model_cfg.config)
     config = AutoConfig.for_model(arch.pop("model_type"), **from_processor, **arch, **from_data)
     return auto_class.from_config(config)
 
 
-def check_peft_targets(cfg: dict, task: DataTask) -> None:
+def check_peft_targets(model_cfg: ModelConfig, peft_cfg: PeftConfig, search_space: dict, task: DataTask) -> None:
     """Refuse in one line, on the driver, target_modules (configured or searched) that the model
     does not have: the adapter is tried on the model built on the meta device (no weights, no
     memory; a pretrained model's config is read, not its weights)."""
-    model_cfg, peft_cfg = cfg["model"], cfg["peft"]
-    if peft_cfg["method"] == "none" or model_cfg.get("factory"):
+    if peft_cfg.method is PeftMethod.none or model_cfg.factory:
         return
     import torch
     from peft import get_peft_model
@@ -242,20 +248,20 @@ def check_peft_targets(cfg: dict, task: DataTask) -> None:
 
     check_pretrained_reachable(model_cfg)
     auto_class = task.auto_model_class()
-    if model_cfg["pretrained"]:
-        config = AutoConfig.from_pretrained(model_cfg["pretrained"])
+    if model_cfg.pretrained:
+        config = AutoConfig.from_pretrained(model_cfg.pretrained)
     else:
-        arch = dict(model_cfg["config"])
+        arch = dict(model_cfg.config)
         config = AutoConfig.for_model(arch.pop("model_type"), **arch)
-    searched = cfg["search_space"].get("peft", {}).get("target_modules", {}).get("values", [])
-    for targets in [peft_cfg["target_modules"], *searched]:
+    searched = search_space.get("peft", {}).get("target_modules", {}).get("values", [])
+    for targets in [peft_cfg.target_modules, *searched]:
         with torch.device("meta"):
             model = auto_class.from_config(config)
         try:
             # e.g. GPT-2's Conv1D sets fan_in_fan_out: PEFT's note, not the user's concern
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                get_peft_model(model, adapter_config({**peft_cfg, "target_modules": targets}, auto_class))
+                get_peft_model(model, adapter_config(dataclasses.replace(peft_cfg, target_modules=targets), auto_class))
         except ValueError as err:
             linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules() if _is_linear(module)})
             raise ConfigError(

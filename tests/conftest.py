@@ -186,6 +186,7 @@ def untrained_metrics(cfg: dict, out_dir: str) -> dict:
     import transformers
     from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
+    from hfsweep.config.schema import ModelConfig, typed
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.loops.hf_trainer import build_trainer
     from hfsweep.models import build_model
@@ -195,7 +196,7 @@ def untrained_metrics(cfg: dict, out_dir: str) -> dict:
     data = prepare_data(cfg)
     tokenizer = load_tokenizer(data.tokenizer_path)
     transformers.set_seed(cfg["seed"])
-    model = build_model(cfg["model"], tokenizer, data.label_names, task=task)
+    model = build_model(typed(ModelConfig, cfg["model"]), tokenizer, data.label_names, task=task)
     arguments_class = Seq2SeqTrainingArguments if task.generates else TrainingArguments
     args = arguments_class(output_dir=out_dir, use_cpu=True, report_to="none", per_device_eval_batch_size=64)
     trainer = build_trainer(
@@ -236,6 +237,7 @@ def save_tiny_base(folder: Path, cache: Path, overrides: list[str] = ()) -> str:
     tokenizer it trains on its data, at its initial weights."""
     import transformers
 
+    from hfsweep.config.schema import ModelConfig, typed
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.models import build_model
     from hfsweep.tasks import task_of
@@ -243,7 +245,7 @@ def save_tiny_base(folder: Path, cache: Path, overrides: list[str] = ()) -> str:
     cfg = resolved_config(["debug=tiny", *overrides], folder / "unused", cache)
     tokenizer = load_tokenizer(prepare_data(cfg).tokenizer_path)
     transformers.set_seed(0)
-    build_model(cfg["model"], tokenizer, task=task_of(cfg)).save_pretrained(folder)
+    build_model(typed(ModelConfig, cfg["model"]), tokenizer, task=task_of(cfg)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
 

@@ -65,7 +65,7 @@ class ModelConfig:
     weights_sha256: Optional[str] = None  # the expected digest of model.pretrained's model.safetensors, checked once
     config: Dict[str, Any] = field(default_factory=dict)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
-    # {_target_: a callable(model_cfg, tokenizer, label_names) -> model}
+    # {_target_: a callable(model_cfg, tokenizer, label_names) -> model}, model_cfg this ModelConfig
     factory: Dict[str, Any] = field(default_factory=dict)
 
 

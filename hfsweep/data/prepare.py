@@ -21,7 +21,7 @@ from datasets import Dataset, DatasetDict
 
 from hfsweep.compat import classic_parquet_reader, dataset_fingerprint
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.schema import DataConfig, plain, typed
+from hfsweep.config.schema import DataConfig, ModelConfig, plain, typed
 from hfsweep.contract import DataTask
 from hfsweep.data.cache import atomic_dir
 from hfsweep.data.shards import write_shards
@@ -90,7 +90,7 @@ def prepare(cfg: dict, task: DataTask) -> PreparedData:
     """Tokenize the configured data once, as the sweep's Task needs it; return where trials find it."""
     data_cfg, cache_dir = typed(DataConfig, cfg["data"]), os.path.expanduser(cfg["cache_dir"])
     raw = raw_splits(data_cfg, cache_dir, task)
-    tokenizer_path = task.prepare_processor(cfg["model"], raw["train"], data_cfg, cache_dir)
+    tokenizer_path = task.prepare_processor(typed(ModelConfig, cfg["model"]), raw["train"], data_cfg, cache_dir)
     tokenized_by = what_is_prepared(data_cfg)
     train_identity = source_identity(data_cfg, cache_dir) if data_cfg.streaming else dataset_fingerprint(raw["train"])
     key = hashlib.sha256(

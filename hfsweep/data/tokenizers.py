@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 
 from hfsweep.compat import dataset_fingerprint
 from hfsweep.config.errors import HubUnreachableError
+from hfsweep.config.schema import TokenizerConfig, plain
 from hfsweep.data.cache import atomic_dir
 
 SPECIAL_TOKEN = "<|endoftext|>"
@@ -117,18 +118,20 @@ TOKENIZER_TRAINERS = {
 TRAINED_WITH_MASK_TOKEN = ("wordpiece", "roberta_bpe")
 
 
-def tokenizer_for(tok_cfg: dict, train, texts_of: Callable, read_from: list, cache_dir: str) -> str:
+def tokenizer_for(tok_cfg: TokenizerConfig, train, texts_of: Callable, read_from: list, cache_dir: str) -> str:
     """A pretrained tokenizer's name, or the path of one trained on the training split's texts
     (`texts_of(row)`: the texts of one row, as the task reads them), cached by the tokenizer
     settings, the split's content and `read_from` (what names the texts taken)."""
-    if tok_cfg["pretrained"]:
-        return tok_cfg["pretrained"]
-    blob = json.dumps({"tokenizer": tok_cfg, "corpus": dataset_fingerprint(train), "texts": read_from}, sort_keys=True)
+    if tok_cfg.pretrained:
+        return tok_cfg.pretrained
+    # the key as the resolved config names the tokenizer (its kind by name), so caches stay valid
+    named = {"tokenizer": plain(tok_cfg), "corpus": dataset_fingerprint(train), "texts": read_from}
+    blob = json.dumps(named, sort_keys=True)
     out_dir = os.path.join(cache_dir, "tokenizers", hashlib.sha256(blob.encode()).hexdigest()[:16])
 
     def write(tmp: str) -> None:
         texts = (text for row in train for text in texts_of(row))
-        TOKENIZER_TRAINERS[tok_cfg["kind"]](texts, tok_cfg["vocab_size"]).save_pretrained(tmp)
+        TOKENIZER_TRAINERS[tok_cfg.kind.name](texts, tok_cfg.vocab_size).save_pretrained(tmp)
 
     return atomic_dir(out_dir, write)
 

@@ -21,7 +21,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import extended_config, import_object, iter_leaves, saved_config
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trains_in_process
-from hfsweep.config.schema import ClusterConfig, typed
+from hfsweep.config.schema import ClusterConfig, ModelConfig, PeftConfig, typed
 from hfsweep.contract import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, prepare_apart
 from hfsweep.driver.loggers import build_loggers
@@ -139,10 +139,11 @@ def plan_sweep(cfg: dict, task) -> SweepPlan:
     setup = search_setup(cfg, param_space)
     scheduler, stopper = build_scheduler(cfg, param_space), build_stopper(cfg, *filter(None, [setup.budget]))
     callbacks = [*build_loggers(cfg), *filter(None, [build_checkpoint_budget(cfg), setup.budget])]
-    check_pretrained_reachable(cfg["model"])
-    check_model_fits_task(cfg["model"], task)
-    check_weights_digest(cfg["model"], cfg["cache_dir"])
-    check_peft_targets(cfg, task)
+    model_cfg = typed(ModelConfig, cfg["model"])
+    check_pretrained_reachable(model_cfg)
+    check_model_fits_task(model_cfg, task)
+    check_weights_digest(model_cfg, cfg["cache_dir"])
+    check_peft_targets(model_cfg, typed(PeftConfig, cfg["peft"]), cfg["search_space"], task)
     if cfg["data"]["prepare_on"] == "cluster":  # the one preparation that needs Ray: tasks on the cluster's nodes
         init_ray(typed(ClusterConfig, cfg["cluster"]))
         data = prepare(cfg, task)
@@ -456,5 +457,5 @@ def untrained_eval_loss(cfg: dict, task, data: PreparedData) -> float:
 
     tokenizer = task.load_processor(data.tokenizer_path)
     set_seed(cfg["seed"])
-    model = build_model(cfg["model"], tokenizer, data.label_names, task=task)
+    model = build_model(typed(ModelConfig, cfg["model"]), tokenizer, data.label_names, task=task)
     return evaluate_model(model, tokenizer, data.validation_path, data_collator=task.collator(cfg, tokenizer))

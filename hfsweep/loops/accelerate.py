@@ -28,7 +28,7 @@ from transformers import get_scheduler
 from transformers.trainer_pt_utils import nested_concat, nested_numpify
 from transformers.utils import find_labels
 
-from hfsweep.config.schema import DataConfig, typed
+from hfsweep.config.schema import DataConfig, ModelConfig, typed
 from hfsweep.contract import EPOCH, IGNORED, MAX_STEPS, EvalContext, checkpoint_dir_name, checkpoint_step, epochs_done
 from hfsweep.loops.common import (
     WhatRan,
@@ -145,7 +145,7 @@ def train_loop_per_worker(config: dict) -> None:
     tokenizer = task.load_processor(config["tokenizer_path"])
     validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
-    model = build_model(cfg["model"], tokenizer, config["label_names"], task=task)
+    model = build_model(typed(ModelConfig, cfg["model"]), tokenizer, config["label_names"], task=task)
     transformers.set_seed(training.get("seed", cfg["seed"]))  # as the Trainer seeds itself, after the model
     if training.get("activation_checkpointing"):
         model.gradient_checkpointing_enable()

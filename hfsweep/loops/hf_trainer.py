@@ -19,7 +19,7 @@ from ray.train.huggingface.transformers import prepare_trainer
 from transformers import PrinterCallback, Seq2SeqTrainingArguments, Trainer, TrainerCallback, TrainingArguments
 
 from hfsweep.config.loading import import_object
-from hfsweep.config.schema import DataConfig, typed
+from hfsweep.config.schema import DataConfig, ModelConfig, PeftConfig, typed
 from hfsweep.contract import EPOCH, MAX_STEPS, EvalContext, checkpoint_dir_name, epochs_done
 from hfsweep.loops.common import (
     WhatRan,
@@ -172,9 +172,8 @@ def train_loop_per_worker(config: dict) -> None:
     task.prepare_tokenizer(tokenizer, typed(DataConfig, cfg["data"]))  # saved with every checkpoint's tokenizer
     validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
-    model = build_model(
-        cfg["model"], tokenizer, config["label_names"], cfg["peft"], task=task
-    )  # with peft: the adapter over the base
+    model_cfg, peft_cfg = typed(ModelConfig, cfg["model"]), typed(PeftConfig, cfg["peft"])
+    model = build_model(model_cfg, tokenizer, config["label_names"], peft_cfg, task=task)  # peft: an adapter over it
 
     collate = task.worker_collator(cfg, tokenizer, "train", worker_seed(cfg["seed"], in_process))
     train_shard = train_batches(ray.train.get_dataset_shard("train"), cfg, collate, cfg["seed"])

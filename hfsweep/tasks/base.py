@@ -7,7 +7,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Optional
 
-from hfsweep.config.schema import DataConfig, typed
+from hfsweep.config.schema import DataConfig, ModelConfig, typed
 from hfsweep.contract import IGNORED, EvalContext  # noqa: F401  (what task modules share with the loops)
 
 
@@ -82,7 +82,7 @@ class Task:
 
         return {f.name: getattr(self, f.name) for f in fields(self)} if is_dataclass(self) else {}
 
-    def prepare_processor(self, model_cfg: dict, train, data_cfg: DataConfig, cache_dir: str) -> str:
+    def prepare_processor(self, model_cfg: ModelConfig, train, data_cfg: DataConfig, cache_dir: str) -> str:
         """The folder of what turns this family's raw examples into model inputs, made once per
         sweep: for text, the pretrained tokenizer `model.tokenizer` names, or one trained on the
         train split's texts (`texts`), cached by content."""
@@ -92,9 +92,7 @@ class Task:
 
         # which texts of the split a tokenizer learns
         read_from = [self.identity(), {k: getattr(data_cfg, k) for k in self.text_keys}]
-        return tokenizer_for(
-            model_cfg["tokenizer"], train, partial(self.texts, data_cfg=data_cfg), read_from, cache_dir
-        )
+        return tokenizer_for(model_cfg.tokenizer, train, partial(self.texts, data_cfg=data_cfg), read_from, cache_dir)
 
     def load_processor(self, path: str):
         """The processor `prepare_processor` made (or a checkpoint saved): here a tokenizer."""

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.schema import DataConfig
+from hfsweep.config.schema import DataConfig, ModelConfig
 from hfsweep.tasks.base import Task, batch_collator
 from hfsweep.tasks.metrics import LABELS
 
@@ -38,14 +38,14 @@ class ImageClassification(Task):
 
         return AutoModelForImageClassification
 
-    def prepare_processor(self, model_cfg: dict, train, data_cfg: DataConfig, cache_dir: str) -> str:
+    def prepare_processor(self, model_cfg: ModelConfig, train, data_cfg: DataConfig, cache_dir: str) -> str:
         """The pretrained model's image processor, or a ViT processor for images of the built
         model's `image_size` (rescaled to 0..1, normalised to mean and std 0.5), saved once."""
         from transformers import ViTImageProcessor
 
-        if model_cfg["pretrained"]:
-            return model_cfg["pretrained"]
-        size = model_cfg["config"].get("image_size", 224)
+        if model_cfg.pretrained:
+            return model_cfg.pretrained
+        size = model_cfg.config.get("image_size", 224)
         settings = {"size": {"height": size, "width": size}, "image_mean": [0.5] * 3, "image_std": [0.5] * 3}
         out = os.path.join(
             cache_dir, "processors", hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]

@@ -13,7 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.schema import DataConfig
+from hfsweep.config.schema import DataConfig, ModelConfig, typed
 from hfsweep.data import offline as datasets_offline
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.tasks.causal_lm import group_texts
@@ -195,7 +195,9 @@ def test_padding_each_batch_gives_the_same_eval_loss_as_padding_to_max_length(pr
         prepared = prepare_data(cfg)
         tokenizer = load_tokenizer(prepared.tokenizer_path)
         transformers.set_seed(0)
-        model = build_model(cfg["model"], tokenizer, prepared.label_names, task=get_task(cfg["model"]["task"]))
+        model = build_model(
+            typed(ModelConfig, cfg["model"]), tokenizer, prepared.label_names, task=get_task(cfg["model"]["task"])
+        )
         collator = get_task("sequence_classification").data_collator(tokenizer)
         losses[padded] = evaluate_model(
             model, tokenizer, prepared.validation_path, batch_size=8, data_collator=collator
@@ -423,7 +425,7 @@ def test_the_typed_data_config_names_the_prepared_data_as_the_resolved_dict_does
     """The data layer reads `data.*` typed (`DataConfig`, enum members for the closed sets), yet the
     prepared data's cache key holds the same plain values as the resolved config: a sweep prepared
     before finds its cache, and what a trial compares to decide whether to prepare anew is the same."""
-    from hfsweep.config.schema import DataSource, typed
+    from hfsweep.config.schema import DataSource
     from hfsweep.data.prepare import NOT_PREPARED, what_is_prepared
     from tests.conftest import resolved_config
 
@@ -431,3 +433,22 @@ def test_the_typed_data_config_names_the_prepared_data_as_the_resolved_dict_does
     data_cfg = typed(DataConfig, cfg["data"])
     assert isinstance(data_cfg.source, DataSource) and data_cfg.max_length == cfg["data"]["max_length"]
     assert what_is_prepared(data_cfg) == {k: v for k, v in cfg["data"].items() if k not in NOT_PREPARED}
+
+
+@pytest.mark.parametrize("kind", ["byte_level_bpe", "wordpiece"])
+def test_the_typed_tokenizer_config_finds_the_tokenizer_the_resolved_dict_named(tmp_path, kind):
+    """`tokenizer_for` reads `model.tokenizer` typed (its kind an enum member), yet a tokenizer trained
+    by an earlier version, cached under the hash of the plain settings, is found, not trained anew."""
+    import hashlib
+    import json
+
+    from hfsweep.compat import dataset_fingerprint
+    from hfsweep.config.schema import TokenizerConfig
+    from hfsweep.data.tokenizers import tokenizer_for
+
+    settings = {"pretrained": None, "kind": kind, "vocab_size": 300}
+    train = datasets.Dataset.from_dict({"text": ["a tokenizer learns from these words", "and from these"] * 20})
+    blob = json.dumps({"tokenizer": settings, "corpus": dataset_fingerprint(train), "texts": ["text"]}, sort_keys=True)
+    cached = tmp_path / "tokenizers" / hashlib.sha256(blob.encode()).hexdigest()[:16]
+    path = tokenizer_for(typed(TokenizerConfig, settings), train, lambda row: [row["text"]], ["text"], str(tmp_path))
+    assert path == str(cached) and load_tokenizer(path).tokenize("these words")

@@ -12,6 +12,7 @@ import yaml
 from scipy import stats
 
 from hfsweep.cli import glue
+from hfsweep.config.schema import ModelConfig, typed
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.models import build_model
 from hfsweep.tasks import get_task
@@ -134,7 +135,10 @@ def test_stsb_scores_make_a_regression_with_one_output(num_labels, tmp_path):
     assert str(validation.features["labels"].dtype) == "float32"
     assert validation["labels"][:3] == pytest.approx([0.0, 1.1, 2.2])
     model = build_model(
-        cfg["model"], load_tokenizer(prepared.tokenizer_path), prepared.label_names, task=get_task(cfg["model"]["task"])
+        typed(ModelConfig, cfg["model"]),
+        load_tokenizer(prepared.tokenizer_path),
+        prepared.label_names,
+        task=get_task(cfg["model"]["task"]),
     )
     assert model.config.num_labels == 1 and model.config.problem_type == "regression"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from safetensors.torch import load_file
 
+from hfsweep.config.schema import ModelConfig, PeftConfig, typed
 from hfsweep.driver.search.search_space import compile_search_space, pbt_mutations, unperturbed
 from hfsweep.models import build_model, tensors_digest, weights_digest
 from hfsweep.tasks import get_task
@@ -18,7 +19,12 @@ from tests.unit.test_trainer import OneToken
 )
 def test_each_peft_option_builds_its_lora_variant(tmp_path, variant, use_dora, use_rslora):
     cfg = resolved_config([f"peft={variant}", "peft.r=4", "peft.lora_alpha=8"], tmp_path, tmp_path)
-    model = build_model(cfg["model"], OneToken(), peft_cfg=cfg["peft"], task=get_task(cfg["model"]["task"]))
+    model = build_model(
+        typed(ModelConfig, cfg["model"]),
+        OneToken(),
+        peft_cfg=typed(PeftConfig, cfg["peft"]),
+        task=get_task(cfg["model"]["task"]),
+    )
     config = model.peft_config["default"]
     assert (config.r, config.lora_alpha, config.use_dora, config.use_rslora) == (4, 8, use_dora, use_rslora)
     assert config.task_type == "CAUSAL_LM"
@@ -39,7 +45,13 @@ def test_each_peft_option_builds_its_lora_variant(tmp_path, variant, use_dora, u
 def test_a_task_head_trains_in_full_beside_the_adapter(tmp_path, model, task, head):
     cfg = resolved_config([f"model={model}", f"model.task={task}", "peft=lora"], tmp_path, tmp_path)
     labels = None if task == "question_answering" else ["negative", "positive"]
-    peft_model = build_model(cfg["model"], OneToken(), labels, cfg["peft"], task=get_task(cfg["model"]["task"]))
+    peft_model = build_model(
+        typed(ModelConfig, cfg["model"]),
+        OneToken(),
+        labels,
+        typed(PeftConfig, cfg["peft"]),
+        task=get_task(cfg["model"]["task"]),
+    )
     trainable = {name for name, p in peft_model.named_parameters() if p.requires_grad}
     assert any(f"{head}.modules_to_save" in name for name in trainable), sorted(trainable)
     assert all("lora_" in name or f"{head}." in name for name in trainable)
@@ -47,7 +59,12 @@ def test_a_task_head_trains_in_full_beside_the_adapter(tmp_path, model, task, he
 
 def test_a_seq2seq_model_trains_only_its_adapter(tmp_path):
     cfg = resolved_config(["model=t5_tiny", "peft=lora"], tmp_path, tmp_path)
-    model = build_model(cfg["model"], OneToken(), peft_cfg=cfg["peft"], task=get_task(cfg["model"]["task"]))
+    model = build_model(
+        typed(ModelConfig, cfg["model"]),
+        OneToken(),
+        peft_cfg=typed(PeftConfig, cfg["peft"]),
+        task=get_task(cfg["model"]["task"]),
+    )
     assert model.peft_config["default"].task_type == "SEQ_2_SEQ_LM"
     trainable = [name for name, p in model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in name for name in trainable)
@@ -55,7 +72,12 @@ def test_a_seq2seq_model_trains_only_its_adapter(tmp_path):
 
 def test_a_peft_models_digest_is_its_saved_adapters(tmp_path):
     cfg = resolved_config(["peft=lora"], tmp_path, tmp_path)
-    model = build_model(cfg["model"], OneToken(), peft_cfg=cfg["peft"], task=get_task(cfg["model"]["task"]))
+    model = build_model(
+        typed(ModelConfig, cfg["model"]),
+        OneToken(),
+        peft_cfg=typed(PeftConfig, cfg["peft"]),
+        task=get_task(cfg["model"]["task"]),
+    )
     model.save_pretrained(tmp_path / "adapter")
     saved = load_file(tmp_path / "adapter" / "adapter_model.safetensors")
     assert weights_digest(model) == tensors_digest(saved)
@@ -82,7 +104,12 @@ def test_pbt_leaves_a_leaf_marked_perturb_false_out_of_its_mutations(tmp_path):
 
 def test_ia3_wraps_the_tiny_gpt2_and_its_checkpoint_holds_only_ia3_vectors(tmp_path):
     cfg = resolved_config(["peft=ia3"], tmp_path, tmp_path)
-    model = build_model(cfg["model"], OneToken(), peft_cfg=cfg["peft"], task=get_task(cfg["model"]["task"]))
+    model = build_model(
+        typed(ModelConfig, cfg["model"]),
+        OneToken(),
+        peft_cfg=typed(PeftConfig, cfg["peft"]),
+        task=get_task(cfg["model"]["task"]),
+    )
     config = model.peft_config["default"]
     assert config.peft_type == "IA3" and config.task_type == "CAUSAL_LM"
     assert set(config.target_modules) == {"c_attn", "mlp.c_proj"} and set(config.feedforward_modules) == {

@@ -9,6 +9,7 @@ import torch
 from torch.nn import functional as F
 from transformers import Trainer
 
+from hfsweep.config.schema import ModelConfig, typed
 from hfsweep.loops.hf_trainer import build_trainer, training_arguments
 from hfsweep.loops.trainers import ClassWeightedTrainer
 from hfsweep.models import build_model
@@ -37,7 +38,9 @@ class OneToken:
 
 def trainer_from(overrides: list[str], tmp_path) -> Trainer:
     cfg = resolved_config(["model=bert_tiny", "eval_metrics=[accuracy,f1]", *overrides], tmp_path, tmp_path)
-    model = build_model(cfg["model"], OneToken(), ["negative", "positive"], task=get_task(cfg["model"]["task"]))
+    model = build_model(
+        typed(ModelConfig, cfg["model"]), OneToken(), ["negative", "positive"], task=get_task(cfg["model"]["task"])
+    )
     args = training_arguments(cfg, str(tmp_path / "out"), get_task(cfg["model"]["task"]))
     validation = [{"input_ids": torch.arange(1, 13), "labels": torch.tensor(1)}]
     return build_trainer(
@@ -136,7 +139,7 @@ def highest_logit_share(eval_pred) -> dict:
 
 def test_a_model_factory_from_config_builds_the_model(tmp_path):
     cfg = resolved_config(["+model.factory._target_=tests.unit.test_trainer.three_layer_gpt2"], tmp_path, tmp_path)
-    model = build_model(cfg["model"], OneToken(), task=get_task(cfg["model"]["task"]))
+    model = build_model(typed(ModelConfig, cfg["model"]), OneToken(), task=get_task(cfg["model"]["task"]))
     assert model.config.n_layer == 3 and model.loss_type == "ForCausalLM"
 
 

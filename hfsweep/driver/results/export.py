@@ -9,6 +9,7 @@ from typing import Optional
 
 from hfsweep.config.loading import apply_sampled
 from hfsweep.config.paths import nested
+from hfsweep.config.schema import ModelConfig, typed
 from hfsweep.driver.results.best import BestTrial
 
 
@@ -53,5 +54,5 @@ def load_adapter_checkpoint(checkpoint_path: str, trial_cfg: dict, task, tokeniz
 
     set_seed(trial_cfg["seed"])
     return PeftModel.from_pretrained(
-        build_model(trial_cfg["model"], tokenizer, label_names, task=task), checkpoint_path
+        build_model(typed(ModelConfig, trial_cfg["model"]), tokenizer, label_names, task=task), checkpoint_path
     )
