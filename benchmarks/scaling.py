@@ -228,7 +228,7 @@ def bare_tune_fit(cfg: dict, count: int, root: Path) -> float:
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
 
-    from hfsweep.config.schema import ClusterConfig, typed
+    from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
     from hfsweep.driver.ray_cluster import max_concurrent_trials
 
     tuner = tune.Tuner(
@@ -237,7 +237,7 @@ def bare_tune_fit(cfg: dict, count: int, root: Path) -> float:
         tune_config=tune.TuneConfig(metric="eval_loss", mode="min", num_samples=count,
                                     scheduler=ASHAScheduler(max_t=3, grace_period=1),
                                     max_concurrent_trials=max_concurrent_trials(
-                                        typed(ClusterConfig, cfg["cluster"]), cfg["strategy"]),
+                                        typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"])),
                                     reuse_actors=True),
         run_config=tune.RunConfig(name="bare", storage_path=str(root / f"bare-{count}"), verbose=1,
                                   checkpoint_config=tune.CheckpointConfig(num_to_keep=1)),

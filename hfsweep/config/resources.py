@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.schema import ClusterConfig, typed
+from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
 
 GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fsdp (plain DDP) and DeepSpeed needs CUDA
 
@@ -20,12 +20,12 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def shards(strategy: dict) -> bool:
+def shards(strategy: StrategyConfig) -> bool:
     """Whether the strategy shards the model (FSDP, DeepSpeed) over a torch process group."""
-    return any(strategy["training_args"].get(key) for key in GPU_ONLY_TRAINING_ARGS)
+    return any(strategy.training_args.get(key) for key in GPU_ONLY_TRAINING_ARGS)
 
 
-def trains_in_process(cluster: ClusterConfig, strategy: dict) -> bool:
+def trains_in_process(cluster: ClusterConfig, strategy: StrategyConfig) -> bool:
     """A single-worker trial trains in the trial's own process (Train V2 local mode): no
     controller, placement group or worker actors to start and stop. Not one that shards: FSDP and
     DeepSpeed need the process group a Train worker group sets up, even a group of one (in local
@@ -38,7 +38,7 @@ def resource_names(resources: dict) -> dict:
     return {k.upper() if k.lower() in ("cpu", "gpu") else k: v for k, v in resources.items()}
 
 
-def trial_resources(cluster: ClusterConfig, strategy: dict) -> dict:
+def trial_resources(cluster: ClusterConfig, strategy: StrategyConfig) -> dict:
     """What one trial holds: every worker's resources, plus 1 CPU for the trial process when it
     drives a worker group (an in-process trial is its one worker)."""
     per_worker = resource_names(cluster.resources_per_worker)
@@ -51,7 +51,7 @@ def trial_resources(cluster: ClusterConfig, strategy: dict) -> dict:
     return total
 
 
-def billed_resources(cluster: ClusterConfig, strategy: dict) -> float:
+def billed_resources(cluster: ClusterConfig, strategy: StrategyConfig) -> float:
     """What a trial-hour counts of one trial (`budget.trial_hours`, its price): the GPUs it holds on a
     GPU sweep, else its CPUs."""
     held = trial_resources(cluster, strategy)
@@ -63,7 +63,7 @@ def price_key(cluster: ClusterConfig) -> str:
     return "price_per_gpu_hour" if cluster.use_gpu else "price_per_cpu_hour"
 
 
-def trial_shape(cluster: ClusterConfig, strategy: dict) -> str:
+def trial_shape(cluster: ClusterConfig, strategy: StrategyConfig) -> str:
     """How a trial's resources add up, for error messages."""
     if trains_in_process(cluster, strategy):
         return "1 worker in the trial's process"
@@ -73,11 +73,11 @@ def trial_shape(cluster: ClusterConfig, strategy: dict) -> str:
 
 def check_hardware(cfg: dict) -> None:
     """Refuse what this machine or the trial's share of the cluster cannot run, before Ray starts."""
-    cluster = typed(ClusterConfig, cfg["cluster"])
-    _validate_packed_gpus(cfg["strategy"], cluster)
-    _validate_strategy(cfg["strategy"], cluster)
+    cluster, strategy = typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"])
+    _validate_packed_gpus(strategy, cluster)
+    _validate_strategy(strategy, cluster)
     _validate_precision(cfg["training"], cluster)
-    _validate_cluster(cluster, cfg["strategy"])
+    _validate_cluster(cluster, strategy)
     if cluster.address is None:
         check_hfsweep_installed()
 
@@ -121,25 +121,25 @@ def _validate_precision(training: dict, cluster: ClusterConfig) -> None:
             )
 
 
-def _validate_strategy(strategy: dict, cluster: ClusterConfig) -> None:
+def _validate_strategy(strategy: StrategyConfig, cluster: ClusterConfig) -> None:
     """Refuse a strategy the hardware cannot run: on CPU transformers silently trains FSDP as
     plain DDP, and DeepSpeed needs its package and CUDA."""
     import importlib.util
 
-    args = strategy["training_args"]
+    args = strategy.training_args
     if args.get("deepspeed") and importlib.util.find_spec("deepspeed") is None:
         raise ConfigError(
-            f"strategy={strategy['name']}: DeepSpeed is not installed; pip install 'hfsweep[deepspeed]' "
+            f"strategy={strategy.name}: DeepSpeed is not installed; pip install 'hfsweep[deepspeed]' "
             f"(on a machine with CUDA GPUs), or use strategy=ddp."
         )
     if shards(strategy) and not cluster.use_gpu:
         raise ConfigError(
-            f"strategy={strategy['name']}: needs GPUs; set cluster.use_gpu=true on a GPU machine, "
+            f"strategy={strategy.name}: needs GPUs; set cluster.use_gpu=true on a GPU machine, "
             f"or use strategy=ddp on CPUs."
         )
 
 
-def _validate_packed_gpus(strategy: dict, cluster: ClusterConfig) -> None:
+def _validate_packed_gpus(strategy: StrategyConfig, cluster: ClusterConfig) -> None:
     """Trials packed onto shared GPUs (`cluster.resources_per_worker.GPU` below 1) each train in
     one process: NCCL refuses two ranks of one group on one GPU, and FSDP and DeepSpeed shard a
     model across whole GPUs."""
@@ -148,7 +148,7 @@ def _validate_packed_gpus(strategy: dict, cluster: ClusterConfig) -> None:
         return
     if shards(strategy):
         raise ConfigError(
-            f"strategy={strategy['name']}: shards a model across whole GPUs, not a share of one "
+            f"strategy={strategy.name}: shards a model across whole GPUs, not a share of one "
             f"(cluster.resources_per_worker.GPU={gpus:g}); use strategy=ddp, or GPU=1."
         )
     if cluster.num_workers > 1:
@@ -158,7 +158,7 @@ def _validate_packed_gpus(strategy: dict, cluster: ClusterConfig) -> None:
         )
 
 
-def _validate_cluster(cluster: ClusterConfig, strategy: dict) -> None:
+def _validate_cluster(cluster: ClusterConfig, strategy: StrategyConfig) -> None:
     if cluster.num_workers < 1:
         raise ConfigError("cluster.num_workers: must be at least 1.")
     # A local Ray finds this machine's GPUs (unless cluster.num_gpus declares logical ones).

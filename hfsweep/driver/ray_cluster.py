@@ -24,7 +24,7 @@ from hfsweep.config.resources import (
     trial_shape,
     usable_cores,
 )
-from hfsweep.config.schema import ClusterConfig, typed
+from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
 from hfsweep.driver.search.search_rules import is_population_training, population_size
 
 FORWARDED_ENV = (
@@ -197,7 +197,7 @@ def check_reachable(address: str, timeout_s: float = 3.0) -> None:
         ) from err
 
 
-def check_trial_fits(cluster: ClusterConfig, strategy: dict) -> None:
+def check_trial_fits(cluster: ClusterConfig, strategy: StrategyConfig) -> None:
     """Refuse at once a trial shape that no cluster node can hold, instead of Ray retrying the
     worker group start forever."""
     need = trial_resources(cluster, strategy)
@@ -224,7 +224,7 @@ def local_trial_slots(cluster: ClusterConfig) -> int:
     return max(1, min(usable_cores(), (cluster.num_cpus or usable_cores()) - DATA_CPUS))
 
 
-def held_per_trial(cluster: ClusterConfig, strategy: dict) -> dict:
+def held_per_trial(cluster: ClusterConfig, strategy: StrategyConfig) -> dict:
     """What one trial holds of the connected Ray: every worker's resources (`trial_resources`),
     and an in-process trial one trial slot where the Ray declares them (`TRIAL_SLOT`)."""
     held = trial_resources(cluster, strategy)
@@ -233,7 +233,7 @@ def held_per_trial(cluster: ClusterConfig, strategy: dict) -> dict:
     return held
 
 
-def reserved_by_tune(cluster: ClusterConfig, strategy: dict) -> dict:
+def reserved_by_tune(cluster: ClusterConfig, strategy: StrategyConfig) -> dict:
     """What Tune reserves for a trial: an in-process trial holds all it uses; one that drives a
     worker group holds 1 CPU, and Train reserves the workers' when it starts them."""
     return held_per_trial(cluster, strategy) if trains_in_process(cluster, strategy) else {"CPU": 1}
@@ -246,7 +246,7 @@ def fits_at_once(reserved: dict, keep_cpus: float = 0) -> int:
     return max(1, min(math.floor(total.get(k, 0) / v) for k, v in reserved.items() if v))
 
 
-def max_concurrent_trials(cluster: ClusterConfig, strategy: dict) -> int:
+def max_concurrent_trials(cluster: ClusterConfig, strategy: StrategyConfig) -> int:
     """As many trials as the cluster's resources hold at once (`held_per_trial`: on a Ray started
     here, at most one in-process trial per core), unless configured. `DATA_CPUS` stay free for
     reading the data."""
@@ -258,7 +258,7 @@ def searcher_cap(cfg: dict) -> Optional[int]:
     where Tune's reservations alone keep what runs within it (in-process trials on a Ray started
     here), since Tune counts paused trials against a cap and the population would shrink; a
     population larger than the cap is refused otherwise."""
-    cluster, strategy = typed(ClusterConfig, cfg["cluster"]), cfg["strategy"]
+    cluster, strategy = typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"])
     cap = max_concurrent_trials(cluster, strategy)
     if not is_population_training(cfg):
         return cap

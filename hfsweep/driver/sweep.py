@@ -21,7 +21,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import extended_config, import_object, iter_leaves, saved_config
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trains_in_process
-from hfsweep.config.schema import ClusterConfig, ModelConfig, PeftConfig, typed
+from hfsweep.config.schema import ClusterConfig, ModelConfig, PeftConfig, StrategyConfig, typed
 from hfsweep.contract import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, prepare_apart
 from hfsweep.driver.loggers import build_loggers
@@ -84,7 +84,7 @@ def trainable_for(cfg: dict, task, data: PreparedData):
     ray_datasets = load_ray_datasets(data, cfg["data"]["datasets_to_split"], cfg["seed"])  # once, shared by every trial
     return tune.with_resources(
         tune.with_parameters(run_trial, cfg=cfg, task=task, data=data, ray_datasets=ray_datasets),
-        reserved_by_tune(typed(ClusterConfig, cfg["cluster"]), cfg["strategy"]),
+        reserved_by_tune(typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"])),
     )
 
 
@@ -157,7 +157,7 @@ def start_cluster(cfg: dict) -> Optional[int]:
     which refuses a PBT population that could not be alive at once."""
     cluster = typed(ClusterConfig, cfg["cluster"])
     init_ray(cluster)
-    check_trial_fits(cluster, cfg["strategy"])
+    check_trial_fits(cluster, typed(StrategyConfig, cfg["strategy"]))
     return searcher_cap(cfg)
 
 
@@ -168,7 +168,7 @@ def build_tuner(plan: SweepPlan, cap: Optional[int]) -> tune.Tuner:
     the first. `cap`: `start_cluster`'s."""
     cfg, setup = plan.cfg, plan.setup
     cluster = typed(ClusterConfig, cfg["cluster"])
-    in_process = trains_in_process(cluster, cfg["strategy"])
+    in_process = trains_in_process(cluster, typed(StrategyConfig, cfg["strategy"]))
     single = not is_multi_objective(cfg)
     return tune.Tuner(
         trainable_for(cfg, plan.task, plan.data),

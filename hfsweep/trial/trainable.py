@@ -27,7 +27,7 @@ from ray.util.queue import Queue
 
 from hfsweep.config.loading import apply_sampled
 from hfsweep.config.resources import resource_names, trains_in_process
-from hfsweep.config.schema import ClusterConfig, DataConfig, typed
+from hfsweep.config.schema import ClusterConfig, DataConfig, StrategyConfig, typed
 from hfsweep.contract import HF_CHECKPOINTS, read_pointer, report_to_tune, steps_for_epochs
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, what_is_prepared
 from hfsweep.tasks import with_options
@@ -90,7 +90,7 @@ def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_dataset
         "output_dir": os.path.join(train_runs, run_name, HF_CHECKPOINTS),
         "resume_from": resume_from,
         "trial_started_at": started_at,
-        "in_process": trains_in_process(cluster, trial_cfg["strategy"]),
+        "in_process": trains_in_process(cluster, typed(StrategyConfig, trial_cfg["strategy"])),
     }
     data_config = ray.train.DataConfig(
         datasets_to_split=trial_cfg["data"]["datasets_to_split"],

@@ -14,7 +14,7 @@ import pytest
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.resources import DATA_CPUS, usable_cores
-from hfsweep.config.schema import ClusterConfig, typed
+from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
 from hfsweep.driver import sweep
 from hfsweep.driver.preflight import preflight
 from hfsweep.driver.ray_cluster import max_concurrent_trials
@@ -125,7 +125,8 @@ def test_a_local_ray_runs_single_process_trials_at_most_one_per_core(ray_cluster
 
     def cap(*overrides: str, **cluster) -> int:
         cfg = resolved_config(list(overrides), tmp_path, cache_dir)
-        return max_concurrent_trials(typed(ClusterConfig, {**cfg["cluster"], **cluster}), cfg["strategy"])
+        strategy = typed(StrategyConfig, cfg["strategy"])
+        return max_concurrent_trials(typed(ClusterConfig, {**cfg["cluster"], **cluster}), strategy)
 
     assert cap("cluster.num_workers=1") == min(8 - DATA_CPUS, usable_cores())
     assert cap("cluster.num_workers=1", max_concurrent_trials=5) == 5

@@ -14,7 +14,7 @@ import torch
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.resources import trains_in_process, trial_resources, trial_shape
-from hfsweep.config.schema import ClusterConfig, typed
+from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
 from hfsweep.driver.preflight import preflight
 from hfsweep.tasks import get_task, task_names
 from tests.conftest import CONF_DIR, resolved_config
@@ -944,9 +944,9 @@ def test_a_one_worker_trial_that_shards_drives_a_worker_group_for_its_process_gr
     distributed. A Train worker group of one sets one up, as torchrun does."""
     overrides = [f"strategy={strategy}", "cluster.use_gpu=true", "cluster.num_gpus=1", "cluster.num_workers=1"]
     cfg = resolved_config(overrides, tmp_path, tmp_path)
-    cluster = typed(ClusterConfig, cfg["cluster"])
-    assert not trains_in_process(cluster, cfg["strategy"])
-    assert trial_resources(cluster, cfg["strategy"]) == {"CPU": 2, "GPU": 1}
-    assert trial_shape(cluster, cfg["strategy"]) == "1 CPU for the trial + 1 worker"
+    cluster, strategy = typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"])
+    assert not trains_in_process(cluster, strategy)
+    assert trial_resources(cluster, strategy) == {"CPU": 2, "GPU": 1}
+    assert trial_shape(cluster, strategy) == "1 CPU for the trial + 1 worker"
     ddp = resolved_config(["cluster.num_workers=1"], tmp_path, tmp_path)
-    assert trains_in_process(typed(ClusterConfig, ddp["cluster"]), ddp["strategy"])
+    assert trains_in_process(typed(ClusterConfig, ddp["cluster"]), typed(StrategyConfig, ddp["strategy"]))

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.schema import ClusterConfig, typed
+from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
 from hfsweep.contract import combine_ranks
 from hfsweep.driver.preflight import preflight
 from hfsweep.driver.search.budget import build_budget, trial_cost_usd
@@ -135,7 +135,7 @@ def test_cost_metrics_may_be_objectives_where_they_are_reported(tmp_path):
 
 def test_trial_cost_is_its_hours_times_what_it_holds_times_the_price(tmp_path):
     cfg = config(tmp_path, "cluster.num_workers=2", "cluster.price_per_cpu_hour=0.5")
-    cluster, strategy = typed(ClusterConfig, cfg["cluster"]), cfg["strategy"]  # 3 CPUs a trial
+    cluster, strategy = typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"])  # 3 CPUs a trial
     assert trial_cost_usd(cluster, strategy, 7200) == pytest.approx(2 * 3 * 0.5)
     gpu = replace(cluster, use_gpu=True, price_per_gpu_hour=4.0)  # 2 GPUs; a GPU's price holds its CPUs
     assert trial_cost_usd(gpu, strategy, 3600) == pytest.approx(8.0)

@@ -26,7 +26,7 @@ from hfsweep import run_dir as run_files  # noqa: E402
 from hfsweep.config.loading import read_config  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
 from hfsweep.config.resources import billed_resources, price_key  # noqa: E402
-from hfsweep.config.schema import ClusterConfig, typed
+from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
 from hfsweep.contract import COST_METRICS, MAX_STEPS  # noqa: E402
 from hfsweep.driver.results.anytime import anytime_curve, plot_anytime, summary_row  # noqa: E402
 from hfsweep.driver.results.best import BestTrial, lookup, searched_paths  # noqa: E402
@@ -74,7 +74,7 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
     """One row per trial: hyperparameters, status, iterations, best and last value of each
     objective, what its training cost (its last report's, and `cost_usd` when the cluster has a
     price), why it ended; with several objectives, whether it is Pareto-optimal."""
-    rows, cluster = [], typed(ClusterConfig, cfg["cluster"])
+    rows, cluster, strategy = [], typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"])
     for trial in analysis.trials:
         history = analysis.trial_dataframes.get(trial.trial_id, pd.DataFrame())
         scores = {}
@@ -92,7 +92,7 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
                 "time_total_s": trial.last_result.get("time_total_s"),
                 **scores,
                 **{name: trial.last_result.get(name) for name in COST_METRICS},
-                "cost_usd": trial_cost_usd(cluster, cfg["strategy"], trial.last_result.get("time_total_s", 0.0)),
+                "cost_usd": trial_cost_usd(cluster, strategy, trial.last_result.get("time_total_s", 0.0)),
                 "ended": why_it_ended(trial, cfg["training"]["max_steps"]),
                 "error": error_line(trial),
             }
@@ -213,6 +213,11 @@ def defaults_score(table: pd.DataFrame, metric: str) -> Optional[float]:
     return float(ran[f"best_{metric}"].iloc[0]) if len(ran) and pd.notna(ran[f"best_{metric}"].iloc[0]) else None
 
 
+def billed_per_trial(cfg: dict) -> float:
+    """The resources a trial is billed for (the anytime curve's trial-hours count them)."""
+    return billed_resources(typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"]))
+
+
 def sweep_anytime(run_dir: str) -> tuple[pd.DataFrame, Optional[float], dict]:
     """A finished or running sweep's anytime curve, its defaults trial's score, and its config."""
     cfg = read_config(run_dir)
@@ -220,18 +225,14 @@ def sweep_anytime(run_dir: str) -> tuple[pd.DataFrame, Optional[float], dict]:
     histories = {t: h for analysis in analyses for t, h in analysis.trial_dataframes.items()}
     metric, mode = first_objective(cfg)
     table = pd.concat([trial_table(analysis, cfg) for analysis in analyses], ignore_index=True)
-    curve = anytime_curve(
-        histories, metric, mode, billed_resources(typed(ClusterConfig, cfg["cluster"]), cfg["strategy"])
-    )
+    curve = anytime_curve(histories, metric, mode, billed_per_trial(cfg))
     return curve, defaults_score(table, metric), cfg
 
 
 def anytime_section(histories: dict, table: pd.DataFrame, cfg: dict, path: str) -> str:
     """anytime.png, and results.md's lines on it."""
     metric, mode = first_objective(cfg)
-    curve = anytime_curve(
-        histories, metric, mode, billed_resources(typed(ClusterConfig, cfg["cluster"]), cfg["strategy"])
-    )
+    curve = anytime_curve(histories, metric, mode, billed_per_trial(cfg))
     if curve.empty:
         return ""
     plot_anytime({cfg["name"]: curve}, metric, path)

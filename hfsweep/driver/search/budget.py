@@ -22,7 +22,7 @@ from ray import tune
 from ray.tune.result import SHOULD_CHECKPOINT
 
 from hfsweep.config.resources import billed_resources, price_key
-from hfsweep.config.schema import ClusterConfig, typed
+from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
 
 
 @dataclass
@@ -56,7 +56,7 @@ def spent_before(analyses: list) -> dict:
     return {"spent_s": spent_s, "trial_s": trial_s, "reason": None}
 
 
-def trial_cost_usd(cluster: ClusterConfig, strategy: dict, time_total_s: float) -> Optional[float]:
+def trial_cost_usd(cluster: ClusterConfig, strategy: StrategyConfig, time_total_s: float) -> Optional[float]:
     """What a trial that ran `time_total_s` cost, counted as the budget counts it; None without a price
     (or in a run directory saved before prices existed, which `python -m hfsweep.report` still reads)."""
     price = getattr(cluster, price_key(cluster))
@@ -173,7 +173,7 @@ def build_budget(cfg: dict) -> Optional[SweepBudget]:
     return SweepBudget(
         budget["wall_clock_s"],
         budget["trial_hours"],
-        billed_resources(cluster, cfg["strategy"]),
+        billed_resources(cluster, typed(StrategyConfig, cfg["strategy"])),
         budget["usd"],
         getattr(cluster, price_key(cluster)),
     )
