@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import os
 import re
 from typing import Optional
@@ -264,7 +265,8 @@ def _composition_error(err) -> ConfigError:
     return ConfigError(" ".join(str(err).split()))
 
 
-def training_argument_names(seq2seq: bool = False) -> set[str]:
+@functools.cache  # parsing the source takes a fifth of a second, and every preflight asks
+def training_argument_names(seq2seq: bool = False) -> frozenset[str]:
     """TrainingArguments' fields (and Seq2SeqTrainingArguments' own, for a task that generates),
     read from transformers' source without importing it (importing takes torch: seconds, where a
     refusal should take one); imported if the source's layout is not the one expected. A test
@@ -273,7 +275,7 @@ def training_argument_names(seq2seq: bool = False) -> set[str]:
     if seq2seq and names is not None:
         own = _dataclass_fields_in_source("training_args_seq2seq.py", "Seq2SeqTrainingArguments")
         names = None if own is None else names | own
-    return names if names is not None and len(names) > 50 else _imported_training_argument_names(seq2seq)
+    return frozenset(names if names is not None and len(names) > 50 else _imported_training_argument_names(seq2seq))
 
 
 def _dataclass_fields_in_source(file_name: str, class_name: str) -> Optional[set[str]]:
