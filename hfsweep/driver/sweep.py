@@ -69,6 +69,7 @@ from hfsweep.models import (
     check_weights_digest,
 )
 from hfsweep.run_dir import RESULTS_FILE, SELECT_DIR, SELECTION_FILE, experiment_names, write_config
+from hfsweep.tasks.base import examples_collator
 from hfsweep.trial.trainable import run_trial
 
 NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
@@ -458,4 +459,4 @@ def untrained_eval_loss(cfg: dict, task, data: PreparedData) -> float:
     tokenizer = task.load_processor(data.tokenizer_path)
     set_seed(cfg["seed"])
     model = build_model(typed(ModelConfig, cfg["model"]), tokenizer, data.label_names, task=task)
-    return evaluate_model(model, tokenizer, data.validation_path, data_collator=task.collator(cfg, tokenizer))
+    return evaluate_model(model, tokenizer, data.validation_path, data_collator=examples_collator(task, cfg, tokenizer))

@@ -45,6 +45,7 @@ from hfsweep.loops.common import (
 )
 from hfsweep.loops.cost import Cost
 from hfsweep.models import build_model, weights_digest
+from hfsweep.tasks.base import batches_collator, examples_collator
 
 # The keys this loop reads that a config may leave unset: they take TrainingArguments' own defaults.
 DEFAULTED_BY_THE_TRAINER = (
@@ -169,7 +170,7 @@ def train_loop_per_worker(config: dict) -> None:
             DataLoader(
                 validation.with_format("torch"),
                 batch_size=training["per_device_eval_batch_size"],
-                collate_fn=task.collator(cfg, tokenizer),
+                collate_fn=examples_collator(task, cfg, tokenizer),
             )
         )
 
@@ -184,7 +185,7 @@ def train_loop_per_worker(config: dict) -> None:
         apply_hyperparameters(optimizer.optimizer, lr_scheduler.scheduler, training)  # Accelerate's wrappers hold them
         extra.update(resumed_from=resume_from, resumed_weights_digest=weights_digest(accelerator.unwrap_model(model)))
 
-    train_collate = task.worker_collator(cfg, tokenizer, "train", worker_seed(cfg["seed"], in_process))
+    train_collate = batches_collator(task, cfg, tokenizer, "train", worker_seed(cfg["seed"], in_process))
     extra["startup_s"] = time.time() - config["trial_started_at"]
     cost.start()
     step_losses: list[float] = []  # one per optimizer step since the last log

@@ -19,6 +19,7 @@ from ray.train import Checkpoint, CheckpointUploadMode
 
 from hfsweep.compat import lr_factors, quiet_train_report_log, ray_data_iterable, set_last_lr
 from hfsweep.contract import checkpoint_dir_name, report_to_tune
+from hfsweep.tasks.base import batches_collator
 
 
 def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
@@ -226,7 +227,7 @@ def validation_shard(cfg: dict, task, tokenizer, device="auto"):
     return ray.train.get_dataset_shard("validation").iter_torch_batches(
         batch_size=cfg["training"]["per_device_eval_batch_size"],
         device=device,
-        collate_fn=task.worker_collator(cfg, tokenizer, "validation"),
+        collate_fn=batches_collator(task, cfg, tokenizer, "validation"),
     )
 
 

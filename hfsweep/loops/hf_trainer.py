@@ -36,6 +36,7 @@ from hfsweep.loops.common import (
 )
 from hfsweep.loops.cost import Cost
 from hfsweep.models import build_model, weights_digest
+from hfsweep.tasks.base import batches_collator, examples_collator
 
 
 class ReportCheckpointCallback(TrainerCallback):
@@ -153,7 +154,7 @@ def build_trainer(
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         processing_class=tokenizer,
-        data_collator=task.collator(cfg, tokenizer),
+        data_collator=examples_collator(task, cfg, tokenizer),
         callbacks=callbacks,
         compute_metrics=task.metrics_for(
             cfg, EvalContext(label_names, tokenizer, validation_path, typed(DataConfig, cfg["data"]))
@@ -175,7 +176,7 @@ def train_loop_per_worker(config: dict) -> None:
     model_cfg, peft_cfg = typed(ModelConfig, cfg["model"]), typed(PeftConfig, cfg["peft"])
     model = build_model(model_cfg, tokenizer, config["label_names"], peft_cfg, task=task)  # peft: an adapter over it
 
-    collate = task.worker_collator(cfg, tokenizer, "train", worker_seed(cfg["seed"], in_process))
+    collate = batches_collator(task, cfg, tokenizer, "train", worker_seed(cfg["seed"], in_process))
     train_shard = train_batches(ray.train.get_dataset_shard("train"), cfg, collate, cfg["seed"])
 
     extra_metrics: dict = {}

@@ -36,6 +36,29 @@ def batch_collator(collator: Callable) -> Callable:
     return lambda batch: collator(rows(batch))
 
 
+def examples_collator(task: Task, cfg: dict, processor, split: str = "validation") -> Callable:
+    """What turns a list of `split`'s examples into model inputs (the Trainer's evaluation, an
+    exported model's): `data_collator: {_target_: ...}` from config, built with the tokenizer (a
+    transformers collator class, or any callable taking `tokenizer`), for every split; else the
+    task's `collator`; else transformers' default, which stacks the rows as they are."""
+    if cfg.get("data_collator"):
+        from hydra.utils import instantiate
+
+        return instantiate(cfg["data_collator"], tokenizer=processor)
+    from transformers import default_data_collator
+
+    return task.collator(processor, split) or default_data_collator
+
+
+def batches_collator(task: Task, cfg: dict, processor, split: str, seed: int = 0) -> Optional[Callable]:
+    """The same for a worker's Ray Data batches of `split` (column -> numpy array), as their
+    `collate_fn`; None where the rows are the inputs as they are. `seed` differs per worker."""
+    if cfg.get("data_collator"):
+        return batch_collator(examples_collator(task, cfg, processor, split))
+    collate = task.collator(processor, split, seed)
+    return None if collate is None else batch_collator(collate)
+
+
 class Task:
     name: str = ""  # also part of the prepared data's cache key: give a user task a name of its own
     columns: tuple[str, ...] = ()  # the data.* keys naming the columns it reads
@@ -55,7 +78,7 @@ class Task:
     # give it away (GPT2LMHeadModel): without it the Trainer counts a causal LM's tokens before the
     # shift and reports every loss (1 - 1/block_size) too low.
     loss_type: Optional[str] = None
-    # Its examples keep their own lengths unless `data.pad_to_max_length`, and its `data_collator`
+    # Its examples keep their own lengths unless `data.pad_to_max_length`, and its `collator`
     # pads each batch to the batch's longest example (classification, NER, QA), on the workers.
     pads_batches = False
     counts_tokens = True  # False: its inputs are not tokens (images), so its throughput is in samples only
@@ -245,28 +268,12 @@ class Task:
         """Write beside the prepared validation split what the metrics need besides its rows (QA:
         the raw examples its answer spans are mapped back to); by default nothing."""
 
-    def data_collator(self, tokenizer):
-        """The family's collator: a list of prepared examples as model inputs."""
-        from transformers import default_data_collator
-
-        return default_data_collator
-
-    def collator(self, cfg: dict, tokenizer):
-        """The collator of lists of examples (the Trainer's, an evaluation's): `data_collator:
-        {_target_: ...}` from config, built with the tokenizer (a transformers collator class, or
-        any callable taking `tokenizer`); else the task's own `data_collator`."""
-        if cfg.get("data_collator"):
-            from hydra.utils import instantiate
-
-            return instantiate(cfg["data_collator"], tokenizer=tokenizer)
-        return self.data_collator(tokenizer)
-
-    def worker_collator(self, cfg: dict, tokenizer, split: str, seed: int = 0) -> Optional[Callable]:
-        """What turns a Ray Data batch of `split` ("train", or a worker's "validation" shard:
-        column -> numpy array) into model inputs on a worker: `collator`, where a batch needs work
-        (padding each batch) or the config names a collator; None: the rows are the inputs. `seed`
-        differs per worker, for a family whose training batches are random (masked LM's masking)."""
-        return batch_collator(self.collator(cfg, tokenizer)) if self.pads_batches or cfg.get("data_collator") else None
+    def collator(self, processor, split: str, seed: int = 0) -> Optional[Callable]:
+        """The family's collator for `split` ("train" or "validation"): a list of its prepared
+        examples as model inputs, where they need work (padding each batch to its longest, masked
+        LM's masking of training batches afresh, from `seed`); None: the rows are the inputs. The
+        config's `data_collator` replaces it (`examples_collator`, `batches_collator`)."""
+        return None
 
     def prepare_tokenizer(self, tokenizer, data_cfg: DataConfig) -> None:
         """Set on a worker's tokenizer what the data was prepared with and every checkpoint's

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.schema import DataConfig, ModelConfig
-from hfsweep.tasks.base import Task, batch_collator
+from hfsweep.tasks.base import Task
 from hfsweep.tasks.metrics import LABELS
 
 
@@ -101,7 +101,7 @@ class ImageClassification(Task):
 
         return np.ones(table.num_rows, dtype=np.int64)  # one image: the family counts samples, not tokens
 
-    def data_collator(self, processor):
+    def collator(self, processor, split: str, seed: int = 0):
         """Rows of flat pixel values as a (batch, 3, height, width) batch, with their labels."""
         import numpy as np
         import torch
@@ -118,10 +118,6 @@ class ImageClassification(Task):
             }
 
         return collate
-
-    def worker_collator(self, cfg: dict, processor, split: str, seed: int = 0):
-        """Every batch: its rows hold flat pixel values."""
-        return batch_collator(self.collator(cfg, processor))
 
     def predictions_and_references(self, eval_pred, context):
         import numpy as np

@@ -12,12 +12,11 @@ same masked tokens, so eval_loss (and eval_perplexity) compare across steps and 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
 from hfsweep.config.schema import DataConfig
-from hfsweep.tasks.base import Task, batch_collator, rows
+from hfsweep.tasks.base import Task, rows
 from hfsweep.tasks.causal_lm import token_features
 
 EVAL_MASK_SEED = 0
@@ -140,11 +139,11 @@ class MaskedLM(Task):
             mask, batched=True, remove_columns=blocks.column_names, features=masked_features, desc="mask validation"
         )
 
-    def worker_collator(self, cfg: dict, tokenizer, split: str, seed: int = 0) -> Optional[object]:
+    def collator(self, tokenizer, split: str, seed: int = 0):
         """Training batches masked afresh (the validation split was masked once, when prepared)."""
-        if split == "train" and not cfg.get("data_collator"):
-            return batch_collator(masking_collator(tokenizer, self.whole_word_mask, self.mlm_probability, seed))
-        return super().worker_collator(cfg, tokenizer, split, seed)
+        if split == "train":
+            return masking_collator(tokenizer, self.whole_word_mask, self.mlm_probability, seed)
+        return None
 
 
 TASK = MaskedLM()

@@ -95,7 +95,7 @@ class MultipleChoice(Task):
         count = sum if "attention_mask" in table.column_names else len
         return np.array([sum(count(choice) for choice in row) for row in column], dtype=np.int64)
 
-    def data_collator(self, tokenizer):
+    def collator(self, tokenizer, split: str, seed: int = 0):
         from transformers import DataCollatorForMultipleChoice
 
         return DataCollatorForMultipleChoice(tokenizer)

@@ -243,7 +243,7 @@ class QuestionAnswering(Task):
             encode, batched=True, remove_columns=ds.column_names, features=Features(features), desc=f"tokenize {split}"
         )
 
-    def data_collator(self, tokenizer):
+    def collator(self, tokenizer, split: str, seed: int = 0):
         from transformers import DataCollatorWithPadding
 
         return DataCollatorWithPadding(tokenizer)

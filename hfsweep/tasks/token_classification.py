@@ -131,7 +131,7 @@ class TokenClassification(Task):
         )
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
 
-    def data_collator(self, tokenizer):
+    def collator(self, tokenizer, split: str, seed: int = 0):
         from transformers import DataCollatorForTokenClassification
 
         return DataCollatorForTokenClassification(tokenizer)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datasets
 
 from hfsweep.data.offline import write_digits
+from hfsweep.tasks.base import examples_collator
 from hfsweep.tasks.image_classification import TASK
 from tests.conftest import prepare_data, resolved_config
 
@@ -24,7 +25,7 @@ def test_digits_become_pixel_values_of_the_processors_size(tmp_path):
     ) and data.num_train_tokens == 1437  # one per image
     validation = datasets.load_from_disk(data.validation_path)
     processor = TASK.load_processor(data.tokenizer_path)
-    batch = TASK.collator(cfg, processor)([validation[i] for i in range(4)])
+    batch = examples_collator(TASK, cfg, processor)([validation[i] for i in range(4)])
     assert tuple(batch["pixel_values"].shape) == (4, 3, 8, 8) and batch["labels"].tolist() == validation["labels"][:4]
     assert (
         -1.0 <= float(batch["pixel_values"].min()) < float(batch["pixel_values"].max()) <= 1.0

@@ -198,7 +198,7 @@ def test_padding_each_batch_gives_the_same_eval_loss_as_padding_to_max_length(pr
         model = build_model(
             typed(ModelConfig, cfg["model"]), tokenizer, prepared.label_names, task=get_task(cfg["model"]["task"])
         )
-        collator = get_task("sequence_classification").data_collator(tokenizer)
+        collator = get_task("sequence_classification").collator(tokenizer, "validation")
         losses[padded] = evaluate_model(
             model, tokenizer, prepared.validation_path, batch_size=8, data_collator=collator
         )

@@ -14,6 +14,7 @@ from hfsweep.config.schema import DataConfig, typed
 from hfsweep.data.sources import load_raw
 from hfsweep.data.tokenizers import BERT_SPECIAL_TOKENS
 from hfsweep.tasks import with_options
+from hfsweep.tasks.base import batches_collator
 from hfsweep.tasks.token_classification import IGNORED, TASK
 from tests.conftest import resolved_config
 
@@ -115,7 +116,7 @@ def test_a_words_tag_goes_on_its_first_sub_token_or_on_all_of_them(label_all_tok
     labels = [None if label == IGNORED else names[label] for label in prepared[0]["labels"]]
     assert labels[0] is None and labels[1:4] == expected and labels[4] is None  # [CLS] and [SEP] ignored
     # the workers' collator pads each batch to its longest row, labels with -100
-    batch = TASK.worker_collator({}, tokenizer, "train")(prepared.with_format("numpy")[[0, 2]])
+    batch = batches_collator(TASK, {}, tokenizer, "train")(prepared.with_format("numpy")[[0, 2]])
     assert batch["input_ids"].shape == batch["labels"].shape == (2, 5)
     assert batch["attention_mask"][1].tolist() == [1, 1, 1, 0, 0] and batch["labels"][1, 3:].tolist() == [
         IGNORED,
@@ -141,8 +142,8 @@ def test_a_configured_data_collator_collates_the_workers_training_and_validation
         "data_collator": {"_target_": "transformers.DataCollatorForTokenClassification", "pad_to_multiple_of": 8}
     }
     for split in ("train", "validation"):
-        assert TASK.worker_collator({}, tokenizer, split)(batch)["input_ids"].shape == (2, 5)
-        assert TASK.worker_collator(configured, tokenizer, split)(batch)["input_ids"].shape == (2, 8)
+        assert batches_collator(TASK, {}, tokenizer, split)(batch)["input_ids"].shape == (2, 5)
+        assert batches_collator(TASK, configured, tokenizer, split)(batch)["input_ids"].shape == (2, 8)
 
 
 def test_files_named_as_conll_2003_ships_them_are_read_through_data_files(tmp_path):
