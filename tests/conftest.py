@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import csv
+import functools
 import os
 import random
 import time
@@ -26,14 +28,20 @@ def compose_config(overrides: list[str] = ()):
     overrides = list(overrides)
     if not any("defaults_trial" in o for o in overrides):  # tests of other features count their trials without it
         overrides.append("search_alg.defaults_trial=false")
+    return copy.deepcopy(_composed(tuple(normalise_overrides(overrides))))
+
+
+@functools.cache  # the same overrides compose the same config: Hydra reads conf/ once per list, not once per test
+def _composed(overrides: tuple[str, ...]):
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose(config_name="config", overrides=normalise_overrides(overrides))
+        return compose(config_name="config", overrides=list(overrides))
 
 
 def resolved_config(overrides: list[str], storage: Path, cache: Path) -> dict:
     from hfsweep.config.loading import resolve
 
-    cfg = compose_config([*overrides, f"cache_dir={cache}"])
+    cfg = compose_config(overrides)
+    cfg.cache_dir = str(cache)  # as the override `cache_dir=CACHE` last on the command line sets it
     return resolve(cfg, str(storage), list(overrides))
 
 
