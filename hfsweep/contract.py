@@ -38,13 +38,11 @@ class EvalContext:
 
 @runtime_checkable
 class DataTask(Protocol):
-    """What `hfsweep.data` and `hfsweep.models` need of a Task (`hfsweep.tasks.base.Task` has it
-    all): its name, the columns it reads, its tokenizer or processor, its raw data and labels, its
-    preprocessing, and the model class and loss it trains."""
+    """What `hfsweep.data` needs of a Task (`hfsweep.tasks.data_hooks.DataHooks` has it): the
+    columns it reads, what names its prepared data, its tokenizer or processor, its raw data and
+    labels, and its preprocessing."""
 
-    name: str
     columns: tuple[str, ...]
-    loss_type: Optional[str]
 
     def identity(self) -> list: ...
 
@@ -61,6 +59,15 @@ class DataTask(Protocol):
     def preprocess(self, ds, tokenizer, data_cfg: DataConfig, split: str): ...
 
     def save_validation_examples(self, raw_validation, data_cfg: DataConfig, folder: str) -> None: ...
+
+
+@runtime_checkable
+class ModelTask(Protocol):
+    """What `hfsweep.models` needs of a Task (`hfsweep.tasks.model_hooks.ModelHooks`, and its name):
+    the Auto class, what the model's config takes from the processor and the data, and the loss."""
+
+    name: str
+    loss_type: Optional[str]
 
     def config_from_processor(self, processor) -> dict: ...
 

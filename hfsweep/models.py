@@ -11,7 +11,7 @@ import warnings
 
 from hfsweep.config.errors import ConfigError, HubUnreachableError
 from hfsweep.config.schema import ModelConfig, PeftConfig, PeftMethod
-from hfsweep.contract import DataTask
+from hfsweep.contract import ModelTask
 
 
 def check_pretrained_reachable(model_cfg: ModelConfig) -> None:
@@ -35,7 +35,7 @@ def check_pretrained_reachable(model_cfg: ModelConfig) -> None:
         ) from err
 
 
-def check_model_fits_task(model_cfg: ModelConfig, task: DataTask) -> None:
+def check_model_fits_task(model_cfg: ModelConfig, task: ModelTask) -> None:
     """Refuse in one line, on the driver, a model the task's Auto class has no class for (a GPT-2
     under model.task=masked_lm): every trial would fail building it."""
     if model_cfg.factory:
@@ -116,7 +116,7 @@ def build_model(
     label_names: list[str] | None = None,
     peft_cfg: PeftConfig | None = None,
     *,
-    task: DataTask,
+    task: ModelTask,
 ):
     """A pretrained model, or one built from `model.config` with the tokenizer's vocabulary,
     through the task's Auto class; or whatever `model.factory` (a `_target_` callable taking
@@ -236,7 +236,7 @@ def _build(model_cfg: ModelConfig, auto_class, from_processor: dict, from_data: 
     return auto_class.from_config(config)
 
 
-def check_peft_targets(model_cfg: ModelConfig, peft_cfg: PeftConfig, search_space: dict, task: DataTask) -> None:
+def check_peft_targets(model_cfg: ModelConfig, peft_cfg: PeftConfig, search_space: dict, task: ModelTask) -> None:
     """Refuse in one line, on the driver, target_modules (configured or searched) that the model
     does not have: the adapter is tried on the model built on the meta device (no weights, no
     memory; a pretrained model's config is read, not its weights)."""

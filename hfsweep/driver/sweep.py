@@ -69,7 +69,7 @@ from hfsweep.models import (
     check_weights_digest,
 )
 from hfsweep.run_dir import RESULTS_FILE, SELECT_DIR, SELECTION_FILE, experiment_names, write_config
-from hfsweep.tasks.base import examples_collator
+from hfsweep.tasks.data_hooks import examples_collator
 from hfsweep.trial.trainable import run_trial
 
 NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"

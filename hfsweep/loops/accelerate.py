@@ -45,7 +45,7 @@ from hfsweep.loops.common import (
 )
 from hfsweep.loops.cost import Cost
 from hfsweep.models import build_model, weights_digest
-from hfsweep.tasks.base import batches_collator, examples_collator
+from hfsweep.tasks.data_hooks import batches_collator, examples_collator
 
 # The keys this loop reads that a config may leave unset: they take TrainingArguments' own defaults.
 DEFAULTED_BY_THE_TRAINER = (

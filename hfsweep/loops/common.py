@@ -19,7 +19,7 @@ from ray.train import Checkpoint, CheckpointUploadMode
 
 from hfsweep.compat import lr_factors, quiet_train_report_log, ray_data_iterable, set_last_lr
 from hfsweep.contract import checkpoint_dir_name, report_to_tune
-from hfsweep.tasks.base import batches_collator
+from hfsweep.tasks.data_hooks import batches_collator
 
 
 def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:

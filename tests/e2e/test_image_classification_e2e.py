@@ -7,7 +7,7 @@ from __future__ import annotations
 import datasets
 
 from hfsweep.data.offline import write_digits
-from hfsweep.tasks.base import examples_collator
+from hfsweep.tasks.data_hooks import examples_collator
 from hfsweep.tasks.image_classification import TASK
 from tests.conftest import prepare_data, resolved_config
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import os
 
-from hfsweep.tasks.base import examples_collator
+from hfsweep.tasks.data_hooks import examples_collator
 from hfsweep.tasks.multiple_choice import TASK
 from tests.conftest import prepare_data, resolved_config, write_swag
 

@@ -86,22 +86,23 @@ def test_imports_only_go_down(path):
 
 
 def test_every_task_family_is_what_data_and_models_annotate():
-    """`contract.DataTask` is the one description of what `hfsweep.data` and `hfsweep.models` use of
-    a Task: each family has all of it, and they use nothing else of it."""
+    """`contract.DataTask` and `contract.ModelTask` are the one description of what `hfsweep.data`
+    and `hfsweep.models` use of a Task: each family has all of it, and they use nothing else of it."""
     from typing_extensions import get_protocol_members  # typing has it from Python 3.13
 
-    from hfsweep.contract import DataTask
+    from hfsweep.contract import DataTask, ModelTask
     from hfsweep.tasks import get_task, task_names
 
     for name in task_names():
-        assert isinstance(get_task(name), DataTask), name
-    used = {
-        node.attr
-        for path in [*(PACKAGE / "data").glob("*.py"), PACKAGE / "models.py"]
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "task"
-    }
-    assert used == set(get_protocol_members(DataTask))
+        assert isinstance(get_task(name), DataTask) and isinstance(get_task(name), ModelTask), name
+    for protocol, paths in ((DataTask, (PACKAGE / "data").glob("*.py")), (ModelTask, [PACKAGE / "models.py"])):
+        used = {
+            node.attr
+            for path in paths
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "task"
+        }
+        assert used == set(get_protocol_members(protocol)), protocol.__name__
 
 
 def test_modules_moved_into_sub_packages_still_import_by_their_old_names():

@@ -10,7 +10,8 @@ from datasets import Dataset
 from hfsweep.config.schema import DataConfig, typed
 from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
 from hfsweep.tasks import with_options
-from hfsweep.tasks.base import IGNORED, batches_collator
+from hfsweep.tasks.base import IGNORED
+from hfsweep.tasks.data_hooks import batches_collator
 from hfsweep.tasks.masked_lm import TASK
 
 TEXTS = [f"the quick brown fox number {i} jumps over the lazy dog near the riverbank" for i in range(200)]

@@ -14,7 +14,7 @@ from hfsweep.config.schema import DataConfig, typed
 from hfsweep.data.sources import load_raw
 from hfsweep.data.tokenizers import BERT_SPECIAL_TOKENS
 from hfsweep.tasks import with_options
-from hfsweep.tasks.base import batches_collator
+from hfsweep.tasks.data_hooks import batches_collator
 from hfsweep.tasks.token_classification import IGNORED, TASK
 from tests.conftest import resolved_config
 
