@@ -140,6 +140,11 @@ def apply_sampled(cfg: dict, sampled: dict) -> dict:
     return merged
 
 
+def target_name(node: dict) -> str:
+    """The class a `_target_` node names, as messages name it (`ASHAScheduler`)."""
+    return node["_target_"].rsplit(".", 1)[-1]
+
+
 def import_object(dotted: str):
     """The object a `_target_` names (`package.module.Name`), imported here. Raises ImportError
     with one clean sentence (Hydra's own lookup also logs a multi-line error)."""

@@ -16,6 +16,7 @@ import ray
 
 from hfsweep.compat import gcs_port, quiet_ray_auth_notice
 from hfsweep.config.errors import ConfigError, RayStartError
+from hfsweep.config.loading import target_name
 from hfsweep.config.resources import (
     DATA_CPUS,
     resource_names,
@@ -266,7 +267,7 @@ def searcher_cap(cfg: dict) -> Optional[int]:
         return None
     population = population_size(cfg)
     if population > cap:
-        name = cfg["scheduler"]["_target_"].rsplit(".", 1)[-1]
+        name = target_name(cfg["scheduler"])
         raise ConfigError(
             f"num_samples: under {name} the population of {population} trials must be alive at once, but this sweep "
             f"runs at most {cap} trials at a time (its trial shape, or cluster.max_concurrent_trials) and Tune counts "

@@ -17,7 +17,8 @@ from typing import Optional
 
 from hfsweep.config.errors import ConfigError
 
-_NOT_TASKS = {"base", "data_hooks", "model_hooks", "metric_hooks", "metrics"}  # the shared pieces beside the task modules
+# the shared pieces beside the task modules
+_NOT_TASKS = {"base", "data_hooks", "model_hooks", "metric_hooks", "metrics"}
 
 
 def task_names() -> list[str]:

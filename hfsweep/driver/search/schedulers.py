@@ -14,7 +14,7 @@ from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 from ray.tune.stopper import CombinedStopper
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import iter_leaves
+from hfsweep.config.loading import iter_leaves, target_name
 from hfsweep.config.objectives import is_multi_objective
 from hfsweep.contract import EPOCH, MAX_STEPS
 from hfsweep.driver.search.search_rules import is_population_training, longest_epochs
@@ -30,7 +30,7 @@ def instantiate_at(key: str, node: dict, **objects):
     try:
         return instantiate(node, _partial_=True)(**objects)
     except (AssertionError, ValueError, TypeError) as err:
-        name = node["_target_"].rsplit(".", 1)[-1]
+        name = target_name(node)
         unexpected = re.search(r"unexpected keyword argument '(\w+)'", str(err))
         if unexpected:  # e.g. a preset's ASHA grace_period left over after scheduler=fifo
             arg = unexpected.group(1)

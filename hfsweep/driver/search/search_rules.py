@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import import_object, iter_leaves
+from hfsweep.config.loading import import_object, iter_leaves, target_name
 from hfsweep.config.objectives import is_multi_objective
 from hfsweep.config.validation import PLATEAU, as_override, lr_scheduler_types
 from hfsweep.driver.search.search_space import VALUE_SAMPLERS
@@ -65,7 +65,7 @@ def _validate_time_attr(cfg: dict) -> None:
         )
     varying = [key for key in DATA_PER_STEP_KEYS if key in searched]
     if varying and cfg["scheduler"].get("time_attr") == "step":
-        name = cfg["scheduler"]["_target_"].rsplit(".", 1)[-1]
+        name = target_name(cfg["scheduler"])
         raise ConfigError(
             f"scheduler.time_attr: {name} compares trials at the same step, and search_space.{varying[0]} makes a "
             f"step a different amount of data in each trial; use scheduler=asha_epochs (time in epochs), or "
@@ -92,7 +92,7 @@ def _validate_population_training(cfg: dict) -> None:
     schedule's reductions and an adapter's shape cannot be carried over."""
     if not is_population_training(cfg):
         return
-    name = cfg["scheduler"]["_target_"].rsplit(".", 1)[-1]
+    name = target_name(cfg["scheduler"])
     if PLATEAU in lr_scheduler_types(cfg):
         raise ConfigError(
             f"training.lr_scheduler_type: under {name}, {PLATEAU} cannot carry an exploited trial's own "
