@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="offline")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n N: the workers share the cores, one torch thread each
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 
