@@ -47,7 +47,8 @@ def examples_collator(task: DataHooks, cfg: dict, processor, split: str = "valid
         return instantiate(cfg["data_collator"], tokenizer=processor)
     from transformers import default_data_collator
 
-    return task.collator(processor, split) or default_data_collator
+    collate = task.collator(processor, split)
+    return default_data_collator if collate is None else collate
 
 
 def batches_collator(task: DataHooks, cfg: dict, processor, split: str, seed: int = 0) -> Optional[Callable]:
@@ -60,6 +61,9 @@ def batches_collator(task: DataHooks, cfg: dict, processor, split: str, seed: in
 
 
 class DataHooks:
+    """What a family reads and how its examples become model inputs (the defaults: text columns,
+    a tokenizer, rows that need no collating)."""
+
     columns: tuple[str, ...] = ()  # the data.* keys naming the columns it reads
     # the data.* keys choosing the texts a tokenizer trained on the data learns
     text_keys: tuple[str, ...] = ("text_column", "pair_column")

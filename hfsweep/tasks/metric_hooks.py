@@ -10,6 +10,8 @@ from hfsweep.contract import EvalContext
 
 
 class MetricHooks:
+    """How a family's predictions are scored (by default: nothing beyond the loss)."""
+
     # What its predictions are for `evaluate`-named metrics (`hfsweep.tasks.metrics.LABELS`, TAGS,
     # ANSWERS or TEXTS); None: it predicts nothing they score (language modelling: perplexity only).
     inputs: Optional[str] = None

@@ -8,6 +8,8 @@ from typing import Optional
 
 
 class ModelHooks:
+    """How a family's models are built: `auto_model_class` has no default."""
+
     # transformers' name for the loss (`LOSS_MAPPING`), set on models whose class name does not
     # give it away (GPT2LMHeadModel): without it the Trainer counts a causal LM's tokens before the
     # shift and reports every loss (1 - 1/block_size) too low.
