@@ -39,10 +39,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 STEPS = ("env", "sweep", "gpt2", "fsdp", "packed", "pytest")
-# seconds each step may take: what it took on an H200 (env 6, gpt2 125, sweep 61, packed 97, pytest 104;
-# benchmarks/results/gpu/ runs 4-6), with room. A step gets no more than what is left of --budget, and
-# the steps after it say they were not run: all six need about 8 minutes, so split them over two calls
-TIMEOUTS = {"env": 20, "sweep": 150, "gpt2": 210, "fsdp": 120, "packed": 200, "pytest": 130}
+# seconds each step may take: what it took on an H200 (env 6-8, gpt2 125-204, sweep 61, packed 97, fsdp 95 with
+# its hfsweep run cut at 66, pytest 104 before the FSDP test and about 210 with it; benchmarks/results/gpu/
+# runs 4-9), with room. A step gets no more than what is left of --budget, and
+# the steps after it say they were not run: all six need about 11 minutes, so split them over two calls
+TIMEOUTS = {"env": 20, "sweep": 150, "gpt2": 210, "fsdp": 180, "packed": 200, "pytest": 240}
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
 
 

@@ -46,12 +46,13 @@ def needs(module: str) -> None:
     assert importlib.util.find_spec(module) is not None, f"{module} is missing: pip install -e '.[gpu]'"
 
 
-# What each strategy engages with training.bf16=true, as Accelerate decides: DDP and FSDP compute
-# under bf16 autocast (FSDP's parameter dtype follows its own mixed-precision policy, so it is not
-# fixed here); DeepSpeed's bf16 engine holds bf16 weights and Accelerate adds no autocast.
+# What each strategy engages with training.bf16=true, as Accelerate decides: DDP computes under bf16
+# autocast over float32 weights; FSDP (version 2) adds no autocast, its MixedPrecisionPolicy casts the
+# gathered weights to bf16 for the forward (seen on an H200, benchmarks/results/gpu/ run 9);
+# DeepSpeed's bf16 engine holds bf16 weights and Accelerate adds no autocast.
 STRATEGIES = {
     "ddp": {"distributed": "MULTI_GPU", "param_dtype": "float32", "autocast_dtype": "bfloat16"},
-    "fsdp": {"distributed": "FSDP", "autocast_dtype": "bfloat16"},
+    "fsdp": {"distributed": "FSDP", "param_dtype": "bfloat16", "autocast_dtype": "none"},
     "deepspeed_zero2": {"distributed": "DEEPSPEED", "param_dtype": "bfloat16", "autocast_dtype": "none"},
     "deepspeed_zero3": {"distributed": "DEEPSPEED", "param_dtype": "bfloat16", "autocast_dtype": "none"},
 }
