@@ -459,4 +459,6 @@ def untrained_eval_loss(cfg: dict, task, data: PreparedData) -> float:
     tokenizer = task.load_processor(data.tokenizer_path)
     set_seed(cfg["seed"])
     model = build_model(typed(ModelConfig, cfg["model"]), tokenizer, data.label_names, task=task)
-    return evaluate_model(model, tokenizer, data.validation_path, data_collator=examples_collator(task, cfg, tokenizer))
+    return evaluate_model(
+        model, tokenizer, data.validation_path, data_collator=examples_collator(task, cfg["data_collator"], tokenizer)
+    )

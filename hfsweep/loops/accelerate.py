@@ -164,18 +164,22 @@ def train_loop_per_worker(config: dict) -> None:
     taken = signature(model.forward).parameters
     validation = validation.select_columns([c for c in validation.column_names if c in taken])
     model, optimizer, lr_scheduler = accelerator.prepare(model, optimizer, lr_scheduler)
-    eval_loader = validation_shard(cfg, task, tokenizer, accelerator.device)
+    data_cfg = typed(DataConfig, cfg["data"])
+    validation_collate = batches_collator(task, cfg["data_collator"], tokenizer, "validation")
+    eval_loader = validation_shard(
+        data_cfg, training["per_device_eval_batch_size"], validation_collate, accelerator.device
+    )
     if eval_loader is None:  # the whole split on every worker: Accelerate's prepared loader splits it
         eval_loader = accelerator.prepare(
             DataLoader(
                 validation.with_format("torch"),
                 batch_size=training["per_device_eval_batch_size"],
-                collate_fn=examples_collator(task, cfg, tokenizer),
+                collate_fn=examples_collator(task, cfg["data_collator"], tokenizer),
             )
         )
 
     compute_metrics = task.metrics_for(
-        cfg, EvalContext(config["label_names"], tokenizer, config["validation_path"], typed(DataConfig, cfg["data"]))
+        cfg, EvalContext(config["label_names"], tokenizer, config["validation_path"], data_cfg)
     )
     step, extra, logged, reported_once = 0, {}, {}, {}
     resume_from = resume_checkpoint(config)
@@ -185,7 +189,9 @@ def train_loop_per_worker(config: dict) -> None:
         apply_hyperparameters(optimizer.optimizer, lr_scheduler.scheduler, training)  # Accelerate's wrappers hold them
         extra.update(resumed_from=resume_from, resumed_weights_digest=weights_digest(accelerator.unwrap_model(model)))
 
-    train_collate = batches_collator(task, cfg, tokenizer, "train", worker_seed(cfg["seed"], in_process))
+    train_collate = batches_collator(
+        task, cfg["data_collator"], tokenizer, "train", worker_seed(cfg["seed"], in_process)
+    )
     extra["startup_s"] = time.time() - config["trial_started_at"]
     cost.start()
     step_losses: list[float] = []  # one per optimizer step since the last log
@@ -194,7 +200,7 @@ def train_loop_per_worker(config: dict) -> None:
     while step < training["max_steps"]:
         epoch_seed = cfg["seed"] + step  # a fresh shuffle each pass over the shard
         for batch in train_batches(
-            ray.train.get_dataset_shard("train"), cfg, train_collate, epoch_seed, accelerator.device
+            ray.train.get_dataset_shard("train"), training, data_cfg, train_collate, epoch_seed, accelerator.device
         ):
             with accelerator.accumulate(model):
                 loss = model(**batch).loss

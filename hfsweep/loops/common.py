@@ -13,13 +13,14 @@ import math
 import re
 import resource
 import sys
+from collections.abc import Mapping
 
 import ray.train
 from ray.train import Checkpoint, CheckpointUploadMode
 
 from hfsweep.compat import lr_factors, quiet_train_report_log, ray_data_iterable, set_last_lr
+from hfsweep.config.schema import DataConfig
 from hfsweep.contract import checkpoint_dir_name, report_to_tune
-from hfsweep.tasks.data_hooks import batches_collator
 
 
 def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
@@ -180,7 +181,7 @@ MEGA_BATCHES = (
 )
 
 
-def train_batches(shard, cfg: dict, collate, seed: int, device="auto"):
+def train_batches(shard, training: Mapping, data_cfg: DataConfig, collate, seed: int, device="auto"):
     """This worker's training batches from its Ray Data `shard`, made model inputs by `collate`
     (None: the columns as tensors), in the order `training.train_sampling_strategy` names (the
     Trainer's key, whose samplers a streamed train set cannot use): `random` (the default) through
@@ -191,12 +192,12 @@ def train_batches(shard, cfg: dict, collate, seed: int, device="auto"):
     each run of 50 batches' shuffled examples sorted by length (transformers'
     `get_length_grouped_indices`), so a batch padded to its longest example pads little; grouped
     anew every epoch."""
-    strategy = cfg["training"].get("train_sampling_strategy", "random")
-    batch_size = cfg["training"]["per_device_train_batch_size"]
+    strategy = training.get("train_sampling_strategy", "random")
+    batch_size = training["per_device_train_batch_size"]
     shuffle = (
         {}
         if strategy == "sequential"
-        else {"local_shuffle_buffer_size": cfg["data"]["shuffle_buffer_rows"], "local_shuffle_seed": seed}
+        else {"local_shuffle_buffer_size": data_cfg.shuffle_buffer_rows, "local_shuffle_seed": seed}
     )
     if strategy != "group_by_length":
         return shard.iter_torch_batches(batch_size=batch_size, device=device, collate_fn=collate, **shuffle)
@@ -217,17 +218,15 @@ def length_grouped(shard, batch_size: int, collate, seed: int, shuffle: dict):
             yield collate({column: values[rows] for column, values in examples.items()})
 
 
-def validation_shard(cfg: dict, task, tokenizer, device="auto"):
-    """This worker's Ray Data shard of the validation split, as torch batches, when
-    `data.datasets_to_split` holds it; None when every worker evaluates the whole split (from
-    disk). Ray splits it into equal shards, so up to num_workers - 1 examples go unevaluated.
-    A task that pads per batch pads them with its collator."""
-    if "validation" not in cfg["data"]["datasets_to_split"]:
+def validation_shard(data_cfg: DataConfig, batch_size: int, collate, device="auto"):
+    """This worker's Ray Data shard of the validation split, as torch batches made model inputs by
+    `collate`, when `data.datasets_to_split` holds it; None when every worker evaluates the whole
+    split (from disk). Ray splits it into equal shards, so up to num_workers - 1 examples go
+    unevaluated."""
+    if "validation" not in data_cfg.datasets_to_split:
         return None
     return ray.train.get_dataset_shard("validation").iter_torch_batches(
-        batch_size=cfg["training"]["per_device_eval_batch_size"],
-        device=device,
-        collate_fn=batches_collator(task, cfg, tokenizer, "validation"),
+        batch_size=batch_size, device=device, collate_fn=collate
     )
 
 

@@ -154,7 +154,7 @@ def build_trainer(
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         processing_class=tokenizer,
-        data_collator=examples_collator(task, cfg, tokenizer),
+        data_collator=examples_collator(task, cfg["data_collator"], tokenizer),
         callbacks=callbacks,
         compute_metrics=task.metrics_for(
             cfg, EvalContext(label_names, tokenizer, validation_path, typed(DataConfig, cfg["data"]))
@@ -170,14 +170,17 @@ def train_loop_per_worker(config: dict) -> None:
 
     task = config["task"]  # resolved once, on the driver
     tokenizer = task.load_processor(config["tokenizer_path"])  # a tokenizer, or the Task's other processor
-    task.prepare_tokenizer(tokenizer, typed(DataConfig, cfg["data"]))  # saved with every checkpoint's tokenizer
+    data_cfg = typed(DataConfig, cfg["data"])
+    task.prepare_tokenizer(tokenizer, data_cfg)  # saved with every checkpoint's tokenizer
     validation = datasets.load_from_disk(config["validation_path"])
     transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
     model_cfg, peft_cfg = typed(ModelConfig, cfg["model"]), typed(PeftConfig, cfg["peft"])
     model = build_model(model_cfg, tokenizer, config["label_names"], peft_cfg, task=task)  # peft: an adapter over it
 
-    collate = batches_collator(task, cfg, tokenizer, "train", worker_seed(cfg["seed"], in_process))
-    train_shard = train_batches(ray.train.get_dataset_shard("train"), cfg, collate, cfg["seed"])
+    collate = batches_collator(task, cfg["data_collator"], tokenizer, "train", worker_seed(cfg["seed"], in_process))
+    train_shard = train_batches(ray.train.get_dataset_shard("train"), cfg["training"], data_cfg, collate, cfg["seed"])
+    validation_collate = batches_collator(task, cfg["data_collator"], tokenizer, "validation")
+    shard = validation_shard(data_cfg, cfg["training"]["per_device_eval_batch_size"], validation_collate)
 
     extra_metrics: dict = {}
     workers = 1 if in_process else ray.train.get_context().get_world_size()
@@ -202,7 +205,7 @@ def train_loop_per_worker(config: dict) -> None:
         tokenizer=tokenizer,
         args=training_arguments(cfg, config["output_dir"], task),
         train_dataset=train_shard,
-        eval_dataset=validation if (shard := validation_shard(cfg, task, tokenizer)) is None else shard,
+        eval_dataset=validation if shard is None else shard,
         callbacks=callbacks,
         label_names=config["label_names"],
         validation_path=config["validation_path"],

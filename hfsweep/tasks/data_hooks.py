@@ -4,7 +4,7 @@ loads, how a raw split becomes model inputs, and how lists or Ray Data batches o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from typing import Optional
 
@@ -36,26 +36,30 @@ def batch_collator(collator: Callable) -> Callable:
     return lambda batch: collator(rows(batch))
 
 
-def examples_collator(task: DataHooks, cfg: dict, processor, split: str = "validation") -> Callable:
+def examples_collator(
+    task: DataHooks, data_collator: Optional[Mapping], processor, split: str = "validation"
+) -> Callable:
     """What turns a list of `split`'s examples into model inputs (the Trainer's evaluation, an
-    exported model's): `data_collator: {_target_: ...}` from config, built with the tokenizer (a
+    exported model's): the config's `data_collator: {_target_: ...}`, built with the tokenizer (a
     transformers collator class, or any callable taking `tokenizer`), for every split; else the
     task's `collator`; else transformers' default, which stacks the rows as they are."""
-    if cfg.get("data_collator"):
+    if data_collator:
         from hydra.utils import instantiate
 
-        return instantiate(cfg["data_collator"], tokenizer=processor)
+        return instantiate(data_collator, tokenizer=processor)
     from transformers import default_data_collator
 
     collate = task.collator(processor, split)
     return default_data_collator if collate is None else collate
 
 
-def batches_collator(task: DataHooks, cfg: dict, processor, split: str, seed: int = 0) -> Optional[Callable]:
+def batches_collator(
+    task: DataHooks, data_collator: Optional[Mapping], processor, split: str, seed: int = 0
+) -> Optional[Callable]:
     """The same for a worker's Ray Data batches of `split` (column -> numpy array), as their
     `collate_fn`; None where the rows are the inputs as they are. `seed` differs per worker."""
-    if cfg.get("data_collator"):
-        return batch_collator(examples_collator(task, cfg, processor, split))
+    if data_collator:
+        return batch_collator(examples_collator(task, data_collator, processor, split))
     collate = task.collator(processor, split, seed)
     return None if collate is None else batch_collator(collate)
 

@@ -39,6 +39,7 @@ def test_prepared_on_the_cluster_as_ray_tasks_into_the_same_shards_as_on_the_dri
 
 
 def test_workers_stream_every_shard_in_a_new_order_each_epoch_set_by_the_seed(ray_cluster, tmp_path):
+    from hfsweep.config.schema import DataConfig, typed
     from hfsweep.data.prepare import load_ray_datasets
     from hfsweep.loops.common import train_batches
 
@@ -62,9 +63,12 @@ def test_workers_stream_every_shard_in_a_new_order_each_epoch_set_by_the_seed(ra
         """Two passes over the worker's batch iterator, as the Trainer makes one per epoch."""
         train = load_ray_datasets(prepared, ["train"], seed)["train"]
         train.context.execution_options.preserve_order = True
-        cfg = {"seed": seed, "training": {"per_device_train_batch_size": 8}, "data": {"shuffle_buffer_rows": 64}}
         batches = train_batches(
-            train.iterator(), cfg, lambda batch: [tuple(row) for row in batch["input_ids"].tolist()], cfg["seed"]
+            train.iterator(),
+            {"per_device_train_batch_size": 8},
+            typed(DataConfig, {"shuffle_buffer_rows": 64}),
+            lambda batch: [tuple(row) for row in batch["input_ids"].tolist()],
+            seed,
         )
         return [[row for batch in batches for row in batch] for _ in range(2)]
 

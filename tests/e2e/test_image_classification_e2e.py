@@ -25,7 +25,7 @@ def test_digits_become_pixel_values_of_the_processors_size(tmp_path):
     ) and data.num_train_tokens == 1437  # one per image
     validation = datasets.load_from_disk(data.validation_path)
     processor = TASK.load_processor(data.tokenizer_path)
-    batch = examples_collator(TASK, cfg, processor)([validation[i] for i in range(4)])
+    batch = examples_collator(TASK, cfg["data_collator"], processor)([validation[i] for i in range(4)])
     assert tuple(batch["pixel_values"].shape) == (4, 3, 8, 8) and batch["labels"].tolist() == validation["labels"][:4]
     assert (
         -1.0 <= float(batch["pixel_values"].min()) < float(batch["pixel_values"].max()) <= 1.0

@@ -32,7 +32,7 @@ def test_swag_rows_become_one_pair_per_ending_and_batches_pad_every_choice(tmp_p
         tokenizer.decode(row["input_ids"][2], skip_special_tokens=True)
         == f"{first['sent1']} {first['sent2']} {first['ending2']}"
     )
-    batch = examples_collator(TASK, cfg, tokenizer)([validation[i] for i in range(3)])
+    batch = examples_collator(TASK, cfg["data_collator"], tokenizer)([validation[i] for i in range(3)])
     assert tuple(batch["input_ids"].shape[:2]) == (3, 4) and batch["labels"].tolist() == validation["labels"][:3]
     assert data.num_train_tokens == sum(
         sum(sum(m) for m in r["attention_mask"])

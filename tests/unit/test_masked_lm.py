@@ -57,10 +57,10 @@ def test_the_validation_split_is_masked_once_and_the_same_every_time(tokenizer):
 def test_training_batches_are_masked_by_a_generator_of_the_workers_seed(tokenizer):
     blocks = TASK.preprocess(Dataset.from_dict({"text": TEXTS}), tokenizer, DATA_CFG, "train")
     batch = {name: np.array(blocks[:16][name]) for name in blocks.column_names}
-    masks = {seed: batches_collator(TASK, {}, tokenizer, "train", seed)(batch)["labels"] for seed in (1, 1, 2)}
-    same = batches_collator(TASK, {}, tokenizer, "train", 1)(batch)["labels"]
+    masks = {seed: batches_collator(TASK, None, tokenizer, "train", seed)(batch)["labels"] for seed in (1, 1, 2)}
+    same = batches_collator(TASK, None, tokenizer, "train", 1)(batch)["labels"]
     assert (same == masks[1]).all() and not (masks[2] == masks[1]).all()
-    collate = batches_collator(with_options(TASK, {"mlm_probability": 0.5}), {}, tokenizer, "train", 1)
+    collate = batches_collator(with_options(TASK, {"mlm_probability": 0.5}), None, tokenizer, "train", 1)
     assert 0.4 < (collate(batch)["labels"] != IGNORED).float().mean() < 0.6  # task_options.mlm_probability applies
     assert not (collate(batch)["labels"] == collate(batch)["labels"]).all()  # afresh for every batch
 
@@ -69,7 +69,7 @@ def test_whole_word_masking_masks_every_sub_token_of_a_word(tokenizer):
     task = with_options(TASK, {"whole_word_mask": True, "mlm_probability": 0.3})
     blocks = task.preprocess(Dataset.from_dict({"text": TEXTS}), tokenizer, DATA_CFG, "train")
     batch = {name: np.array(blocks[:16][name]) for name in blocks.column_names}
-    labels = batches_collator(task, {}, tokenizer, "train", 0)(batch)["labels"].numpy()
+    labels = batches_collator(task, None, tokenizer, "train", 0)(batch)["labels"].numpy()
     starts = batch["offset_mapping"][..., 0]
     ends = batch["offset_mapping"][..., 1]
     continues = np.zeros_like(starts, dtype=bool)

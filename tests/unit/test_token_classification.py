@@ -116,7 +116,7 @@ def test_a_words_tag_goes_on_its_first_sub_token_or_on_all_of_them(label_all_tok
     labels = [None if label == IGNORED else names[label] for label in prepared[0]["labels"]]
     assert labels[0] is None and labels[1:4] == expected and labels[4] is None  # [CLS] and [SEP] ignored
     # the workers' collator pads each batch to its longest row, labels with -100
-    batch = batches_collator(TASK, {}, tokenizer, "train")(prepared.with_format("numpy")[[0, 2]])
+    batch = batches_collator(TASK, None, tokenizer, "train")(prepared.with_format("numpy")[[0, 2]])
     assert batch["input_ids"].shape == batch["labels"].shape == (2, 5)
     assert batch["attention_mask"][1].tolist() == [1, 1, 1, 0, 0] and batch["labels"][1, 3:].tolist() == [
         IGNORED,
@@ -138,11 +138,9 @@ def test_a_configured_data_collator_collates_the_workers_training_and_validation
     raw["validation"] = raw["train"]
     raw = TASK.prepare_raw(raw, data_cfg)
     batch = TASK.preprocess(raw["train"], tokenizer, data_cfg, "train").with_format("numpy")[:]
-    configured = {
-        "data_collator": {"_target_": "transformers.DataCollatorForTokenClassification", "pad_to_multiple_of": 8}
-    }
+    configured = {"_target_": "transformers.DataCollatorForTokenClassification", "pad_to_multiple_of": 8}
     for split in ("train", "validation"):
-        assert batches_collator(TASK, {}, tokenizer, split)(batch)["input_ids"].shape == (2, 5)
+        assert batches_collator(TASK, None, tokenizer, split)(batch)["input_ids"].shape == (2, 5)
         assert batches_collator(TASK, configured, tokenizer, split)(batch)["input_ids"].shape == (2, 8)
 
 
