@@ -67,7 +67,9 @@ def median_spread(values: list[float]) -> str:
 
 def prepare_data(cfg: dict):
     """The sweep's data prepared as `sweep.run` prepares it: for the Task its config names."""
+    from hfsweep.config.schema import DataConfig, ModelConfig, typed
     from hfsweep.data.prepare import prepare
     from hfsweep.tasks import get_task
 
-    return prepare(cfg, get_task(cfg["model"]["task"]))
+    task = get_task(cfg["model"]["task"])
+    return prepare(typed(DataConfig, cfg["data"]), typed(ModelConfig, cfg["model"]), cfg["cache_dir"], task)

@@ -262,7 +262,8 @@ def save_tiny_base(folder: Path, cache: Path, overrides: list[str] = ()) -> str:
 
 def prepare_data(cfg: dict):
     """The sweep's data prepared as `sweep.run` prepares it: for the Task its config names."""
+    from hfsweep.config.schema import DataConfig, ModelConfig, typed
     from hfsweep.data.prepare import prepare
     from hfsweep.tasks import task_of
 
-    return prepare(cfg, task_of(cfg))
+    return prepare(typed(DataConfig, cfg["data"]), typed(ModelConfig, cfg["model"]), cfg["cache_dir"], task_of(cfg))

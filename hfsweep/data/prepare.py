@@ -21,7 +21,7 @@ from datasets import Dataset, DatasetDict
 
 from hfsweep.compat import classic_parquet_reader, dataset_fingerprint
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.schema import DataConfig, ModelConfig, plain, typed
+from hfsweep.config.schema import DataConfig, ModelConfig, plain
 from hfsweep.contract import DataTask
 from hfsweep.data.cache import atomic_dir
 from hfsweep.data.shards import write_shards
@@ -86,11 +86,12 @@ def write_validation(raw_validation, task: DataTask, tokenizer, data_cfg: DataCo
     return path
 
 
-def prepare(cfg: dict, task: DataTask) -> PreparedData:
-    """Tokenize the configured data once, as the sweep's Task needs it; return where trials find it."""
-    data_cfg, cache_dir = typed(DataConfig, cfg["data"]), os.path.expanduser(cfg["cache_dir"])
+def prepare(data_cfg: DataConfig, model_cfg: ModelConfig, cache_dir: str, task: DataTask) -> PreparedData:
+    """Tokenize the configured data once, as the sweep's Task needs it (with the tokenizer
+    `model_cfg` names or trains); return where trials find it."""
+    cache_dir = os.path.expanduser(cache_dir)
     raw = raw_splits(data_cfg, cache_dir, task)
-    tokenizer_path = task.prepare_processor(typed(ModelConfig, cfg["model"]), raw["train"], data_cfg, cache_dir)
+    tokenizer_path = task.prepare_processor(model_cfg, raw["train"], data_cfg, cache_dir)
     tokenized_by = what_is_prepared(data_cfg)
     train_identity = source_identity(data_cfg, cache_dir) if data_cfg.streaming else dataset_fingerprint(raw["train"])
     key = hashlib.sha256(
@@ -142,7 +143,7 @@ def prepare(cfg: dict, task: DataTask) -> PreparedData:
     )
 
 
-def prepare_apart(cfg: dict, task: DataTask) -> PreparedData:
+def prepare_apart(data_cfg: DataConfig, model_cfg: ModelConfig, cache_dir: str, task: DataTask) -> PreparedData:
     """`prepare` in a spawned process, so the driver holds none of the threads tokenizing starts
     (the `tokenizers` pool, torch's, tqdm's monitor) when it starts Ray: Ray launches its daemons by
     fork with a Python `preexec_fn`, which Python documents as unsafe beside other threads. (The
@@ -151,7 +152,7 @@ def prepare_apart(cfg: dict, task: DataTask) -> PreparedData:
     with ProcessPoolExecutor(
         1, mp_context=multiprocessing.get_context("spawn"), initializer=_stand_in_for_driver
     ) as pool:
-        return pool.submit(prepare, cfg, task).result()
+        return pool.submit(prepare, data_cfg, model_cfg, cache_dir, task).result()
 
 
 def _stand_in_for_driver() -> None:

@@ -21,7 +21,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import extended_config, import_object, iter_leaves, saved_config
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trains_in_process
-from hfsweep.config.schema import ClusterConfig, ModelConfig, PeftConfig, StrategyConfig, typed
+from hfsweep.config.schema import ClusterConfig, DataConfig, ModelConfig, PeftConfig, PrepareOn, StrategyConfig, typed
 from hfsweep.contract import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, prepare_apart
 from hfsweep.driver.loggers import build_loggers
@@ -145,11 +145,12 @@ def plan_sweep(cfg: dict, task) -> SweepPlan:
     check_model_fits_task(model_cfg, task)
     check_weights_digest(model_cfg, cfg["cache_dir"])
     check_peft_targets(model_cfg, typed(PeftConfig, cfg["peft"]), cfg["search_space"], task)
-    if cfg["data"]["prepare_on"] == "cluster":  # the one preparation that needs Ray: tasks on the cluster's nodes
+    data_cfg = typed(DataConfig, cfg["data"])
+    if data_cfg.prepare_on == PrepareOn.cluster:  # the one preparation that needs Ray: tasks on the cluster's nodes
         init_ray(typed(ClusterConfig, cfg["cluster"]))
-        data = prepare(cfg, task)
-    else:
-        data = prepare_apart(cfg, task)  # the driver starts Ray after it, holding no tokenizer threads
+        data = prepare(data_cfg, model_cfg, cfg["cache_dir"], task)
+    else:  # the driver starts Ray after it, holding no tokenizer threads
+        data = prepare_apart(data_cfg, model_cfg, cfg["cache_dir"], task)
     return SweepPlan(cfg, task, param_space, scheduler, stopper, callbacks, data, setup)
 
 

@@ -27,7 +27,7 @@ from ray.util.queue import Queue
 
 from hfsweep.config.loading import apply_sampled
 from hfsweep.config.resources import resource_names, trains_in_process
-from hfsweep.config.schema import ClusterConfig, DataConfig, StrategyConfig, typed
+from hfsweep.config.schema import ClusterConfig, DataConfig, ModelConfig, StrategyConfig, typed
 from hfsweep.contract import HF_CHECKPOINTS, read_pointer, report_to_tune, steps_for_epochs
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, what_is_prepared
 from hfsweep.tasks import with_options
@@ -73,7 +73,9 @@ def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_dataset
     changed = data_changed(cfg, trial_cfg, task, trial_task)
     task = trial_task
     if changed:  # a searched data, tokenizer or task key: prepare (cached) for this trial
-        data = prepare(trial_cfg, task)
+        data = prepare(
+            typed(DataConfig, trial_cfg["data"]), typed(ModelConfig, trial_cfg["model"]), cfg["cache_dir"], task
+        )
     if changed or trial_cfg["seed"] != cfg["seed"]:  # a searched seed (replay) reshuffles too
         ray_datasets = load_ray_datasets(data, trial_cfg["data"]["datasets_to_split"], trial_cfg["seed"])
     resume_from = read_pointer(tune.get_checkpoint())
