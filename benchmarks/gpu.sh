@@ -8,7 +8,12 @@
 #      plain Trainer with its MFU, four packed trials against one, FSDP on one GPU; each step
 #      under its own timeout, all in one log with a summary at its end.
 #
-#   bash benchmarks/gpu.sh [--wheelhouse DIR] [--out DIR] [--cpu-smoke] [--steps a,b] [--budget SECONDS]
+#   bash benchmarks/gpu.sh [--wheelhouse DIR] [--extra-wheels DIR] [--out DIR] [--cpu-smoke] [--steps a,b]
+#                          [--budget SECONDS]
+#
+# --extra-wheels DIR installs DIR's wheels as they are (--no-deps) after the wheelhouse: what does not
+# fit beside it in one call's 64 MiB (bitsandbytes for QLoRA, 42 MB), carried by a second call to the
+# same warm machine. That call needs no wheelhouse: hfsweep is already installed there, and said so.
 #
 # --cpu-smoke skips the install and runs every step on this CPU, tiny and short (GPU-only parts
 # say they are skipped). The log is OUT/gpu.log (OUT: --out, else $OUT, else ./gpu-check).
@@ -17,6 +22,7 @@ cd "$(dirname "$0")/.."
 
 WHEELHOUSE=.wheelhouse
 OUT_DIR="${OUT:-$PWD/gpu-check}"
+EXTRA=""
 SMOKE=""
 STEPS=""
 BUDGET=""
@@ -24,22 +30,19 @@ PYTHON="${PYTHON:-python3}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --wheelhouse) WHEELHOUSE="$2"; shift 2 ;;
+    --extra-wheels) EXTRA="$2"; shift 2 ;;
     --out) OUT_DIR="$2"; shift 2 ;;
     --cpu-smoke) SMOKE=--cpu-smoke; shift ;;
     --steps) STEPS="$2"; shift 2 ;;
     --budget) BUDGET="$2"; shift 2 ;;
-    *) echo "gpu.sh: error: unknown argument '$1'; use --wheelhouse DIR, --out DIR, --cpu-smoke, --steps a,b, --budget SECONDS" >&2; exit 2 ;;
+    *) echo "gpu.sh: error: unknown argument '$1'; use --wheelhouse DIR, --extra-wheels DIR, --out DIR, --cpu-smoke, --steps a,b, --budget SECONDS" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$OUT_DIR"
 LOG="$OUT_DIR/gpu.log"
 export PYTHONUNBUFFERED=1
 
-if [ -z "$SMOKE" ]; then
-  if ! ls "$WHEELHOUSE"/hfsweep-*.whl >/dev/null 2>&1; then
-    echo "gpu.sh: error: no hfsweep wheel in $WHEELHOUSE; build the wheelhouse first (see the top of this script)" >&2
-    exit 2
-  fi
+install_wheelhouse() {
   echo "== install from $WHEELHOUSE ($(du -sm "$WHEELHOUSE" | cut -f1) MiB) into $($PYTHON -c 'import sys; print(sys.prefix)')" | tee -a "$LOG"
   start=$(date +%s)
   # Everything hfsweep needs, resolved against what the node has; where the node's own versions do
@@ -51,6 +54,22 @@ if [ -z "$SMOKE" ]; then
   fi
   $PYTHON -m pip check >>"$LOG" 2>&1 || echo "   pip check found conflicts (above in $LOG)" | tee -a "$LOG"
   echo "== installed in $(( $(date +%s) - start )) s" | tee -a "$LOG"
+}
+
+if [ -z "$SMOKE" ]; then
+  if ls "$WHEELHOUSE"/hfsweep-*.whl >/dev/null 2>&1; then
+    install_wheelhouse
+  elif [ -n "$EXTRA" ] && $PYTHON -m pip show hfsweep >/dev/null 2>&1; then  # installed, not the source tree
+    echo "== no wheelhouse in $WHEELHOUSE: hfsweep is installed already (an earlier call on this machine)" | tee -a "$LOG"
+  else
+    echo "gpu.sh: error: no hfsweep wheel in $WHEELHOUSE; build the wheelhouse first (see the top of this script)" >&2
+    exit 2
+  fi
+  if [ -n "$EXTRA" ]; then
+    echo "== install $EXTRA's wheels as they are: $(cd "$EXTRA" && ls ./*.whl | xargs -n1 basename | tr '\n' ' ')" | tee -a "$LOG"
+    timeout 180 $PYTHON -m pip install -q --no-index --no-cache-dir --no-deps "$EXTRA"/*.whl >>"$LOG" 2>&1 \
+      || { echo "gpu.sh: error: $EXTRA's wheels did not install (see $LOG)" | tee -a "$LOG" >&2; exit 1; }
+  fi
 fi
 
 $PYTHON benchmarks/gpu.py --out "$OUT_DIR" $SMOKE ${STEPS:+--steps "$STEPS"} ${BUDGET:+--budget "$BUDGET"}
