@@ -179,7 +179,9 @@ def train_loop_per_worker(config: dict) -> None:
         )
 
     compute_metrics = task.metrics_for(
-        cfg, EvalContext(config["label_names"], tokenizer, config["validation_path"], data_cfg)
+        cfg["compute_metrics"],
+        cfg["eval_metrics"],
+        EvalContext(config["label_names"], tokenizer, config["validation_path"], data_cfg),
     )
     step, extra, logged, reported_once = 0, {}, {}, {}
     resume_from = resume_checkpoint(config)

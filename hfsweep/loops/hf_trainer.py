@@ -157,7 +157,9 @@ def build_trainer(
         data_collator=examples_collator(task, cfg["data_collator"], tokenizer),
         callbacks=callbacks,
         compute_metrics=task.metrics_for(
-            cfg, EvalContext(label_names, tokenizer, validation_path, typed(DataConfig, cfg["data"]))
+            cfg["compute_metrics"],
+            cfg["eval_metrics"],
+            EvalContext(label_names, tokenizer, validation_path, typed(DataConfig, cfg["data"])),
         ),
     )
 

@@ -3,7 +3,7 @@ metrics it computes itself, and whether it generates text to be scored. The loop
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Optional
 
 from hfsweep.contract import EvalContext
@@ -27,14 +27,16 @@ class MetricHooks:
         predictions and references `evaluate`'s metrics take, and the number of classes (or None)."""
         raise NotImplementedError
 
-    def metrics_for(self, cfg: dict, context: EvalContext) -> Optional[Callable]:
-        """The loops' `compute_metrics`: `compute_metrics: {_target_: a function (eval_pred) ->
-        {name: value}}` from config; else the task's metrics for `eval_metrics` (None for none)."""
-        if cfg.get("compute_metrics"):
+    def metrics_for(
+        self, compute_metrics: Optional[Mapping], eval_metrics: list, context: EvalContext
+    ) -> Optional[Callable]:
+        """The loops' `compute_metrics`: the config's `compute_metrics: {_target_: a function
+        (eval_pred) -> {name: value}}`; else the task's metrics for `eval_metrics` (None for none)."""
+        if compute_metrics:
             from hydra.utils import instantiate
 
-            return instantiate(cfg["compute_metrics"], _partial_=True)
-        return self.compute_metrics(cfg["eval_metrics"], context)
+            return instantiate(compute_metrics, _partial_=True)
+        return self.compute_metrics(eval_metrics, context)
 
     def compute_metrics(self, entries: list, context: EvalContext = EvalContext()) -> Optional[Callable]:
         """The Trainer's `compute_metrics` for the configured `eval_metrics`, or None for none."""
