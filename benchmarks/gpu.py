@@ -43,7 +43,7 @@ STEPS = ("env", "sweep", "gpt2", "fsdp", "packed", "pytest")
 # its hfsweep run cut at 66, pytest 104 before the FSDP test and about 210 with it; benchmarks/results/gpu/
 # runs 4-9), with room. A step gets no more than what is left of --budget, and
 # the steps after it say they were not run: all six need about 11 minutes, so split them over two calls
-TIMEOUTS = {"env": 20, "sweep": 150, "gpt2": 210, "fsdp": 180, "packed": 200, "pytest": 240}
+TIMEOUTS = {"env": 20, "sweep": 150, "gpt2": 260, "fsdp": 180, "packed": 200, "pytest": 240}
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
 
 
@@ -190,7 +190,7 @@ def step_gpt2(args) -> None:
             "search_space.training.learning_rate.values=[3e-4]", "search_alg.defaults_trial=false",
             "cluster.num_workers=1", f"cluster.use_gpu={str(gpu).lower()}", "training.bf16=true",
             f"training.max_steps={steps}", f"training.eval_steps={steps // 3}", f"training.save_steps={steps // 3}",
-            f"training.logging_steps={steps // 3}", "training.warmup_steps=0", *model]
+            f"training.logging_steps={steps // 3}", "training.warmup_steps=0", *model, *args.gpt2_overrides.split()]
     cfg = config(base, "/tmp/unused")
     # before this process tokenizes or touches CUDA: their threads break Ray's start
     init_ray(typed(ClusterConfig, cfg["cluster"]))
@@ -220,7 +220,8 @@ def step_gpt2(args) -> None:
     print(f"N = {params:,} parameters; FLOPs per token = 6N + 12*L*H*Q*T = "
           f"6*{params:,} + 12*{layers}*{heads}*{head_size}*{seq} "
           f"= {flops_per_token:,}; peak {peak or 'unknown'} FLOP/s", flush=True)
-    result(ok=True, batch=batch, train_blocks=blocks, params=params, plain_tokens_per_s=round(plain),
+    result(ok=True, overrides=args.gpt2_overrides or None, batch=batch, train_blocks=blocks, params=params,
+           plain_tokens_per_s=round(plain),
            hfsweep_tokens_per_s=round(ours),
            ratio=round(ours / plain, 3), target_ratio=0.97, mfu=round(mfu, 3) if mfu else None,
            mfu_6n_only_reported=round(float(history["mfu"].iloc[-1]), 3) if "mfu" in history else None,
@@ -315,6 +316,9 @@ def main() -> int:
     parser.add_argument("--steps", default=",".join(STEPS), help=f"which of {','.join(STEPS)} (default: all)")
     parser.add_argument("--budget", type=float, default=420,
                         help="seconds for all the steps together (default 420: 8 minutes less the install)")
+    parser.add_argument("--gpt2-overrides", default="",
+                        help="more overrides for both arms of the gpt2 step, space-separated "
+                             "(+training.torch_compile=true)")
     parser.add_argument("--step", help=argparse.SUPPRESS)  # one step, in its own process
     parser.add_argument("--step-timeout", type=float, default=60, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -350,7 +354,7 @@ def main() -> int:
             say(f"\n== step {step} (timeout {timeout:.0f} s)")
             started = time.time()
             cmd = [sys.executable, str(Path(__file__)), "--step", step, "--step-timeout", str(timeout),
-                   *(["--cpu-smoke"] if args.cpu_smoke else [])]
+                   "--gpt2-overrides", args.gpt2_overrides, *(["--cpu-smoke"] if args.cpu_smoke else [])]
             env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": f"{BENCH}:{os.environ.get('PYTHONPATH', '')}"}
             lines = []
             try:

@@ -9,7 +9,7 @@
 #      under its own timeout, all in one log with a summary at its end.
 #
 #   bash benchmarks/gpu.sh [--wheelhouse DIR] [--extra-wheels DIR] [--out DIR] [--cpu-smoke] [--steps a,b]
-#                          [--budget SECONDS]
+#                          [--budget SECONDS] [--gpt2-overrides "k=v k=v"]
 #
 # --extra-wheels DIR installs DIR's wheels as they are (--no-deps) after the wheelhouse: what does not
 # fit beside it in one call's 64 MiB (bitsandbytes for QLoRA, 42 MB), carried by a second call to the
@@ -23,6 +23,7 @@ cd "$(dirname "$0")/.."
 WHEELHOUSE=.wheelhouse
 OUT_DIR="${OUT:-$PWD/gpu-check}"
 EXTRA=""
+GPT2=""
 SMOKE=""
 STEPS=""
 BUDGET=""
@@ -35,7 +36,8 @@ while [ $# -gt 0 ]; do
     --cpu-smoke) SMOKE=--cpu-smoke; shift ;;
     --steps) STEPS="$2"; shift 2 ;;
     --budget) BUDGET="$2"; shift 2 ;;
-    *) echo "gpu.sh: error: unknown argument '$1'; use --wheelhouse DIR, --extra-wheels DIR, --out DIR, --cpu-smoke, --steps a,b, --budget SECONDS" >&2; exit 2 ;;
+    --gpt2-overrides) GPT2="$2"; shift 2 ;;
+    *) echo "gpu.sh: error: unknown argument '$1'; use --wheelhouse DIR, --extra-wheels DIR, --out DIR, --cpu-smoke, --steps a,b, --budget SECONDS, --gpt2-overrides 'k=v k=v'" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$OUT_DIR"
@@ -72,4 +74,5 @@ if [ -z "$SMOKE" ]; then
   fi
 fi
 
-$PYTHON benchmarks/gpu.py --out "$OUT_DIR" $SMOKE ${STEPS:+--steps "$STEPS"} ${BUDGET:+--budget "$BUDGET"}
+$PYTHON benchmarks/gpu.py --out "$OUT_DIR" $SMOKE ${STEPS:+--steps "$STEPS"} ${BUDGET:+--budget "$BUDGET"} \
+  ${GPT2:+--gpt2-overrides "$GPT2"}
