@@ -255,6 +255,10 @@ def _composition_error(err) -> ConfigError:
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and key and parent is not None:
         section = key.rpartition(".")[0] or "the config"
         known = list(parent.keys())
+        if key.startswith("training.") and cause.key in training_argument_names(seq2seq=True):
+            return ConfigError(
+                f"{key}: a TrainingArguments field the training config does not set; add it with +{key}=VALUE."
+            )
         if key.startswith("training.") and not difflib.get_close_matches(cause.key, known, n=1):
             known += sorted(training_argument_names())
         if difflib.get_close_matches(cause.key, known, n=1):

@@ -223,6 +223,11 @@ REFUSED = [
         ["training.learning_rat=0.001"],
         "training.learning_rat: not a key of training (did you mean 'learning_rate'?); fix the spelling.",
     ),
+    (  # a TrainingArguments field conf/training/default.yaml leaves out: not a misspelling of itself
+        ["training.torch_compile=true"],
+        "training.torch_compile: a TrainingArguments field the training config does not set; add it with "
+        "+training.torch_compile=VALUE.",
+    ),
     (
         ["training.some_new_field=1"],
         "training.some_new_field: not a key of training; to add a new key, write +training.some_new_field=VALUE.",
