@@ -68,8 +68,8 @@ def test_an_experiment_script_logs_the_exit_status_of_each_run(tmp_path, script,
     [
         (
             ["--bogus"],
-            "gpu.sh: error: unknown argument '--bogus'; use --wheelhouse DIR, --out DIR, --cpu-smoke, --steps a,b, "
-            "--budget SECONDS",
+            "gpu.sh: error: unknown argument '--bogus'; use --wheelhouse DIR, --extra-wheels DIR, --out DIR, "
+            "--cpu-smoke, --steps a,b, --budget SECONDS, --gpt2-overrides 'k=v k=v'",
         ),
         (
             ["--wheelhouse", "/nonexistent/wh"],
