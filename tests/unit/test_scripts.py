@@ -89,6 +89,26 @@ def test_the_gpu_check_refuses_a_bad_argument_or_a_missing_wheelhouse_in_one_lin
     assert not (tmp_path / "gpu.log").exists()
 
 
+def test_extra_wheels_without_a_wheelhouse_need_hfsweep_installed_not_the_source_tree(tmp_path):
+    """A second call carrying only extra wheels (bitsandbytes) goes on where an earlier call installed
+    hfsweep. A Python that has it only as the source tree it runs beside (`-S`: no site-packages, so
+    no installed hfsweep and no pip) is refused in one line before anything is installed."""
+    args = ["--wheelhouse", "none", "--extra-wheels", str(tmp_path / "bnb"), "--out", str(tmp_path)]
+    ran = subprocess.run(
+        ["bash", str(ROOT / "benchmarks/gpu.sh"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "PYTHON": f"{sys.executable} -S"},
+    )
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert ran.stderr.splitlines() == [
+        "gpu.sh: error: no hfsweep wheel in none; build the wheelhouse first (see the top of this script)"
+    ]
+    assert not (tmp_path / "gpu.log").exists()
+
+
 def test_the_gpu_check_starts_no_step_that_would_outlast_its_budget(tmp_path):
     """gpu.py gives each step what is left of --budget (the device time): a step with under 15 s
     left is not started, says so, and the run exits 1."""
