@@ -25,7 +25,7 @@ from ray import tune
 from ray.train.torch import TorchTrainer
 from ray.util.queue import Queue
 
-from hfsweep.config.loading import apply_sampled
+from hfsweep.config.loading import TASK_OPTIONS, apply_sampled
 from hfsweep.config.resources import resource_names, trains_in_process
 from hfsweep.config.schema import ClusterConfig, DataConfig, ModelConfig, StrategyConfig, typed
 from hfsweep.contract import HF_CHECKPOINTS, read_pointer, report_to_tune, steps_for_epochs
@@ -67,9 +67,11 @@ def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_dataset
     """Tune function trainable: train the sampled config, report every checkpoint to Tune."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     started_at = time.time()
+    # searched task options go to the Task, their one home below the driver (the config has none)
+    options = sampled.get(TASK_OPTIONS)
+    trial_task = with_options(task, options) if options else task
+    sampled = {key: value for key, value in sampled.items() if key != TASK_OPTIONS}
     trial_cfg = with_trial_steps(apply_sampled(cfg, sampled), data.num_train_blocks)
-    searched_options = trial_cfg["task_options"] != cfg["task_options"]
-    trial_task = with_options(task, trial_cfg["task_options"]) if searched_options else task
     changed = data_changed(cfg, trial_cfg, task, trial_task)
     task = trial_task
     if changed:  # a searched data, tokenizer or task key: prepare (cached) for this trial
