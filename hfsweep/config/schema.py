@@ -10,7 +10,7 @@ string key of a dict. Every layer imports this module, and it imports no other p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError, dataclass, field
 from enum import Enum
 from typing import Any, Dict, List, Optional
 
@@ -51,15 +51,29 @@ class LoopName(Enum):
     accelerate = "accelerate"  # a plain Accelerate loop
 
 
+class ReadOnly:
+    """A sub-config refuses assignment once built, as a frozen dataclass does (change a copy:
+    `dataclasses.replace`). Not `frozen=True`: OmegaConf makes a frozen dataclass a read-only node,
+    and Hydra merges the command line into this schema."""
+
+    def __post_init__(self):
+        object.__setattr__(self, "_built", True)
+
+    def __setattr__(self, name, value):
+        if "_built" in self.__dict__:
+            raise FrozenInstanceError(f"cannot assign to field '{name}' of a {type(self).__name__}: it is read only")
+        object.__setattr__(self, name, value)
+
+
 @dataclass
-class TokenizerConfig:
+class TokenizerConfig(ReadOnly):
     pretrained: Optional[str] = None
     kind: TokenizerKind = TokenizerKind.byte_level_bpe
     vocab_size: int = 300
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(ReadOnly):
     task: Any = "causal_lm"  # a built-in task family's name, or {_target_: a Task class, ...}
     pretrained: Optional[str] = None  # a hub name, a local folder, or pkg://PACKAGE/FOLDER inside an installed package
     weights_sha256: Optional[str] = None  # the expected digest of model.pretrained's model.safetensors, checked once
@@ -70,7 +84,7 @@ class ModelConfig:
 
 
 @dataclass
-class DataConfig:
+class DataConfig(ReadOnly):
     source: DataSource = DataSource.pydoc
     name: Optional[str] = None
     config_name: Optional[str] = None
@@ -106,7 +120,7 @@ class DataConfig:
 
 
 @dataclass
-class PeftConfig:
+class PeftConfig(ReadOnly):
     """`peft=lora` (conf/peft/): a LoRA adapter over the base model, built from these keys by
     `peft.LoraConfig` (`peft=ia3`: `peft.IA3Config`, from the keys it has); `method: none` trains
     the whole model."""
@@ -128,18 +142,18 @@ class PeftConfig:
 
 
 @dataclass
-class StrategyConfig:
+class StrategyConfig(ReadOnly):
     name: str = "ddp"
     training_args: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
-class LoopConfig:
+class LoopConfig(ReadOnly):
     name: LoopName = LoopName.hf_trainer
 
 
 @dataclass
-class ClusterConfig:
+class ClusterConfig(ReadOnly):
     address: Optional[str] = None
     num_cpus: Optional[float] = None
     num_gpus: Optional[float] = None
@@ -155,12 +169,12 @@ class ClusterConfig:
 
 
 @dataclass
-class CheckpointsConfig:
+class CheckpointsConfig(ReadOnly):
     keep_per_trial: Optional[int] = None
 
 
 @dataclass
-class BudgetConfig:
+class BudgetConfig(ReadOnly):
     """When the whole sweep stops: no trial starts after, running ones are stopped (docs/searching.md, Budgets)."""
 
     wall_clock_s: Optional[float] = None  # seconds since the first trial was scheduled
@@ -169,7 +183,7 @@ class BudgetConfig:
 
 
 @dataclass
-class SelectConfig:
+class SelectConfig(ReadOnly):
     """After the search, re-train its `top_k` best configurations once per seed and pick the one
     with the best mean (docs/searching.md, "Picking a winner over seeds"): one lucky seed does not win."""
 

@@ -14,7 +14,7 @@ import torch
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.resources import trains_in_process, trial_resources, trial_shape
-from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
+from hfsweep.config.schema import ClusterConfig, StrategyConfig, SweepConfig, typed
 from hfsweep.driver.preflight import preflight
 from hfsweep.tasks import get_task, task_names
 from tests.conftest import CONF_DIR, resolved_config
@@ -105,6 +105,21 @@ def test_default_is_the_offline_embedded_sweep(tmp_path):
     assert cfg["scheduler"]["_target_"].endswith("ASHAScheduler")
     assert cfg["scheduler"]["max_t"] == cfg["training"]["max_steps"]
     assert len(cfg["search_space"]["training"]["learning_rate"]["values"]) >= 4
+
+
+@pytest.mark.parametrize(
+    "key", ["model", "data", "peft", "strategy", "loop", "cluster", "checkpoints", "budget", "select"]
+)
+def test_a_typed_sub_config_is_read_only_and_changed_by_copy(key, tmp_path):
+    """The layers below the preflight share one typed sub-config each: none can change it under another."""
+    import dataclasses
+    import typing
+
+    node = typed(typing.get_type_hints(SweepConfig)[key], preflight(resolved_config([], tmp_path, tmp_path)).cfg[key])
+    first = dataclasses.fields(node)[0].name
+    with pytest.raises(dataclasses.FrozenInstanceError, match=f"cannot assign to field '{first}'"):
+        setattr(node, first, None)
+    assert getattr(dataclasses.replace(node, **{first: None}), first) is None
 
 
 def test_gpt2_wikitext_reproduces_rays_example(tmp_path):
