@@ -4,6 +4,7 @@ trial; and the checks that the hardware can run what the config asks (`check_har
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
@@ -82,6 +83,15 @@ def check_hardware(cfg: dict) -> None:
         check_hfsweep_installed()
 
 
+def checkout_here() -> Optional[str]:
+    """The current folder, where this process imports hfsweep from it (`python -m hfsweep` in a
+    checkout); else None."""
+    import hfsweep
+
+    folder = os.path.dirname(os.path.abspath(hfsweep.__path__[0]))
+    return folder if folder == os.getcwd() else None
+
+
 def check_hfsweep_installed() -> None:
     """`python -m hfsweep` in a checkout imports hfsweep from the current folder even where it is
     not installed; Hydra then cannot find its configs (pkg://hfsweep.conf), and Ray's workers,
@@ -89,10 +99,8 @@ def check_hfsweep_installed() -> None:
     import importlib.machinery
     import sys
 
-    import hfsweep
-
-    folder = os.path.dirname(os.path.abspath(hfsweep.__path__[0]))
-    if folder != os.getcwd():
+    folder = checkout_here()
+    if folder is None:
         return  # not found through the current folder: installed, or on PYTHONPATH
     elsewhere = [p for p in sys.path if p not in ("", ".") and os.path.abspath(p) != folder]
     for finder in sys.meta_path:

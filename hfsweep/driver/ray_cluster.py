@@ -19,6 +19,7 @@ from hfsweep.config.errors import ConfigError, RayStartError
 from hfsweep.config.loading import target_name
 from hfsweep.config.resources import (
     DATA_CPUS,
+    checkout_here,
     resource_names,
     trains_in_process,
     trial_resources,
@@ -89,7 +90,7 @@ def init_ray(cluster: ClusterConfig) -> None:
                 f"local Ray."
             ) from err
     else:
-        start_local_ray(cluster, env, runtime_env)
+        start_local_ray(cluster, {**env, **checkout_on_worker_path()}, runtime_env)
     ray.data.DataContext.get_current().enable_progress_bars = False
     logging.getLogger("ray.data").setLevel(logging.WARNING)
 
@@ -114,6 +115,16 @@ def sweep_runtime_env(runtime_env: dict, env: dict) -> dict:
         **runtime_env,
         "env_vars": {**env, **runtime_env.get("env_vars", {})},
     }
+
+
+def checkout_on_worker_path() -> dict:
+    """PYTHONPATH for a local Ray's workers where this process runs a checkout in the current folder:
+    they start elsewhere, and where another copy of hfsweep is installed (a second checkout, a
+    worktree, a release) every trial would run that copy's code, not the one the driver runs."""
+    folder = checkout_here()
+    if folder is None:
+        return {}
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [folder, os.environ.get("PYTHONPATH")]))}
 
 
 def start_local_ray(cluster: ClusterConfig, env: dict, runtime_env: dict) -> None:

@@ -36,3 +36,23 @@ def test_a_local_ray_is_given_whole_logical_cpus_and_a_fraction_is_refused(monke
     assert given[0]["num_cpus"] == 8 and isinstance(given[0]["num_cpus"], int)
     with pytest.raises(ConfigError, match=r"^cluster.num_cpus: 2.5 logical CPUs .* whole number"):
         ray_cluster.start_local_ray(typed(ClusterConfig, {"num_cpus": 2.5}), {}, {})
+
+
+@pytest.mark.parametrize("in_checkout", [True, False])
+def test_a_checkout_run_in_its_folder_puts_itself_on_the_local_workers_path(in_checkout, monkeypatch, tmp_path):
+    """`python -m hfsweep` in a checkout imports that checkout; a local Ray's workers start elsewhere
+    and, with another copy installed (a worktree beside the installed checkout), ran that copy's code
+    in every trial. Elsewhere (an installed hfsweep) the workers' path is left alone."""
+    import os
+
+    import hfsweep
+
+    checkout = os.path.dirname(os.path.abspath(hfsweep.__path__[0]))
+    monkeypatch.chdir(checkout if in_checkout else tmp_path)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    given = []
+    monkeypatch.setattr(ray_cluster.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray_cluster.ray, "init", lambda **kwargs: given.append(kwargs))
+    ray_cluster.init_ray(typed(ClusterConfig, {"num_cpus": 2}))
+    path = given[0]["runtime_env"]["env_vars"].get("PYTHONPATH")
+    assert path == (f"{checkout}{os.pathsep}/elsewhere" if in_checkout else None)
