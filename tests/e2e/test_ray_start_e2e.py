@@ -1,5 +1,6 @@
-"""Ray started by a real `python -m hfsweep`: the driver holds no more threads than its imports
-start, and a two-worker sweep's console carries no library notice a user cannot act on."""
+"""Ray started by a real process: `python -m hfsweep`'s driver holds no more threads than its imports
+start, a two-worker sweep's console carries no library notice a user cannot act on, and a second
+copy of hfsweep run in its own folder has its code, not the installed copy's, on Ray's workers."""
 
 from __future__ import annotations
 
@@ -77,3 +78,32 @@ def test_a_two_worker_sweeps_console_carries_no_library_notice_a_user_cannot_act
     assert "Best trial " in run.stdout
     assert "Running in WANDB offline mode" not in console
     assert "[WARNING]" not in console and "Setting accelerator to CPU" not in console
+
+
+CLONE_PROBE = """
+import ray, hfsweep
+from hfsweep.config.schema import ClusterConfig, typed
+from hfsweep.driver.ray_cluster import init_ray
+init_ray(typed(ClusterConfig, {"num_cpus": 1}))
+print("DRIVER", hfsweep.__file__)
+print("WORKER", ray.get(ray.remote(lambda: __import__("hfsweep").__file__).remote()))
+ray.shutdown()
+"""
+
+
+def test_a_second_copy_run_in_its_folder_runs_its_own_code_on_ray_workers(tmp_path):
+    """A copy of hfsweep beside the installed one (a clone, a worktree), run in its own folder, has
+    its code imported by the driver; a local Ray's workers, started elsewhere, imported the installed
+    copy instead, so every trial ran other code than the driver's."""
+    import shutil
+
+    import hfsweep
+
+    clone = tmp_path / "clone"
+    shutil.copytree(os.path.dirname(hfsweep.__file__), clone / "hfsweep", ignore=shutil.ignore_patterns("__pycache__"))
+    run = subprocess.run(
+        [sys.executable, "-c", CLONE_PROBE], cwd=clone, capture_output=True, text=True, timeout=300, check=True
+    )
+    files = dict(line.split(" ", 1) for line in run.stdout.splitlines() if line.startswith(("DRIVER", "WORKER")))
+    assert files["DRIVER"].startswith(str(clone)), run.stdout
+    assert files["WORKER"].startswith(str(clone)), run.stdout + run.stderr
