@@ -1,6 +1,6 @@
 """What a training loop is, and what each loop refuses before Ray starts. Kept light (no torch):
 the preflight imports it on every launch, and a loop's training code (`hf_trainer`,
-`accelerate`, each exposing `train_loop_per_worker(config)`) is imported on the workers only."""
+`accelerate`, each exposing `train_loop_per_worker(job)`) is imported on the workers only."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ class Loop:
 
     name = ""
 
-    def train(self, config: dict) -> None:
-        """Train one trial on this worker: `config` is the trial's loop config (hfsweep.trial.trainable)."""
+    def train(self, job) -> None:
+        """Train one trial on this worker: `job` is the `TrainJob` the trial built (hfsweep.contract)."""
         import importlib
 
-        importlib.import_module(f"hfsweep.loops.{self.name}").train_loop_per_worker(config)
+        importlib.import_module(f"hfsweep.loops.{self.name}").train_loop_per_worker(job)
 
     def check(self, cfg: dict, task) -> None:
         """Refuse in one line what this loop cannot do with the config and the sweep's Task. Both

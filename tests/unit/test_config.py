@@ -185,11 +185,12 @@ def test_training_argument_names_read_from_the_source_are_the_dataclass_fields()
 
 
 def test_precision_and_activation_checkpointing_switches_reach_the_training_arguments(tmp_path):
+    from hfsweep.contract import TrainingRecipe
     from hfsweep.loops.hf_trainer import training_arguments
 
     cfg = resolved_config(["training.bf16=true", "+training.activation_checkpointing=true"], tmp_path, tmp_path)
     preflight(cfg)  # CPUs run bf16 through torch's autocast
-    args = training_arguments(cfg, str(tmp_path), get_task(cfg["model"]["task"]))
+    args = training_arguments(TrainingRecipe.of(cfg), str(tmp_path), get_task(cfg["model"]["task"]))
     assert args.bf16 and not args.fp16 and args.activation_checkpointing
 
 
