@@ -14,7 +14,7 @@ import torch
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.resources import trains_in_process, trial_resources, trial_shape
-from hfsweep.config.schema import ClusterConfig, StrategyConfig, SweepConfig, typed
+from hfsweep.config.schema import ClusterConfig, DataConfig, StrategyConfig, SweepConfig, typed
 from hfsweep.driver.preflight import preflight
 from hfsweep.tasks import get_task, task_names
 from tests.conftest import CONF_DIR, resolved_config
@@ -120,6 +120,16 @@ def test_a_typed_sub_config_is_read_only_and_changed_by_copy(key, tmp_path):
     with pytest.raises(dataclasses.FrozenInstanceError, match=f"cannot assign to field '{first}'"):
         setattr(node, first, None)
     assert getattr(dataclasses.replace(node, **{first: None}), first) is None
+
+
+def test_the_typed_config_the_checks_read_is_read_only(tmp_path):
+    """The preflight hands every check below the driver one typed `SweepConfig`: none can change it under another."""
+    import dataclasses
+
+    sweep = typed(SweepConfig, preflight(resolved_config([], tmp_path, tmp_path)).cfg)
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'seed'"):
+        sweep.seed = 1
+    assert isinstance(sweep.data, DataConfig) and sweep.loop.name.value == "hf_trainer"
 
 
 def test_gpt2_wikitext_reproduces_rays_example(tmp_path):
