@@ -10,7 +10,7 @@ import hashlib
 import warnings
 
 from hfsweep.config.errors import ConfigError, HubUnreachableError
-from hfsweep.config.schema import ModelConfig, PeftConfig, PeftMethod
+from hfsweep.config.schema import ModelConfig, PeftConfig, PeftMethod, SweepConfig
 from hfsweep.contract import ModelTask
 
 
@@ -147,44 +147,45 @@ def build_model(
     return get_peft_model(model, adapter_config(peft_cfg, task.auto_model_class()))
 
 
-def check_peft(cfg: dict) -> None:
+def check_peft(sweep: SweepConfig) -> None:
     """The adapter's settings, before Ray starts (the schema's `PeftMethod` names the methods): a positive rank,
     searched keys the method has, and a CUDA GPU with bitsandbytes for a quantized base. (The loop refuses adapters
     it cannot save; the search rules, shapes that PBT would perturb.)"""
-    peft, searched = cfg["peft"], cfg["search_space"].get("peft", {})
-    if peft["method"] == "none":
+    peft, searched = sweep.peft, sweep.search_space.get("peft", {})
+    method = peft.method.value
+    if peft.method is PeftMethod.none:
         if searched:
             raise ConfigError(
                 f"search_space.peft.{next(iter(searched))}: peft=none trains no adapter; add peft=lora, "
                 f"or drop the key."
             )
         return
-    if "r" in ADAPTER_KEYS[peft["method"]]:
-        ranks = [peft["r"], *searched.get("r", {}).get("values", [])]
+    if "r" in ADAPTER_KEYS[method]:
+        ranks = [peft.r, *searched.get("r", {}).get("values", [])]
         bad = next((r for r in ranks if not isinstance(r, int) or r < 1), None)
         if bad is not None:
-            where = "search_space.peft.r" if bad != peft["r"] else "peft.r"
+            where = "search_space.peft.r" if bad != peft.r else "peft.r"
             raise ConfigError(f"{where}: the adapter's rank must be a positive integer, not {bad}; e.g. peft.r=8.")
-    other_methods_keys = {key for keys in ADAPTER_KEYS.values() for key in keys} - set(ADAPTER_KEYS[peft["method"]])
+    other_methods_keys = {key for keys in ADAPTER_KEYS.values() for key in keys} - set(ADAPTER_KEYS[method])
     unused = [key for key in searched if key in other_methods_keys]
     if unused:
         raise ConfigError(
-            f"search_space.peft.{unused[0]}: peft={peft['method']} has no {unused[0]}; drop the key, "
+            f"search_space.peft.{unused[0]}: peft={method} has no {unused[0]}; drop the key, "
             f"or use an adapter that has it."
         )
-    quantized = [key for key in ("load_in_4bit", "load_in_8bit") if peft[key]]
+    quantized = [key for key in ("load_in_4bit", "load_in_8bit") if getattr(peft, key)]
     if quantized:
         import importlib.util
 
         key = quantized[0]
-        if not cfg["cluster"]["use_gpu"]:
+        if not sweep.cluster.use_gpu:
             raise ConfigError(
                 f"peft.{key}: a quantized base (QLoRA) needs a CUDA GPU; set cluster.use_gpu=true on a "
                 f"GPU machine, or peft.{key}=false."
             )
         if len(quantized) > 1:
             raise ConfigError("peft.load_in_8bit: load_in_4bit is set too; choose one, e.g. peft.load_in_8bit=false.")
-        if not cfg["model"]["pretrained"]:
+        if not sweep.model.pretrained:
             raise ConfigError(
                 f"peft.{key}: quantizes pretrained weights, and model.pretrained is null; "
                 f"set model.pretrained (a hub name or a directory)."

@@ -197,6 +197,7 @@ def untrained_metrics(cfg: dict, out_dir: str) -> dict:
     from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
     from hfsweep.config.schema import ModelConfig, typed
+    from hfsweep.contract import TrainingRecipe
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.loops.hf_trainer import build_trainer
     from hfsweep.models import build_model
@@ -210,7 +211,7 @@ def untrained_metrics(cfg: dict, out_dir: str) -> dict:
     arguments_class = Seq2SeqTrainingArguments if task.generates else TrainingArguments
     args = arguments_class(output_dir=out_dir, use_cpu=True, report_to="none", per_device_eval_batch_size=64)
     trainer = build_trainer(
-        cfg,
+        TrainingRecipe.of(cfg),
         task,
         model=model,
         tokenizer=tokenizer,

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 
 def objectives(cfg: dict) -> list[tuple[str, str]]:
-    """(metric, mode) of every objective, the first first."""
-    if isinstance(cfg["metric"], str):
-        return [(cfg["metric"], cfg["mode"])]
-    return list(zip(cfg["metric"], cfg["mode"]))
+    """(metric, mode) of every objective of the resolved config, the first first."""
+    return objectives_of(cfg["metric"], cfg["mode"])
+
+
+def objectives_of(metric, mode) -> list[tuple[str, str]]:
+    """(metric, mode) of every objective `metric` and `mode` name (a name, or a list of them)."""
+    if isinstance(metric, str):
+        return [(metric, mode)]
+    return list(zip(metric, mode))
 
 
 def first_objective(cfg: dict) -> tuple[str, str]:

@@ -52,7 +52,7 @@ class LoopName(Enum):
 
 
 class ReadOnly:
-    """A sub-config refuses assignment once built, as a frozen dataclass does (change a copy:
+    """A typed config or sub-config refuses assignment once built, as a frozen dataclass does (change a copy:
     `dataclasses.replace`). Not `frozen=True`: OmegaConf makes a frozen dataclass a read-only node,
     and Hydra merges the command line into this schema."""
 
@@ -193,7 +193,7 @@ class SelectConfig(ReadOnly):
 
 
 @dataclass
-class SweepConfig:
+class SweepConfig(ReadOnly):
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     # The options of model.task's family: the fields of its Task dataclass (hfsweep/tasks/NAME.py),

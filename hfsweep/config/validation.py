@@ -10,6 +10,7 @@ searchers need together.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object, training_argument_names, unknown_key_error
@@ -229,7 +230,7 @@ def _validate_data(data: dict) -> None:
             )
 
 
-def lr_scheduler_types(cfg: dict) -> set[str]:
+def lr_scheduler_types(training: Mapping, search_space: Mapping) -> set[str]:
     """Every LR schedule the sweep's trials may use: the configured one and any searched ones."""
-    searched = cfg["search_space"].get("training", {}).get("lr_scheduler_type", {})
-    return {cfg["training"].get("lr_scheduler_type", "linear"), *searched.get("values", ())}
+    searched = search_space.get("training", {}).get("lr_scheduler_type", {})
+    return {training.get("lr_scheduler_type", "linear"), *searched.get("values", ())}

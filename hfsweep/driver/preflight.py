@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.resources import check_hardware
+from hfsweep.config.schema import SweepConfig, typed
 from hfsweep.config.validation import check_config
 from hfsweep.driver.search.search_rules import check_search
 from hfsweep.loops.base import get_loop
@@ -40,9 +41,10 @@ def preflight(cfg: dict) -> CheckedConfig:
     }  # every option the family uses, as resolved_config.yaml records it
     check_config(cfg, generates=task.generates)
     check_hardware(cfg)
-    task.check(cfg)
-    get_loop(cfg["loop"]["name"]).check(cfg, task)
-    check_peft(cfg)
+    sweep = typed(SweepConfig, cfg)  # the checks below the driver read it typed
+    task.check(sweep)
+    get_loop(sweep.loop.name.value).check(sweep, task)
+    check_peft(sweep)
     check_search(cfg)
     return CheckedConfig(cfg, task)
 

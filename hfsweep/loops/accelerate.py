@@ -28,8 +28,16 @@ from transformers import get_scheduler
 from transformers.trainer_pt_utils import nested_concat, nested_numpify
 from transformers.utils import find_labels
 
-from hfsweep.config.schema import DataConfig, ModelConfig, typed
-from hfsweep.contract import EPOCH, IGNORED, MAX_STEPS, EvalContext, checkpoint_dir_name, checkpoint_step, epochs_done
+from hfsweep.contract import (
+    EPOCH,
+    IGNORED,
+    MAX_STEPS,
+    EvalContext,
+    TrainJob,
+    checkpoint_dir_name,
+    checkpoint_step,
+    epochs_done,
+)
 from hfsweep.loops.common import (
     WhatRan,
     apply_hyperparameters,
@@ -125,16 +133,15 @@ def _save(accelerator: Accelerator, model, tokenizer, path: str) -> None:
     accelerator.wait_for_everyone()
 
 
-def train_loop_per_worker(config: dict) -> None:
+def train_loop_per_worker(job: TrainJob) -> None:
     """Train with Accelerate for training.max_steps optimizer steps."""
-    cfg = config["cfg"]
-    training = {**trainer_defaults(), **cfg["training"]}
-    in_process, task = config["in_process"], config["task"]
+    recipe, task, in_process = job.recipe, job.task, job.in_process
+    training = {**trainer_defaults(), **recipe.training}
     precision = "bf16" if training.get("bf16") else "fp16" if training.get("fp16") else "no"
     # One scheduler step per optimizer step: by default Accelerate steps it once per process, for a
     # schedule written for one process, and the LR would decay num_workers times too fast.
     accelerator = Accelerator(
-        cpu=not cfg["cluster"]["use_gpu"],
+        cpu=not recipe.use_gpu,
         mixed_precision=precision,
         step_scheduler_with_optimizer=False,
         gradient_accumulation_steps=training["gradient_accumulation_steps"],
@@ -143,11 +150,11 @@ def train_loop_per_worker(config: dict) -> None:
     if accelerator.num_processes != world_size:  # each worker would train alone, silently
         raise RuntimeError(f"Accelerate sees {accelerator.num_processes} processes, Ray Train started {world_size}")
     quiet_logs(accelerator.process_index)
-    tokenizer = task.load_processor(config["tokenizer_path"])
-    validation = datasets.load_from_disk(config["validation_path"])
-    transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
-    model = build_model(typed(ModelConfig, cfg["model"]), tokenizer, config["label_names"], task=task)
-    transformers.set_seed(training.get("seed", cfg["seed"]))  # as the Trainer seeds itself, after the model
+    tokenizer = task.load_processor(job.tokenizer_path)
+    validation = datasets.load_from_disk(job.validation_path)
+    transformers.set_seed(recipe.seed)  # every trial starts from the same initial weights
+    model = build_model(recipe.model, tokenizer, job.label_names, task=task)
+    transformers.set_seed(training.get("seed", recipe.seed))  # as the Trainer seeds itself, after the model
     if training.get("activation_checkpointing"):
         model.gradient_checkpointing_enable()
     optimizer = _optimizer(model, training)
@@ -164,27 +171,26 @@ def train_loop_per_worker(config: dict) -> None:
     taken = signature(model.forward).parameters
     validation = validation.select_columns([c for c in validation.column_names if c in taken])
     model, optimizer, lr_scheduler = accelerator.prepare(model, optimizer, lr_scheduler)
-    data_cfg = typed(DataConfig, cfg["data"])
-    validation_collate = batches_collator(task, cfg["data_collator"], tokenizer, "validation")
+    validation_collate = batches_collator(task, recipe.data_collator, tokenizer, "validation")
     eval_loader = validation_shard(
-        data_cfg, training["per_device_eval_batch_size"], validation_collate, accelerator.device
+        recipe.data, training["per_device_eval_batch_size"], validation_collate, accelerator.device
     )
     if eval_loader is None:  # the whole split on every worker: Accelerate's prepared loader splits it
         eval_loader = accelerator.prepare(
             DataLoader(
                 validation.with_format("torch"),
                 batch_size=training["per_device_eval_batch_size"],
-                collate_fn=examples_collator(task, cfg["data_collator"], tokenizer),
+                collate_fn=examples_collator(task, recipe.data_collator, tokenizer),
             )
         )
 
     compute_metrics = task.metrics_for(
-        cfg["compute_metrics"],
-        cfg["eval_metrics"],
-        EvalContext(config["label_names"], tokenizer, config["validation_path"], data_cfg),
+        recipe.compute_metrics,
+        recipe.eval_metrics,
+        EvalContext(job.label_names, tokenizer, job.validation_path, recipe.data),
     )
     step, extra, logged, reported_once = 0, {}, {}, {}
-    resume_from = resume_checkpoint(config)
+    resume_from = resume_checkpoint(job)
     if resume_from:
         accelerator.load_state(resume_from)
         step = checkpoint_step(resume_from)
@@ -192,17 +198,17 @@ def train_loop_per_worker(config: dict) -> None:
         extra.update(resumed_from=resume_from, resumed_weights_digest=weights_digest(accelerator.unwrap_model(model)))
 
     train_collate = batches_collator(
-        task, cfg["data_collator"], tokenizer, "train", worker_seed(cfg["seed"], in_process)
+        task, recipe.data_collator, tokenizer, "train", worker_seed(recipe.seed, in_process)
     )
-    extra["startup_s"] = time.time() - config["trial_started_at"]
+    extra["startup_s"] = time.time() - job.trial_started_at
     cost.start()
     step_losses: list[float] = []  # one per optimizer step since the last log
     micro_losses: list[torch.Tensor] = []  # one per micro-batch of the current optimizer step
     model.train()
     while step < training["max_steps"]:
-        epoch_seed = cfg["seed"] + step  # a fresh shuffle each pass over the shard
+        epoch_seed = recipe.seed + step  # a fresh shuffle each pass over the shard
         for batch in train_batches(
-            ray.train.get_dataset_shard("train"), training, data_cfg, train_collate, epoch_seed, accelerator.device
+            ray.train.get_dataset_shard("train"), training, recipe.data, train_collate, epoch_seed, accelerator.device
         ):
             with accelerator.accumulate(model):
                 loss = model(**batch).loss
@@ -241,13 +247,13 @@ def train_loop_per_worker(config: dict) -> None:
                         **cost.metrics(),
                         "step": step,
                         MAX_STEPS: training["max_steps"],
-                        EPOCH: epochs_done(step, training, world_size, config["train_examples"]),
+                        EPOCH: epochs_done(step, training, world_size, job.train_examples),
                         "trainer_finished": step >= training["max_steps"],
                     },
                     task,
                 )
                 extra = {}
-                path = os.path.join(config["output_dir"], checkpoint_dir_name(step))
+                path = os.path.join(job.output_dir, checkpoint_dir_name(step))
                 _save(accelerator, model, tokenizer, path)
                 report(metrics, path if accelerator.is_main_process else None, in_process)
             if step >= training["max_steps"]:

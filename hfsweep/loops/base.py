@@ -1,11 +1,12 @@
 """What a training loop is, and what each loop refuses before Ray starts. Kept light (no torch):
 the preflight imports it on every launch, and a loop's training code (`hf_trainer`,
-`accelerate`, each exposing `train_loop_per_worker(config)`) is imported on the workers only."""
+`accelerate`, each exposing `train_loop_per_worker(job)`) is imported on the workers only."""
 
 from __future__ import annotations
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object
+from hfsweep.config.schema import PeftMethod, SweepConfig
 from hfsweep.config.validation import PLATEAU, lr_scheduler_types
 
 # training.train_sampling_strategy on a streamed shard
@@ -19,23 +20,23 @@ class Loop:
 
     name = ""
 
-    def train(self, config: dict) -> None:
-        """Train one trial on this worker: `config` is the trial's loop config (hfsweep.trial.trainable)."""
+    def train(self, job) -> None:
+        """Train one trial on this worker: `job` is the `TrainJob` the trial built (hfsweep.contract)."""
         import importlib
 
-        importlib.import_module(f"hfsweep.loops.{self.name}").train_loop_per_worker(config)
+        importlib.import_module(f"hfsweep.loops.{self.name}").train_loop_per_worker(job)
 
-    def check(self, cfg: dict, task) -> None:
+    def check(self, sweep: SweepConfig, task) -> None:
         """Refuse in one line what this loop cannot do with the config and the sweep's Task. Both
         loops read their shard as a stream, grouped by length or not."""
-        strategy = cfg["training"].get("train_sampling_strategy", "random")
+        strategy = sweep.training.get("train_sampling_strategy", "random")
         if strategy not in SAMPLING_STRATEGIES:
             raise ConfigError(
                 f"training.train_sampling_strategy: '{strategy}' is not one of "
                 f"{', '.join(SAMPLING_STRATEGIES)} (the workers stream their shards, so "
                 f"batch_rebalance's whole-set planning cannot run); e.g. group_by_length."
             )
-        if strategy == "group_by_length" and (not task.pads_batches or cfg["data"]["pad_to_max_length"]):
+        if strategy == "group_by_length" and (not task.pads_batches or sweep.data.pad_to_max_length):
             fix = "set data.pad_to_max_length=false" if task.pads_batches else "remove it"
             raise ConfigError(
                 f"training.train_sampling_strategy: group_by_length batches examples of similar length "
@@ -49,19 +50,18 @@ class HFTrainerLoop(Loop):
 
     name = "hf_trainer"
 
-    def check(self, cfg: dict, task) -> None:
-        super().check(cfg, task)
-        self._check_sft_trainer(cfg, task)
+    def check(self, sweep: SweepConfig, task) -> None:
+        super().check(sweep, task)
+        self._check_sft_trainer(sweep.trainer["_target_"], task)
         if task.generates:
-            self._check_generation(cfg, task)
+            self._check_generation(sweep, task)
 
     @staticmethod
-    def _check_sft_trainer(cfg: dict, task) -> None:
+    def _check_sft_trainer(target: str, task) -> None:
         """TRL's SFTTrainer trains on the rows model.task=sft prepares, through the subclass that
         takes a worker's Ray Data shard (TRL's own takes only a `datasets` Dataset)."""
         import sys
 
-        target = cfg["trainer"]["_target_"]
         # imported by the config check if the Trainer subclasses it
         sft_module = sys.modules.get("trl.trainer.sft_trainer")
         trainer = import_object(target)
@@ -81,23 +81,25 @@ class HFTrainerLoop(Loop):
             )
 
     @staticmethod
-    def _check_generation(cfg: dict, task) -> None:
+    def _check_generation(sweep: SweepConfig, task) -> None:
         """A task scored on generated text needs a generating Trainer, and a sweep metric that
         every report carries."""
         from transformers import Seq2SeqTrainer
 
-        from hfsweep.config.objectives import objectives
+        from hfsweep.config.objectives import objectives_of
         from hfsweep.loops.trainers import GenerationEvalTrainer
         from hfsweep.tasks.metrics import reported_metrics
 
-        trainer = import_object(cfg["trainer"]["_target_"])
-        if cfg["eval_metrics"] and not issubclass(trainer, Seq2SeqTrainer):
+        target = sweep.trainer["_target_"]
+        trainer = import_object(target)
+        if sweep.eval_metrics and not issubclass(trainer, Seq2SeqTrainer):
             raise ConfigError(
-                f"trainer._target_: {cfg['trainer']['_target_']} does not generate, so eval_metrics cannot be scored; "
+                f"trainer._target_: {target} does not generate, so eval_metrics cannot be scored; "
                 f"use trainer._target_=hfsweep.loops.trainers.GenerationEvalTrainer (or a Seq2SeqTrainer)."
             )
-        every = cfg["trainer"].get("every_k_evals", 1) if issubclass(trainer, GenerationEvalTrainer) else 1
-        missing = [metric for metric, _ in objectives(cfg) if metric not in reported_metrics(task)]
+        every = sweep.trainer.get("every_k_evals", 1) if issubclass(trainer, GenerationEvalTrainer) else 1
+        objectives = objectives_of(sweep.metric, sweep.mode)
+        missing = [metric for metric, _ in objectives if metric not in reported_metrics(task)]
         if every > 1 and missing:
             raise ConfigError(
                 f"trainer.every_k_evals: {every} generates at one evaluation in {every}, so {missing[0]} is missing "
@@ -138,26 +140,26 @@ class AccelerateLoop(Loop):
 
     name = "accelerate"
 
-    def check(self, cfg: dict, task) -> None:
-        super().check(cfg, task)
-        if cfg["callbacks"]:
+    def check(self, sweep: SweepConfig, task) -> None:
+        super().check(sweep, task)
+        if sweep.callbacks:
             raise ConfigError(
                 "callbacks: TrainerCallbacks need loop=hf_trainer; use callbacks=none with loop=accelerate."
             )
-        for key in cfg["training"]:
+        for key in sweep.training:
             if key not in ACCELERATE_LOOP_KEYS:
                 raise ConfigError(
                     f"training.{key}: loop=accelerate does not use it; remove it, or use loop=hf_trainer."
                 )
-        if PLATEAU in lr_scheduler_types(cfg):
+        if PLATEAU in lr_scheduler_types(sweep.training, sweep.search_space):
             raise ConfigError(
                 f"training.lr_scheduler_type: loop=accelerate steps its schedule every optimizer step, and {PLATEAU} "
                 f"needs the eval metric; use another type, or loop=hf_trainer."
             )
-        if cfg["peft"]["method"] != "none":
+        if sweep.peft.method is not PeftMethod.none:
             raise ConfigError(
                 f"peft: loop=accelerate saves whole models, not adapters; use loop=hf_trainer with "
-                f"peft={cfg['peft']['method']}."
+                f"peft={sweep.peft.method.value}."
             )
         if task.generates:
             raise ConfigError(

@@ -20,7 +20,7 @@ from ray.train import Checkpoint, CheckpointUploadMode
 
 from hfsweep.compat import lr_factors, quiet_train_report_log, ray_data_iterable, set_last_lr
 from hfsweep.config.schema import DataConfig
-from hfsweep.contract import checkpoint_dir_name, report_to_tune
+from hfsweep.contract import TrainJob, checkpoint_dir_name, report_to_tune
 
 
 def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
@@ -139,13 +139,13 @@ def check_finite(key: str, value: float, step: int) -> None:
         raise FloatingPointError(f"training diverged: {key} is {value} at step {step}")
 
 
-def resume_checkpoint(config: dict) -> str | None:
+def resume_checkpoint(job: TrainJob) -> str | None:
     """The checkpoint to continue from: this run's own latest (a restarted worker group), else the
     one Tune handed the trial (a restored, retried or PBT-exploited trial), else none."""
-    own = None if config["in_process"] else ray.train.get_checkpoint()
+    own = None if job.in_process else ray.train.get_checkpoint()
     if own is not None:
         return own.path
-    return config.get("resume_from")
+    return job.resume_from
 
 
 def apply_hyperparameters(optimizer, lr_scheduler, training: dict) -> None:

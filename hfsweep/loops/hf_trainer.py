@@ -19,8 +19,7 @@ from ray.train.huggingface.transformers import prepare_trainer
 from transformers import PrinterCallback, Seq2SeqTrainingArguments, Trainer, TrainerCallback, TrainingArguments
 
 from hfsweep.config.loading import import_object
-from hfsweep.config.schema import DataConfig, ModelConfig, PeftConfig, typed
-from hfsweep.contract import EPOCH, MAX_STEPS, EvalContext, checkpoint_dir_name, epochs_done
+from hfsweep.contract import EPOCH, MAX_STEPS, EvalContext, TrainingRecipe, TrainJob, checkpoint_dir_name, epochs_done
 from hfsweep.loops.common import (
     WhatRan,
     apply_hyperparameters,
@@ -114,17 +113,17 @@ class ApplyHyperparametersOnResume(TrainerCallback):
             self.report.update(hyperparameters_in_effect(optimizer))
 
 
-def training_arguments(cfg: dict, output_dir: str, task) -> TrainingArguments:
-    """The Trainer's arguments from config, plus what hfsweep owns: paths, device, logging. Their
+def training_arguments(recipe: TrainingRecipe, output_dir: str, task) -> TrainingArguments:
+    """The Trainer's arguments from the recipe, plus what hfsweep owns: paths, device, logging. Their
     class is the one the Trainer class names as its `arguments_class` (trainer=sft: TRL's
     SFTConfig), else Seq2SeqTrainingArguments for a task that generates, else TrainingArguments."""
-    args = {**cfg["training"], **cfg["strategy"]["training_args"]}
-    args.setdefault("seed", cfg["seed"])
+    args = {**recipe.training, **recipe.strategy_training_args}
+    args.setdefault("seed", recipe.seed)
     default_class = Seq2SeqTrainingArguments if task.generates else TrainingArguments
-    arguments_class = getattr(import_object(cfg["trainer"]["_target_"]), "arguments_class", default_class)
+    arguments_class = getattr(import_object(recipe.trainer["_target_"]), "arguments_class", default_class)
     return arguments_class(
         output_dir=output_dir,
-        use_cpu=not cfg["cluster"]["use_gpu"],
+        use_cpu=not recipe.use_gpu,
         report_to="none",  # Tune records the metrics; nothing is logged twice
         log_level_replica="error",
         save_only_model=False,
@@ -133,7 +132,7 @@ def training_arguments(cfg: dict, output_dir: str, task) -> TrainingArguments:
 
 
 def build_trainer(
-    cfg: dict,
+    recipe: TrainingRecipe,
     task,
     *,
     model,
@@ -147,70 +146,67 @@ def build_trainer(
 ) -> Trainer:
     """The configured Trainer class (`trainer._target_`: transformers.Trainer or a subclass, with
     its own arguments from config), with the task's collator and the configured `eval_metrics`."""
-    trainer_class = instantiate(cfg["trainer"], _partial_=True)
+    trainer_class = instantiate(recipe.trainer, _partial_=True)
     return trainer_class(
         model=model,
         args=args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         processing_class=tokenizer,
-        data_collator=examples_collator(task, cfg["data_collator"], tokenizer),
+        data_collator=examples_collator(task, recipe.data_collator, tokenizer),
         callbacks=callbacks,
         compute_metrics=task.metrics_for(
-            cfg["compute_metrics"],
-            cfg["eval_metrics"],
-            EvalContext(label_names, tokenizer, validation_path, typed(DataConfig, cfg["data"])),
+            recipe.compute_metrics,
+            recipe.eval_metrics,
+            EvalContext(label_names, tokenizer, validation_path, recipe.data),
         ),
     )
 
 
-def train_loop_per_worker(config: dict) -> None:
-    """Build tokenizer, model, data shard and Trainer from the trial's config, then train."""
-    cfg = config["cfg"]
-    in_process = config["in_process"]  # Ray Train's context and checkpoint APIs are off in a Tune trial's process
+def train_loop_per_worker(job: TrainJob) -> None:
+    """Build tokenizer, model, data shard and Trainer from the trial's job, then train."""
+    recipe, task, in_process = job.recipe, job.task, job.in_process
     quiet_logs(0 if in_process else ray.train.get_context().get_world_rank())
 
-    task = config["task"]  # resolved once, on the driver
-    tokenizer = task.load_processor(config["tokenizer_path"])  # a tokenizer, or the Task's other processor
-    data_cfg = typed(DataConfig, cfg["data"])
-    task.prepare_tokenizer(tokenizer, data_cfg)  # saved with every checkpoint's tokenizer
-    validation = datasets.load_from_disk(config["validation_path"])
-    transformers.set_seed(cfg["seed"])  # every trial starts from the same initial weights
-    model_cfg, peft_cfg = typed(ModelConfig, cfg["model"]), typed(PeftConfig, cfg["peft"])
-    model = build_model(model_cfg, tokenizer, config["label_names"], peft_cfg, task=task)  # peft: an adapter over it
+    tokenizer = task.load_processor(job.tokenizer_path)  # a tokenizer, or the Task's other processor
+    task.prepare_tokenizer(tokenizer, recipe.data)  # saved with every checkpoint's tokenizer
+    validation = datasets.load_from_disk(job.validation_path)
+    transformers.set_seed(recipe.seed)  # every trial starts from the same initial weights
+    model = build_model(recipe.model, tokenizer, job.label_names, recipe.peft, task=task)  # peft: an adapter over it
 
-    collate = batches_collator(task, cfg["data_collator"], tokenizer, "train", worker_seed(cfg["seed"], in_process))
-    train_shard = train_batches(ray.train.get_dataset_shard("train"), cfg["training"], data_cfg, collate, cfg["seed"])
-    validation_collate = batches_collator(task, cfg["data_collator"], tokenizer, "validation")
-    shard = validation_shard(data_cfg, cfg["training"]["per_device_eval_batch_size"], validation_collate)
+    collate = batches_collator(task, recipe.data_collator, tokenizer, "train", worker_seed(recipe.seed, in_process))
+    shard = ray.train.get_dataset_shard("train")
+    train_shard = train_batches(shard, recipe.training, recipe.data, collate, recipe.seed)
+    validation_collate = batches_collator(task, recipe.data_collator, tokenizer, "validation")
+    eval_shard = validation_shard(recipe.data, recipe.training["per_device_eval_batch_size"], validation_collate)
 
     extra_metrics: dict = {}
     workers = 1 if in_process else ray.train.get_context().get_world_size()
     reporter = ReportCheckpointCallback(
         extra_metrics,
-        config["trial_started_at"],
+        job.trial_started_at,
         in_process,
         WhatRan(model),
         Cost(model, task),
-        epoch_of=lambda step: epochs_done(step, cfg["training"], workers, config["train_examples"]),
+        epoch_of=lambda step: epochs_done(step, recipe.training, workers, job.train_examples),
     )
     callbacks = [StopOnDivergence(), reporter]
-    callbacks += [instantiate(node) for node in cfg["callbacks"].values()]
-    resume_from = resume_checkpoint(config)
+    callbacks += [instantiate(node) for node in recipe.callbacks.values()]
+    resume_from = resume_checkpoint(job)
     if resume_from:
-        callbacks.append(ApplyHyperparametersOnResume(cfg["training"], resume_from, extra_metrics))
+        callbacks.append(ApplyHyperparametersOnResume(recipe.training, resume_from, extra_metrics))
 
     trainer = build_trainer(
-        cfg,
+        recipe,
         task,
         model=model,
         tokenizer=tokenizer,
-        args=training_arguments(cfg, config["output_dir"], task),
+        args=training_arguments(recipe, job.output_dir, task),
         train_dataset=train_shard,
-        eval_dataset=validation if shard is None else shard,
+        eval_dataset=validation if eval_shard is None else eval_shard,
         callbacks=callbacks,
-        label_names=config["label_names"],
-        validation_path=config["validation_path"],
+        label_names=job.label_names,
+        validation_path=job.validation_path,
     )
     trainer.remove_callback(PrinterCallback)  # Tune's table reports progress
     trainer = prepare_trainer(trainer)

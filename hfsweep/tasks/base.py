@@ -5,7 +5,7 @@ checks of a config before Ray starts. Built-in tasks subclass `Task`, one module
 
 from __future__ import annotations
 
-from hfsweep.config.schema import DataConfig, typed
+from hfsweep.config.schema import DataConfig, SweepConfig
 from hfsweep.contract import IGNORED, EvalContext  # noqa: F401  (what task modules share with the loops)
 from hfsweep.tasks.data_hooks import DataHooks, batch_collator, quiet_progress, rows  # noqa: F401  (the same)
 from hfsweep.tasks.metric_hooks import MetricHooks
@@ -37,7 +37,7 @@ class Task(DataHooks, ModelHooks, MetricHooks):
 
         return {f.name: getattr(self, f.name) for f in fields(self)} if is_dataclass(self) else {}
 
-    def check(self, cfg: dict) -> None:
+    def check(self, sweep: SweepConfig) -> None:
         """Everything this family decides about a config, before Ray starts (the preflight calls it
         once): its data settings (`check_config`), the validation split kept whole where its
         metrics match rows in order, no stream where it reads the whole split first, examples that
@@ -45,9 +45,9 @@ class Task(DataHooks, ModelHooks, MetricHooks):
         from hfsweep.config.errors import ConfigError
         from hfsweep.tasks.metrics import check_objective_metric
 
-        data = typed(DataConfig, cfg["data"])
+        data = sweep.data
         self.check_config(data)
-        self.check_searched_options(cfg, data)
+        self.check_searched_options(sweep.search_space.get("task_options") or {}, data)
         if self.needs_whole_validation and "validation" in data.datasets_to_split:
             raise ConfigError(
                 f"data.datasets_to_split: model.task={self.name} matches its predictions to the validation split's "
@@ -59,7 +59,7 @@ class Task(DataHooks, ModelHooks, MetricHooks):
                 f"tokenizing (e.g. to list its labels); set data.streaming=false (data.max_train_samples bounds "
                 f"what is read)."
             )
-        model_config = cfg["model"]["config"]
+        model_config = sweep.model.config
         positions = model_config.get("n_positions") or model_config.get("max_position_embeddings")
         length = getattr(data, self.length_key)
         if positions and length > positions:
@@ -67,12 +67,12 @@ class Task(DataHooks, ModelHooks, MetricHooks):
                 f"data.{self.length_key} ({length}): larger than the model's {positions} positions; "
                 f"lower it (data.{self.length_key}={positions}) or raise the model's positions."
             )
-        from hfsweep.config.objectives import objectives
+        from hfsweep.config.objectives import objectives_of
 
-        for metric, _ in objectives(cfg):
-            check_objective_metric(cfg, self, metric)
+        for metric, _ in objectives_of(sweep.metric, sweep.mode):
+            check_objective_metric(sweep, self, metric)
 
-    def check_searched_options(self, cfg: dict, data_cfg: DataConfig) -> None:
+    def check_searched_options(self, searched: dict, data_cfg: DataConfig) -> None:
         """Every value a search may give an option (`search_space.task_options.*`: a grid's or
         choice's values, a range's bounds) checked as the same value set on the command line is:
         its type by the dataclass field's annotation (`with_options`), its range by `check_config`."""
@@ -80,7 +80,7 @@ class Task(DataHooks, ModelHooks, MetricHooks):
         from hfsweep.config.loading import iter_leaves
         from hfsweep.tasks import with_options
 
-        for key, spec in iter_leaves(cfg["search_space"].get("task_options") or {}):
+        for key, spec in iter_leaves(searched):
             chosen = spec.get("sampler") in ("grid", "choice")
             values = (spec.get("values") or ()) if chosen else [spec[b] for b in ("low", "high") if b in spec]
             for value in values:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hfsweep.config.schema import DataConfig
+from hfsweep.config.schema import DataConfig, SweepConfig
 from hfsweep.tasks.base import Task, rows
 from hfsweep.tasks.causal_lm import token_features
 
@@ -72,17 +72,18 @@ class MaskedLM(Task):
                     f"not {share}; e.g. task_options.{key}=0.15."
                 )
 
-    def check(self, cfg: dict) -> None:
+    def check(self, sweep: SweepConfig) -> None:
         """A tokenizer trained here of a kind without a mask token is refused now, not after Ray
         starts and the data is tokenized (`preprocess` still checks a pretrained one)."""
         from hfsweep.config.errors import ConfigError
         from hfsweep.data.tokenizers import TRAINED_WITH_MASK_TOKEN
 
-        super().check(cfg)
-        tokenizer = cfg["model"]["tokenizer"]
-        if tokenizer["pretrained"] is None and tokenizer["kind"] not in TRAINED_WITH_MASK_TOKEN:
+        super().check(sweep)
+        tokenizer = sweep.model.tokenizer
+        kind = tokenizer.kind.value
+        if tokenizer.pretrained is None and kind not in TRAINED_WITH_MASK_TOKEN:
             raise ConfigError(
-                f"model.task=masked_lm: a {tokenizer['kind']} tokenizer trained here has no mask token to mask with; "
+                f"model.task=masked_lm: a {kind} tokenizer trained here has no mask token to mask with; "
                 f"use a masked LM's model and tokenizer, e.g. model=roberta_tiny (or model.tokenizer.kind="
                 f"{' or '.join(TRAINED_WITH_MASK_TOKEN)})."
             )

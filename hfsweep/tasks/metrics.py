@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import SweepConfig
 from hfsweep.contract import COST_METRICS, MFU, SAMPLES_PER_SECOND, TOKENS_PER_SECOND
 
 # What a task's predictions are, so that a metric is only paired with a task that can feed it.
@@ -474,33 +475,33 @@ def reported_metrics(task) -> tuple:
     return ("eval_loss", *perplexity, "loss", "time_total_s", *COST_METRICS)
 
 
-def check_objective_metric(cfg: dict, task, metric: str) -> None:
+def check_objective_metric(sweep: SweepConfig, task, metric: str) -> None:
     """Every eval metric loads and fits the task's predictions, and `metric` (an objective) is
     reported. Where only the results will tell a metric's names (a `compute_metrics` or metric of
     the user's), the sweep metric need only be eval_*."""
     if metric == TOKENS_PER_SECOND and not task.counts_tokens:
         raise ConfigError(f"metric: model.task={task.name} trains on no tokens; use {SAMPLES_PER_SECOND}.")
-    if metric == MFU and not cfg["cluster"]["use_gpu"]:
+    if metric == MFU and not sweep.cluster.use_gpu:
         raise ConfigError(
             f"metric: {MFU} is estimated on GPUs only; set cluster.use_gpu=true, or use {TOKENS_PER_SECOND}."
         )
-    if cfg["compute_metrics"]:
+    eval_metrics = sweep.eval_metrics
+    if sweep.compute_metrics:
         _check_reported(metric, None, task)
         return
     if task.metrics:  # a task computing metrics of its own names
-        for name in cfg["eval_metrics"]:
+        for name in eval_metrics:
             if name not in task.metrics:
                 raise ConfigError(f"eval_metrics: '{name}' is not one of {', '.join(task.metrics)}.")
         bare = metric.removeprefix("eval_")
-        if bare in task.metrics and bare not in cfg["eval_metrics"]:
+        if bare in task.metrics and bare not in eval_metrics:
             raise ConfigError(
-                f"metric: {metric} is never computed; add it, e.g. "
-                f"eval_metrics=[{','.join([*cfg['eval_metrics'], bare])}]."
+                f"metric: {metric} is never computed; add it, e.g. eval_metrics=[{','.join([*eval_metrics, bare])}]."
             )
-        _check_reported(metric, list(cfg["eval_metrics"]), task)
+        _check_reported(metric, list(eval_metrics), task)
         return
     names = []
-    for entry in cfg["eval_metrics"]:
+    for entry in eval_metrics:
         reported = reported_names(check_entry(entry, task.inputs, task.reports_perplexity))
         if reported is None:
             _check_reported(metric, None, task)
@@ -510,7 +511,7 @@ def check_objective_metric(cfg: dict, task, metric: str) -> None:
     if bare not in names and bare in LOCAL_METRICS and LOCAL_METRICS[bare].inputs == task.inputs:
         raise ConfigError(
             f"metric: {metric} is never computed; add it, e.g. "
-            f"eval_metrics=[{','.join([*map(str, cfg['eval_metrics']), bare])}]."
+            f"eval_metrics=[{','.join([*map(str, eval_metrics), bare])}]."
         )
     _check_reported(metric, names, task)
 

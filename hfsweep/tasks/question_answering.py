@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.schema import DataConfig
+from hfsweep.config.schema import DataConfig, SweepConfig
 from hfsweep.data.formats import read_with
 from hfsweep.tasks.base import Task
 from hfsweep.tasks.causal_lm import token_features
@@ -124,14 +124,14 @@ class QuestionAnswering(Task):
                 f"data.max_length={length}; e.g. task_options.doc_stride={length // 3}."
             )
 
-    def check(self, cfg: dict) -> None:
+    def check(self, sweep: SweepConfig) -> None:
         """The family's checks, and its metric with its flag: squad_v2 reads the no-answer
         probability predicted only with `version_2_with_negative`, and squad (v1.1) scores against
         gold answers that v2's empty predictions and unanswerable questions do not have."""
-        super().check(cfg)
-        if cfg["compute_metrics"]:
+        super().check(sweep)
+        if sweep.compute_metrics:
             return
-        names = {parse_entry(entry).name for entry in cfg["eval_metrics"]}
+        names = {parse_entry(entry).name for entry in sweep.eval_metrics}
         if "squad_v2" in names and not self.version_2_with_negative:
             raise ConfigError(
                 "eval_metrics: squad_v2 scores a no-answer probability, which is predicted only with "

@@ -15,7 +15,7 @@ from hfsweep.contract import combine_ranks
 
 
 def train_loop(config: dict) -> None:
-    """Run the trial's training loop (`loop.name`) on this worker.
+    """Run the trial's training loop (`loop.name`) on its `TrainJob`, on this worker.
 
     The data shard is requested first: that starts Ray Data's split coordinator (an actor to
     spawn) while this worker imports torch and transformers for the loop.
@@ -26,7 +26,8 @@ def train_loop(config: dict) -> None:
 
     ray.train.get_dataset_shard("train")
     quiet_transformers_integrations()
-    get_loop(config["cfg"]["loop"]["name"]).train(config)
+    job = config["job"]  # a TrainJob (hfsweep.contract), built by the trial
+    get_loop(job.recipe.loop).train(job)
 
 
 class ForwardToTune(UserCallback):

@@ -16,6 +16,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Optional
 
 import ray.data
@@ -27,8 +29,8 @@ from ray.util.queue import Queue
 
 from hfsweep.config.loading import TASK_OPTIONS, apply_sampled
 from hfsweep.config.resources import resource_names, trains_in_process
-from hfsweep.config.schema import ClusterConfig, DataConfig, ModelConfig, StrategyConfig, typed
-from hfsweep.contract import HF_CHECKPOINTS, read_pointer, report_to_tune, steps_for_epochs
+from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
+from hfsweep.contract import HF_CHECKPOINTS, TrainingRecipe, TrainJob, read_pointer, report_to_tune, steps_for_epochs
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, what_is_prepared
 from hfsweep.tasks import with_options
 from hfsweep.trial.train_fn import ForwardToTune, train_loop
@@ -42,69 +44,70 @@ def train_run_name(trial_id: str, resume_from: Optional[str]) -> str:
     return f"{trial_id}-from-{hashlib.sha256(resume_from.encode()).hexdigest()[:8]}"
 
 
-def data_changed(cfg: dict, trial_cfg: dict, task, trial_task) -> bool:
+def data_changed(recipe: TrainingRecipe, trial_recipe: TrainingRecipe, task, trial_task) -> bool:
     """A searched key the prepared data depends on: a data or tokenizer key, or a task option
     (not the task's `worker_options`, such as masked LM's mlm_probability, applied on the workers)."""
     return (
-        what_is_prepared(typed(DataConfig, trial_cfg["data"])) != what_is_prepared(typed(DataConfig, cfg["data"]))
+        what_is_prepared(trial_recipe.data) != what_is_prepared(recipe.data)
         or trial_task.identity() != task.identity()
-        or trial_cfg["model"]["tokenizer"] != cfg["model"]["tokenizer"]
+        or trial_recipe.model.tokenizer != recipe.model.tokenizer
     )
 
 
-def with_trial_steps(cfg: dict, train_examples: int) -> dict:
-    """`cfg` with the trial's own `training.max_steps` where the sweep sets -1: its (maybe searched)
+def with_trial_steps(training: Mapping, workers: int, train_examples: int) -> Mapping:
+    """`training` with the trial's own `max_steps` where the sweep sets -1: its (maybe searched)
     `num_train_epochs` at its (maybe searched) batch size, so trials of different batch sizes see the
     same data. A fraction `warmup_steps` (below 1: a share of the steps) stays the Trainer's to apply."""
-    training = cfg["training"]
     if training["max_steps"] != -1:
-        return cfg
-    workers = max(1, cfg["cluster"]["num_workers"])
-    return {**cfg, "training": {**training, "max_steps": steps_for_epochs(training, workers, train_examples)}}
+        return training
+    return {**training, "max_steps": steps_for_epochs(training, max(1, workers), train_examples)}
 
 
 def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_datasets: dict) -> None:
-    """Tune function trainable: train the sampled config, report every checkpoint to Tune."""
+    """Tune function trainable: train the sampled config, report every checkpoint to Tune.
+
+    The whole config stops here: any key may be searched, so the trial applies the sampled values
+    to it, then hands the loop on each worker a `TrainJob` of the typed parts it reads."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     started_at = time.time()
     # searched task options go to the Task, their one home below the driver (the config has none)
     options = sampled.get(TASK_OPTIONS)
     trial_task = with_options(task, options) if options else task
-    sampled = {key: value for key, value in sampled.items() if key != TASK_OPTIONS}
-    trial_cfg = with_trial_steps(apply_sampled(cfg, sampled), data.num_train_blocks)
-    changed = data_changed(cfg, trial_cfg, task, trial_task)
+    trial_cfg = apply_sampled(cfg, {key: value for key, value in sampled.items() if key != TASK_OPTIONS})
+    cluster = typed(ClusterConfig, trial_cfg["cluster"])  # any key may be searched, cluster.* included
+    recipe = TrainingRecipe.of(trial_cfg)
+    recipe = replace(recipe, training=with_trial_steps(recipe.training, cluster.num_workers, data.num_train_blocks))
+    sweep_recipe = TrainingRecipe.of(cfg)
+    changed = data_changed(sweep_recipe, recipe, task, trial_task)
     task = trial_task
     if changed:  # a searched data, tokenizer or task key: prepare (cached) for this trial
-        data = prepare(
-            typed(DataConfig, trial_cfg["data"]), typed(ModelConfig, trial_cfg["model"]), cfg["cache_dir"], task
-        )
-    if changed or trial_cfg["seed"] != cfg["seed"]:  # a searched seed (replay) reshuffles too
-        ray_datasets = load_ray_datasets(data, trial_cfg["data"]["datasets_to_split"], trial_cfg["seed"])
+        data = prepare(recipe.data, recipe.model, cfg["cache_dir"], task)
+    if changed or recipe.seed != sweep_recipe.seed:  # a searched seed (replay) reshuffles too
+        ray_datasets = load_ray_datasets(data, recipe.data.datasets_to_split, recipe.seed)
     resume_from = read_pointer(tune.get_checkpoint())
-    cluster = typed(ClusterConfig, trial_cfg["cluster"])  # any key may be searched, cluster.* included
     run_name = train_run_name(tune.get_context().get_trial_id(), resume_from)
     train_runs = os.path.join(cluster.storage_path, cfg["name"], "train_runs")
-    loop_config = {
-        "cfg": trial_cfg,
-        "task": task,
-        "tokenizer_path": data.tokenizer_path,
-        "validation_path": data.validation_path,
-        "train_examples": data.num_train_blocks,
-        "label_names": data.label_names,
-        "output_dir": os.path.join(train_runs, run_name, HF_CHECKPOINTS),
-        "resume_from": resume_from,
-        "trial_started_at": started_at,
-        "in_process": trains_in_process(cluster, typed(StrategyConfig, trial_cfg["strategy"])),
-    }
+    job = TrainJob(
+        recipe=recipe,
+        task=task,
+        tokenizer_path=data.tokenizer_path,
+        validation_path=data.validation_path,
+        train_examples=data.num_train_blocks,
+        label_names=data.label_names,
+        output_dir=os.path.join(train_runs, run_name, HF_CHECKPOINTS),
+        resume_from=resume_from,
+        trial_started_at=started_at,
+        in_process=trains_in_process(cluster, typed(StrategyConfig, trial_cfg["strategy"])),
+    )
     data_config = ray.train.DataConfig(
-        datasets_to_split=trial_cfg["data"]["datasets_to_split"],
+        datasets_to_split=recipe.data.datasets_to_split,
         # shards read in parallel still arrive in their seeded order: a seed gives one sequence of batches
         execution_options=ray.data.ExecutionOptions(preserve_order=True),
     )
-    if loop_config["in_process"]:
+    if job.in_process:
         TorchTrainer(
             train_loop,
-            train_loop_config=loop_config,
+            train_loop_config={"job": job},
             scaling_config=ray.train.ScalingConfig(num_workers=0),  # Train V2 local mode
             datasets=ray_datasets,
             dataset_config=data_config,
@@ -113,7 +116,7 @@ def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_dataset
     reports = Queue(actor_options={"num_cpus": 0})
     trainer = TorchTrainer(
         train_loop,
-        train_loop_config=loop_config,
+        train_loop_config={"job": job},
         scaling_config=ray.train.ScalingConfig(
             num_workers=cluster.num_workers,
             use_gpu=cluster.use_gpu,

@@ -14,7 +14,7 @@ import torch
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.resources import trains_in_process, trial_resources, trial_shape
-from hfsweep.config.schema import ClusterConfig, StrategyConfig, SweepConfig, typed
+from hfsweep.config.schema import ClusterConfig, DataConfig, StrategyConfig, SweepConfig, typed
 from hfsweep.driver.preflight import preflight
 from hfsweep.tasks import get_task, task_names
 from tests.conftest import CONF_DIR, resolved_config
@@ -122,6 +122,16 @@ def test_a_typed_sub_config_is_read_only_and_changed_by_copy(key, tmp_path):
     assert getattr(dataclasses.replace(node, **{first: None}), first) is None
 
 
+def test_the_typed_config_the_checks_read_is_read_only(tmp_path):
+    """The preflight hands every check below the driver one typed `SweepConfig`: none can change it under another."""
+    import dataclasses
+
+    sweep = typed(SweepConfig, preflight(resolved_config([], tmp_path, tmp_path)).cfg)
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'seed'"):
+        sweep.seed = 1
+    assert isinstance(sweep.data, DataConfig) and sweep.loop.name.value == "hf_trainer"
+
+
 def test_gpt2_wikitext_reproduces_rays_example(tmp_path):
     cfg = resolved_config(["+experiment=gpt2_wikitext"], tmp_path, tmp_path)
     assert (cfg["data"]["source"], cfg["data"]["name"], cfg["data"]["config_name"]) == (
@@ -185,11 +195,12 @@ def test_training_argument_names_read_from_the_source_are_the_dataclass_fields()
 
 
 def test_precision_and_activation_checkpointing_switches_reach_the_training_arguments(tmp_path):
+    from hfsweep.contract import TrainingRecipe
     from hfsweep.loops.hf_trainer import training_arguments
 
     cfg = resolved_config(["training.bf16=true", "+training.activation_checkpointing=true"], tmp_path, tmp_path)
     preflight(cfg)  # CPUs run bf16 through torch's autocast
-    args = training_arguments(cfg, str(tmp_path), get_task(cfg["model"]["task"]))
+    args = training_arguments(TrainingRecipe.of(cfg), str(tmp_path), get_task(cfg["model"]["task"]))
     assert args.bf16 and not args.fp16 and args.activation_checkpointing
 
 

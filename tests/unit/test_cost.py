@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
+from hfsweep.config.schema import ClusterConfig, StrategyConfig, SweepConfig, typed
 from hfsweep.contract import combine_ranks
 from hfsweep.driver.preflight import preflight
 from hfsweep.driver.search.budget import build_budget, trial_cost_usd
@@ -129,8 +129,8 @@ def test_cost_metrics_may_be_objectives_where_they_are_reported(tmp_path):
     with pytest.raises(
         ConfigError, match="model.task=image_classification trains on no tokens; use train_samples_per_second"
     ):
-        check_objective_metric(cfg, get_task("image_classification"), "train_tokens_per_second")
-    check_objective_metric(cfg, get_task("image_classification"), "train_samples_per_second")
+        check_objective_metric(typed(SweepConfig, cfg), get_task("image_classification"), "train_tokens_per_second")
+    check_objective_metric(typed(SweepConfig, cfg), get_task("image_classification"), "train_samples_per_second")
 
 
 def test_trial_cost_is_its_hours_times_what_it_holds_times_the_price(tmp_path):

@@ -129,3 +129,24 @@ def test_every_package_ships_in_the_wheel():
         "hfsweep.conf"
     }
     assert found == listed
+
+
+# Below the trial, what reads a whole resolved config (by name `cfg`) is one of these, each on purpose:
+# the recipe a trial builds for its workers, and the Task a config names (for the driver).
+WHOLE_CONFIG_READERS = {"hfsweep.contract": {"of"}, "hfsweep.tasks": {"task_of"}}
+BELOW_THE_TRIAL = ("hfsweep.loops", "hfsweep.tasks", "hfsweep.data", "hfsweep.models", "hfsweep.contract")
+
+
+def test_below_the_trial_nothing_reads_the_whole_config():
+    """The loops take a `TrainJob`, the checks the preflight's typed `SweepConfig`, data and models
+    the sub-config they need: a parameter `cfg` (the resolved config, read by key) is none of them."""
+    readers = [
+        f"{module_name(path)}.{node.name}"
+        for path in MODULES
+        if module_name(path).startswith(BELOW_THE_TRIAL)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef)
+        and node.name not in WHOLE_CONFIG_READERS.get(module_name(path), ())
+        and any(arg.arg == "cfg" for arg in (*node.args.args, *node.args.kwonlyargs))
+    ]
+    assert not readers, f"these read the whole config; give them the sub-config they need: {', '.join(readers)}"

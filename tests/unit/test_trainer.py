@@ -10,6 +10,7 @@ from torch.nn import functional as F
 from transformers import Trainer
 
 from hfsweep.config.schema import ModelConfig, typed
+from hfsweep.contract import TrainingRecipe
 from hfsweep.loops.hf_trainer import build_trainer, training_arguments
 from hfsweep.loops.trainers import ClassWeightedTrainer
 from hfsweep.models import build_model
@@ -41,10 +42,10 @@ def trainer_from(overrides: list[str], tmp_path) -> Trainer:
     model = build_model(
         typed(ModelConfig, cfg["model"]), OneToken(), ["negative", "positive"], task=get_task(cfg["model"]["task"])
     )
-    args = training_arguments(cfg, str(tmp_path / "out"), get_task(cfg["model"]["task"]))
+    args = training_arguments(TrainingRecipe.of(cfg), str(tmp_path / "out"), get_task(cfg["model"]["task"]))
     validation = [{"input_ids": torch.arange(1, 13), "labels": torch.tensor(1)}]
     return build_trainer(
-        cfg,
+        TrainingRecipe.of(cfg),
         get_task(cfg["model"]["task"]),
         model=model,
         tokenizer=None,

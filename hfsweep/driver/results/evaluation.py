@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 
 from omegaconf import OmegaConf
 
-from hfsweep.config.schema import DataConfig, plain, typed
+from hfsweep.config.schema import DataConfig, typed
+from hfsweep.contract import TrainingRecipe
 from hfsweep.data.prepare import raw_splits, write_validation
 from hfsweep.tasks import task_of
 
@@ -46,20 +48,17 @@ def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: DataConfig, r
     tokenizer = task.load_processor(checkpoint_path)
     model = task.auto_model_class().from_pretrained(checkpoint_path)
     # One process, no distributed strategy: the strategy's arguments (DeepSpeed, FSDP) stay out.
-    here = {
-        **cfg,
-        "data": plain(data_cfg),
-        "cluster": {**cfg["cluster"], "use_gpu": torch.cuda.is_available()},
-        "strategy": {**cfg["strategy"], "training_args": {}},
-    }
+    recipe = replace(
+        TrainingRecipe.of(cfg), data=data_cfg, use_gpu=torch.cuda.is_available(), strategy_training_args={}
+    )
     with tempfile.TemporaryDirectory() as folder:
         validation_path = write_validation(raw["validation"], task, tokenizer, data_cfg, folder)
         trainer = build_trainer(
-            here,
+            recipe,
             task,
             model=model,
             tokenizer=tokenizer,
-            args=training_arguments(here, folder, task),
+            args=training_arguments(recipe, folder, task),
             train_dataset=None,
             eval_dataset=datasets.load_from_disk(validation_path),
             callbacks=[],

@@ -93,7 +93,7 @@ def _validate_population_training(cfg: dict) -> None:
     if not is_population_training(cfg):
         return
     name = target_name(cfg["scheduler"])
-    if PLATEAU in lr_scheduler_types(cfg):
+    if PLATEAU in lr_scheduler_types(cfg["training"], cfg["search_space"]):
         raise ConfigError(
             f"training.lr_scheduler_type: under {name}, {PLATEAU} cannot carry an exploited trial's own "
             f"learning rate over the donor's reductions; use another type (e.g. linear), or scheduler=asha."
