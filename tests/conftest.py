@@ -199,9 +199,9 @@ def untrained_metrics(cfg: dict, out_dir: str) -> dict:
     from hfsweep.config.schema import ModelConfig, typed
     from hfsweep.contract import TrainingRecipe
     from hfsweep.data.tokenizers import load_tokenizer
+    from hfsweep.driver.preflight import task_of
     from hfsweep.loops.hf_trainer import build_trainer
     from hfsweep.models import build_model
-    from hfsweep.tasks import task_of
 
     task = task_of(cfg)
     data = prepare_data(cfg)
@@ -250,8 +250,8 @@ def save_tiny_base(folder: Path, cache: Path, overrides: list[str] = ()) -> str:
 
     from hfsweep.config.schema import ModelConfig, typed
     from hfsweep.data.tokenizers import load_tokenizer
+    from hfsweep.driver.preflight import task_of
     from hfsweep.models import build_model
-    from hfsweep.tasks import task_of
 
     cfg = resolved_config(["debug=tiny", *overrides], folder / "unused", cache)
     tokenizer = load_tokenizer(prepare_data(cfg).tokenizer_path)
@@ -265,6 +265,6 @@ def prepare_data(cfg: dict):
     """The sweep's data prepared as `sweep.run` prepares it: for the Task its config names."""
     from hfsweep.config.schema import DataConfig, ModelConfig, typed
     from hfsweep.data.prepare import prepare
-    from hfsweep.tasks import task_of
+    from hfsweep.driver.preflight import task_of
 
     return prepare(typed(DataConfig, cfg["data"]), typed(ModelConfig, cfg["model"]), cfg["cache_dir"], task_of(cfg))

@@ -20,7 +20,7 @@ from hfsweep.config.validation import check_config
 from hfsweep.driver.search.search_rules import check_search
 from hfsweep.loops.base import get_loop
 from hfsweep.models import check_peft
-from hfsweep.tasks import task_of
+from hfsweep.tasks import get_task
 from hfsweep.tasks.base import Task
 
 
@@ -47,6 +47,11 @@ def preflight(cfg: dict) -> CheckedConfig:
     check_peft(sweep)
     check_search(cfg)
     return CheckedConfig(cfg, task)
+
+
+def task_of(cfg: dict) -> Task:
+    """The Task a resolved config trains: `model.task` with its `task_options`."""
+    return get_task(cfg["model"]["task"], cfg.get("task_options"))
 
 
 def with_proxy_data(cfg: dict) -> dict:

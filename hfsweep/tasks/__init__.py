@@ -51,11 +51,6 @@ def get_task(spec, options: Optional[dict] = None):
     return importlib.import_module(f"{__name__}.{spec}").TASK
 
 
-def task_of(cfg: dict):
-    """The Task a resolved config trains: `model.task` with its `task_options`."""
-    return get_task(cfg["model"]["task"], cfg.get("task_options"))
-
-
 def with_options(task, options: dict):
     """A copy of `task` with `options` (its dataclass fields) set, each checked against the field's
     type by OmegaConf, as the config schema's keys are."""

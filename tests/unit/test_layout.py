@@ -132,8 +132,8 @@ def test_every_package_ships_in_the_wheel():
 
 
 # Below the trial, what reads a whole resolved config (by name `cfg`) is one of these, each on purpose:
-# the recipe a trial builds for its workers, and the Task a config names (for the driver).
-WHOLE_CONFIG_READERS = {"hfsweep.contract": {"of"}, "hfsweep.tasks": {"task_of"}}
+# the recipe a trial builds for its workers.
+WHOLE_CONFIG_READERS = {"hfsweep.contract": {"of"}}
 BELOW_THE_TRIAL = ("hfsweep.loops", "hfsweep.tasks", "hfsweep.data", "hfsweep.models", "hfsweep.contract")
 
 

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from hfsweep.config.schema import DataConfig, typed
 from hfsweep.contract import TrainingRecipe
 from hfsweep.data.prepare import raw_splits, write_validation
-from hfsweep.tasks import task_of
+from hfsweep.driver.preflight import task_of
 
 SPEED_METRICS = ("runtime", "samples_per_second", "steps_per_second")  # the Trainer's timings, not scores
 
