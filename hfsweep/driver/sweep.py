@@ -22,7 +22,7 @@ from hfsweep.config.loading import TASK_OPTIONS, extended_config, import_object,
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trains_in_process
 from hfsweep.config.schema import ClusterConfig, DataConfig, ModelConfig, PeftConfig, PrepareOn, StrategyConfig, typed
-from hfsweep.contract import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
+from hfsweep.contract import SAMPLES_PER_SECOND, TRAINABLE_PARAMS, TrainingRecipe
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, prepare_apart
 from hfsweep.driver.loggers import build_loggers
 from hfsweep.driver.preflight import CheckedConfig, preflight
@@ -79,14 +79,22 @@ NOT_PRINTED = ("checkpoint_dir_name", SAMPLES_PER_SECOND, TRAINABLE_PARAMS)
 
 
 def trainable_for(cfg: dict, task, data: PreparedData):
-    """The Tune trainable: `run_trial` bound to the config, its Task (resolved here, once, and
-    handed to every trial's workers) and the shared Ray Datasets, with what Tune reserves for each
-    trial (`reserved_by_tune`). The trials get the task options in the Task alone: the config's
-    `task_options` node, which resolved_config.yaml records and searches address, stays here."""
+    """The Tune trainable: `run_trial` bound to the config, its training recipe and its Task (each
+    built here, once; the Task is handed to every trial's workers) and the shared Ray Datasets,
+    with what Tune reserves for each trial (`reserved_by_tune`). The trials get the task options in
+    the Task alone: the config's `task_options` node, which resolved_config.yaml records and
+    searches address, stays here."""
     ray_datasets = load_ray_datasets(data, cfg["data"]["datasets_to_split"], cfg["seed"])  # once, shared by every trial
     trial_cfg = {key: value for key, value in cfg.items() if key != TASK_OPTIONS}
     return tune.with_resources(
-        tune.with_parameters(run_trial, cfg=trial_cfg, task=task, data=data, ray_datasets=ray_datasets),
+        tune.with_parameters(
+            run_trial,
+            cfg=trial_cfg,
+            recipe=TrainingRecipe.of(trial_cfg),
+            task=task,
+            data=data,
+            ray_datasets=ray_datasets,
+        ),
         reserved_by_tune(typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"])),
     )
 

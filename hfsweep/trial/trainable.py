@@ -63,11 +63,15 @@ def with_trial_steps(training: Mapping, workers: int, train_examples: int) -> Ma
     return {**training, "max_steps": steps_for_epochs(training, max(1, workers), train_examples)}
 
 
-def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_datasets: dict) -> None:
+def run_trial(
+    sampled: dict, *, cfg: dict, recipe: TrainingRecipe, task, data: PreparedData, ray_datasets: dict
+) -> None:
     """Tune function trainable: train the sampled config, report every checkpoint to Tune.
 
     The whole config stops here: any key may be searched, so the trial applies the sampled values
-    to it, then hands the loop on each worker a `TrainJob` of the typed parts it reads."""
+    to it, then hands the loop on each worker a `TrainJob` of the typed parts it reads. `recipe`,
+    `task`, `data` and `ray_datasets` are the sweep's, built once by the driver; a trial whose
+    sampled values change what they depend on builds its own."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     started_at = time.time()
     # searched task options go to the Task, their one home below the driver (the config has none)
@@ -75,9 +79,8 @@ def run_trial(sampled: dict, *, cfg: dict, task, data: PreparedData, ray_dataset
     trial_task = with_options(task, options) if options else task
     trial_cfg = apply_sampled(cfg, {key: value for key, value in sampled.items() if key != TASK_OPTIONS})
     cluster = typed(ClusterConfig, trial_cfg["cluster"])  # any key may be searched, cluster.* included
-    recipe = TrainingRecipe.of(trial_cfg)
+    sweep_recipe, recipe = recipe, TrainingRecipe.of(trial_cfg)
     recipe = replace(recipe, training=with_trial_steps(recipe.training, cluster.num_workers, data.num_train_blocks))
-    sweep_recipe = TrainingRecipe.of(cfg)
     changed = data_changed(sweep_recipe, recipe, task, trial_task)
     task = trial_task
     if changed:  # a searched data, tokenizer or task key: prepare (cached) for this trial
