@@ -1,61 +1,73 @@
 #!/usr/bin/env bash
-# The search-method comparison of the Hugging Face + Ray blog post ("Hyperparameter Search with
-# Transformers and Ray Tune": grid search, Bayesian optimisation with early stopping, population
-# based training, on RTE) with hfsweep, on all-MiniLM-L6-v2 and RTE's own files, at equal compute:
-#   grid  8 trials to the end (4 learning rates x 2 weight decays, FIFO);
-#   bo    Optuna's TPE with ASHA over learning rate and weight decay, stopped by budget.trial_hours
-#         set to what the grid spent (read from its summary);
-#   pbt   a population of 8 trials of PBT over the same space (2 running at a time, the others
-#         paused), perturbed every epoch (80 steps), to the end;
-#   seeds each winner re-trained over seeds 1, 2, 3 (python -m hfsweep.replay; PBT's winner is
-#         replayed at its final values, not as its schedule: replaying schedules is not built yet).
-# Each stage skips what is already finished, so the script resumes across sessions (an interrupted
-# stage: python -m hfsweep.resume OUT/rte_methods/STAGE, then run the script again).
-#   GLUE_DIR=/data/glue OUT=/data/runs experiments/glue/rte_search_methods.sh grid bo pbt seeds
+# #38 item 7: search methods compared on RTE in the fair test's space, at equal compute
+# (experiments/glue/README.md, "Search methods on RTE, at equal compute"). Every search is
+# +experiment=glue_minilm_search glue=rte (all-MiniLM-L6-v2, search_space=finetune, the defaults
+# trial first), stopped by the same budget.trial_hours: 8x one run of run_glue.py's defaults (0.195
+# trial-hours, the mean of the fair test's three defaults runs), the fair test's cost target. Each
+# method runs with two search seeds (the searcher's seed; every trial trains with seed 42):
+#   random  random search under ASHA in epochs
+#   tpe     Optuna's TPE under ASHA in epochs; its random start-up is 3 trials (the defaults trial
+#           and two draws), a third of the ~9 trials the budget buys
+#   pbt     PBT over the same space: a population of 8 (the defaults and 7 draws), 2 running at a
+#           time, ranked and perturbed every epoch once all have reached it; batch size and epochs
+#           are drawn once per trial, learning rate, warm-up and weight decay perturbed within the space
+# Then each search's winner re-trained over seeds 1, 2, 3 (python -m hfsweep.replay; PBT's winner at
+# its final values, not as its schedule), and every search's anytime curve on one plot
+# (python -m hfsweep.report --compare). Seed 1 runs random, tpe, pbt; seed 2 the reverse.
+# Each stage skips what is finished and resumes what was interrupted, so the script continues
+# across sessions; the commit of each start or resume is appended to OUT/rte_methods/commits.
+#   GLUE_DIR=/data/glue OUT=/data/runs experiments/glue/rte_search_methods.sh searches seeds compare
 set -u
-: "${GLUE_DIR:?set GLUE_DIR to the folder that holds the GLUE task folders (CoLA, SST-2, ...)}" "${OUT:?set OUT to a folder for the runs}"
+: "${GLUE_DIR:?set GLUE_DIR to the folder that holds the GLUE task folders (RTE, ...)}" "${OUT:?set OUT to a folder for the runs}"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline
 RUNS="$OUT/rte_methods"
-mkdir -p "$RUNS" "$OUT/logs"
-COMMON=(+experiment=glue_minilm glue=rte)
-# the preset's learning-rate grid becomes a log-uniform range (its values removed), beside weight decay
-SPACE=(search_space.training.learning_rate.sampler=loguniform '~search_space.training.learning_rate.values'
-       +search_space.training.learning_rate.low=1.0e-5 +search_space.training.learning_rate.high=3.0e-4
-       '+search_space.training.weight_decay={sampler:uniform,low:0.0,high:0.3}')
+BUDGET=1.56
+mkdir -p "$RUNS"
+(cd "$GLUE_DIR/RTE" && sha256sum train.tsv dev.tsv) > "$RUNS/rte.sha256"
+# one report, checkpoint and ASHA look a quarter epoch at batch 8 and an epoch at batch 32 (run_fair.sh)
+COMMON=(+experiment=glue_minilm_search glue=rte training.eval_steps=78 training.save_steps=78
+        training.logging_steps=78 budget.trial_hours=$BUDGET select.top_k=0)
+declare -A METHOD=(
+  [random]="search_alg=random num_samples=20"
+  [tpe]="search_alg=optuna num_samples=20 search_alg.startup_trials=3"
+  [pbt]="search_alg=random num_samples=7 scheduler=pbt ~scheduler.grace_period scheduler.time_attr=epoch
+         scheduler.perturbation_interval=1 +scheduler.synch=true checkpoints.keep_per_trial=null
+         +search_space.training.per_device_train_batch_size.perturb=false
+         +search_space.training.num_train_epochs.perturb=false"
+)
+declare -A SEED_KEY=([random]=search_alg.random_state [tpe]=search_alg.seed [pbt]=search_alg.random_state)
 
-stage() {  # name, then the sweep's overrides
-  local name=$1; shift
-  if [ -f "$RUNS/$name/best.json" ]; then echo "=== $name: finished already"; return; fi
-  echo "=== $(date +%T) $name: start"
-  python -m hfsweep "${COMMON[@]}" hydra.run.dir="$RUNS/$name" name="rte_$name" "$@" > "$OUT/logs/rte_$name.log" 2>&1
-  local rc=$?
-  echo "=== $(date +%T) $name: exit $rc"
+log() { echo "=== $(date +'%F %T') $*" | tee -a "$RUNS/commits"; }
+
+search() {  # method, search seed
+  local run="$RUNS/$1/s$2" rc
+  if [ -f "$run/best.json" ]; then echo "=== $1 s$2: finished already"; return; fi
+  log "$1 s$2: $( [ -f "$run/resolved_config.yaml" ] && echo resuming || echo starting ) at $(git -C "$(dirname "$0")" rev-parse --short HEAD)"
+  if [ -f "$run/resolved_config.yaml" ]; then
+    python -m hfsweep.resume "$run" >> "$run.log" 2>&1
+  else
+    mkdir -p "$(dirname "$run")"
+    # shellcheck disable=SC2086  # METHOD's words are overrides
+    python -m hfsweep "${COMMON[@]}" ${METHOD[$1]} "${SEED_KEY[$1]}=$2" hydra.run.dir="$run" name="rte_$1_s$2" >> "$run.log" 2>&1
+  fi
+  rc=$?
+  log "$1 s$2: exit $rc"
 }
 
 for step in "$@"; do
   case $step in
-    grid)  # budget.trial_hours is never spent here: it makes the summary say what the grid used
-      stage grid scheduler=fifo scheduler.grace_period=null budget.trial_hours=1000 \
-        'search_space.training.learning_rate.values=[3.0e-5,6.0e-5,1.0e-4,2.0e-4]' \
-        '+search_space.training.weight_decay={sampler:grid,values:[0.0,0.1]}' ;;
-    bo)
-      used=$(sed -n 's/^  budget: *\([0-9.e+-]*\) of 1000 trial-hours.*/\1/p' "$OUT/logs/rte_grid.log" | tail -1)
-      : "${used:?run the grid first: its summary gives the trial-hours the other methods get}"
-      stage bo search_alg=optuna scheduler=asha num_samples=64 budget.trial_hours="$used" "${SPACE[@]}" ;;
-    pbt)  # PBT copies a donor's latest checkpoint: every trial keeps its checkpoints. The population is
-          # all 8 trials at once, of which 2 run at a time (one per core), the others paused. The run
-          # reported was made before hfsweep bounded running trials by core, with the same effect from
-          # cluster.max_concurrent_trials=8 cluster.resources_per_worker.CPU=3 and OMP_NUM_THREADS=1.
-      stage pbt scheduler=pbt scheduler.grace_period=null scheduler.perturbation_interval=80 +scheduler.synch=true num_samples=8 \
-        checkpoints.keep_per_trial=null "${SPACE[@]}" ;;
+    searches)
+      for pair in "random 1" "tpe 1" "pbt 1" "pbt 2" "tpe 2" "random 2"; do search $pair; done ;;
     seeds)
-      for name in grid bo pbt; do
-        if [ -f "$RUNS/$name/replay/replay.md" ]; then echo "=== $name seeds: finished already"; continue; fi
-        echo "=== $(date +%T) $name: seeds"
-        python -m hfsweep.replay "$RUNS/$name" --seeds 1 2 3 > "$OUT/logs/rte_${name}_seeds.log" 2>&1
-        rc=$?
-        echo "=== $(date +%T) $name seeds: exit $rc"
+      for run in "$RUNS"/{tpe,random,pbt}/s{1,2}; do
+        if [ ! -f "$run/best.json" ]; then echo "=== $run: no finished search yet"; continue; fi
+        if [ -f "$run/replay/replay.md" ]; then echo "=== $run seeds: finished already"; continue; fi
+        log "${run#"$RUNS"/} seeds: at $(git -C "$(dirname "$0")" rev-parse --short HEAD)"
+        python -m hfsweep.replay "$run" --seeds 1 2 3 >> "$run.replay.log" 2>&1
+        log "${run#"$RUNS"/} seeds: exit $?"
       done ;;
-    *) echo "unknown step '$step': use grid, bo, pbt or seeds" >&2; exit 2 ;;
+    compare)
+      python -m hfsweep.report "$RUNS"/{random,tpe,pbt}/s{1,2} --compare "$RUNS/compare" ;;
+    *) echo "unknown step '$step': use searches, seeds or compare" >&2; exit 2 ;;
   esac
 done
