@@ -23,6 +23,7 @@ PROVENANCE_FILE = "provenance.json"  # the versions, commit and data digests the
 CURVES_PLOT = "curves.png"  # each trial's metric against its steps
 HYPERPARAMETERS_PLOT = "hyperparameters.png"  # the metric against each searched value
 ANYTIME_PLOT = "anytime.png"  # the best score so far against trial-hours and wall time
+ANYTIME_CURVE = "anytime_curve.csv"  # its points: per report the wall seconds, trial-hours and best so far
 IMPORTANCE_PLOT = "importance.png"  # which searched values mattered (fANOVA)
 PARALLEL_PLOT = "parallel.png"  # every trial's values and score on parallel axes
 PARETO_PLOT = "pareto.png"  # with several objectives: the trials and their Pareto front

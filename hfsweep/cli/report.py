@@ -120,7 +120,8 @@ def compare(run_dirs: list[str], out: str) -> int:
     with open(os.path.join(out, ANYTIME_COMPARISON[1]), "w") as f:
         f.write(
             f"Best {metric} so far against trial-hours ({ANYTIME_PLOT}); area: the mean best so far over the "
-            f"trial-hours spent ({better} is better); hours_to_defaults: trial-hours until the sweep's own "
+            f"trial-hours spent ({better} is better); hours_to_best: trial-hours until the sweep's final best was "
+            f"found; hours_to_defaults: trial-hours until the sweep's own "
             f"defaults trial's score was reached.\n\n{markdown(table)}"
         )
     print(table.to_string(index=False))

@@ -9,7 +9,7 @@ import math
 import pandas as pd
 import pytest
 
-from hfsweep.driver.results.anytime import anytime_curve, area, hours_to_reach
+from hfsweep.driver.results.anytime import anytime_curve, area, hours_to_reach, summary_row
 
 # Two trials on 2 CPUs each: a reports 5.0 then 3.0 at 10 s and 20 s of its time; b reports 4.0 at 10 s.
 HISTORIES = {
@@ -27,3 +27,12 @@ def test_the_curve_sums_every_trials_latest_time_in_report_order_and_keeps_the_b
     assert hours_to_reach(curve, 4.0, "min") == pytest.approx(40 / 3600)
     assert math.isnan(hours_to_reach(curve, 2.0, "min"))
     assert anytime_curve(HISTORIES, "eval_loss", "max", resources=2)["best"].tolist() == [5.0, 5.0, 5.0]
+
+
+def test_the_summary_says_when_the_final_best_was_first_found():
+    """a's 5.0 is the best of a mode=max curve from its first report on; 3.0 of a mode=min one only at the last."""
+    highest = summary_row("s", anytime_curve(HISTORIES, "eval_loss", "max", resources=2), target=None, mode="max")
+    lowest = summary_row("s", anytime_curve(HISTORIES, "eval_loss", "min", resources=2), target=4.0, mode="min")
+    assert highest["hours_to_best"] == pytest.approx(20 / 3600) and highest["trial_hours"] == pytest.approx(60 / 3600)
+    assert lowest["hours_to_best"] == pytest.approx(60 / 3600)
+    assert lowest["hours_to_defaults"] == pytest.approx(40 / 3600)

@@ -171,16 +171,27 @@ def test_the_fair_table_pairs_the_winner_with_the_defaults_and_states_each_parts
         }
     ).to_csv(select / "results.csv", index=False)
 
+    # the search's anytime curve: its best (0.86) first reached after 1.5 of its 3 trial-hours
+    pd.DataFrame({"wall_s": [0, 1, 2], "trial_hours": [0.5, 1.5, 3.0], "best": [0.8, 0.86, 0.86]}).to_csv(
+        tmp_path / "stsb" / "anytime_curve.csv", index=False
+    )
+
     assert glue.main(["--fair", str(tmp_path)]) == 0
     (row,) = pd.read_csv(tmp_path / "fair.csv").to_dict("records")
     assert row["winner_mean"] == pytest.approx(86.0) and row["defaults_mean"] == pytest.approx(84.333, abs=1e-3)
     assert row["p_value"] == pytest.approx(stats.ttest_rel(winner, defaults).pvalue)
     assert row["search_trial_hours"] == pytest.approx(3.0) and row["selection_trial_hours"] == pytest.approx(6.0)
     assert row["defaults_run_trial_hours"] == pytest.approx(0.5) and row["search_over_defaults_run"] == pytest.approx(6)
+    assert row["best_found_over_defaults_run"] == pytest.approx(3)
     (line,) = [line for line in capsys.readouterr().out.splitlines() if "STS-B" in line]
     cells = [cell.strip() for cell in line.strip("|").split("|")]
     scores = ["86.0 ± 1.0", "84.3 ± 1.5", "+1.7", f"{row['p_value']:.3g}"]
-    assert cells == ["STS-B", "pearson", "learning_rate=1e-05", *scores, "3.0 + 6.0", "6.0×"]
+    assert cells == ["STS-B", "pearson", "learning_rate=1e-05", *scores, "3.0 + 6.0", "6.0×", "3.0×"]
+
+    (tmp_path / "stsb" / "anytime_curve.csv").unlink()  # a run from before the curve was kept
+    assert glue.main(["--fair", str(tmp_path)]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if "STS-B" in line]
+    assert line.strip("|").split("|")[-1].strip() == "–"
 
 
 def test_the_fair_table_needs_the_fair_tests_artefacts(tmp_path, capsys):

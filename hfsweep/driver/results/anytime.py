@@ -4,9 +4,10 @@ sooner has the better curve even when two searches end at the same best.
 
 The x-axis counts trial-hours as `budget.trial_hours` does (each trial's running time x the GPUs, or
 on CPUs the CPUs, it holds), summed over trials at every report, in the order the reports arrived;
-the wall clock since the first report is kept beside it. Two numbers summarise a curve: its area
-(the mean best-so-far over the trial-hours spent: lower is better for mode=min) and the trial-hours
-it took to reach the defaults trial's score.
+the wall clock since the first report is kept beside it. Three numbers summarise a curve: its area
+(the mean best-so-far over the trial-hours spent: lower is better for mode=min), the trial-hours
+it took to reach the defaults trial's score, and those it took to find its final best (what a
+budget needed to hand back the same winner).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def summary_row(label: str, curve: pd.DataFrame, target: Optional[float], mode: 
         "final_best": curve["best"].iloc[-1] if len(curve) else math.nan,
         "trial_hours": curve["trial_hours"].iloc[-1] if len(curve) else 0.0,
         "area": area(curve),
+        "hours_to_best": hours_to_reach(curve, curve["best"].iloc[-1] if len(curve) else None, mode),
         "hours_to_defaults": hours_to_reach(curve, target, mode),
     }
 

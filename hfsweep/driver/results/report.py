@@ -230,12 +230,13 @@ def sweep_anytime(run_dir: str) -> tuple[pd.DataFrame, Optional[float], dict]:
 
 
 def anytime_section(histories: dict, table: pd.DataFrame, cfg: dict, path: str) -> str:
-    """anytime.png, and results.md's lines on it."""
+    """anytime.png and its points (anytime_curve.csv), and results.md's lines on them."""
     metric, mode = first_objective(cfg)
     curve = anytime_curve(histories, metric, mode, billed_per_trial(cfg))
     if curve.empty:
         return ""
     plot_anytime({cfg["name"]: curve}, metric, path)
+    curve.to_csv(os.path.join(os.path.dirname(path), run_files.ANYTIME_CURVE), index=False)
     row = summary_row(cfg["name"], curve, defaults_score(table, metric), mode)
     reached = (
         f"; the defaults trial's score was first reached after {row['hours_to_defaults']:.4g} trial-hours"
@@ -243,8 +244,9 @@ def anytime_section(histories: dict, table: pd.DataFrame, cfg: dict, path: str) 
         else ""
     )
     return (
-        f"\n## Best so far against compute ({run_files.ANYTIME_PLOT})\n\nBest {metric} {row['final_best']:.4g} after "
-        f"{row['trial_hours']:.4g} trial-hours; area under the curve (the mean best so far over the trial-hours) "
+        f"\n## Best so far against compute ({run_files.ANYTIME_PLOT})\n\nBest {metric} {row['final_best']:.4g}, first "
+        f"reached after {row['hours_to_best']:.4g} of the sweep's {row['trial_hours']:.4g} trial-hours; area under "
+        f"the curve (the mean best so far over the trial-hours) "
         f"{row['area']:.4g}{reached}.\n"
     )
 
