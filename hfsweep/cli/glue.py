@@ -197,7 +197,8 @@ def fair_row(task: str, run: Path) -> dict:
     defaults = defaults.iloc[0]
     paired = [s for s in seeds if pd.notna(winner[s]) and pd.notna(defaults[s])]
     ours, theirs = winner[paired].astype(float), defaults[paired].astype(float)
-    p_value = stats.ttest_rel(ours, theirs).pvalue if len(paired) > 1 else float("nan")
+    defaults_won = bool(winner["defaults"])  # one configuration: nothing to test
+    p_value = stats.ttest_rel(ours, theirs).pvalue if len(paired) > 1 and not defaults_won else float("nan")
     select_results = pd.read_csv(run / SELECT_DIR / RESULTS_FILE)
     is_defaults = (select_results[values] == defaults[values]).all(axis=1)
     search_h = trial_hours(run / RESULTS_FILE)
@@ -206,7 +207,8 @@ def fair_row(task: str, run: Path) -> dict:
         "task": NAMES[task],
         "metric": mean_column.removeprefix("mean_eval_"),
         "seeds": len(paired),
-        "winner": ", ".join(f"{v.rsplit('.', 1)[-1]}={winner[v]:g}" for v in values if v != "seed"),
+        "winner": ("the defaults: " if defaults_won else "")
+        + ", ".join(f"{v.rsplit('.', 1)[-1]}={winner[v]:g}" for v in values if v != "seed"),
         "winner_mean": 100 * ours.mean(),
         "winner_std": 100 * ours.std(),
         "defaults_mean": 100 * theirs.mean(),
@@ -236,7 +238,7 @@ def write_fair_tables(fair_dir: str) -> str:
             f"winner (mean ± std, {row.seeds} seeds)": f"{row.winner_mean:.1f} ± {row.winner_std:.1f}",
             "defaults": f"{row.defaults_mean:.1f} ± {row.defaults_std:.1f}",
             "gain": f"{row.winner_mean - row.defaults_mean:+.1f}",
-            "paired p": f"{row.p_value:.3g}",
+            "paired p": "–" if pd.isna(row.p_value) else f"{row.p_value:.3g}",
             "trial-hours: search + selection": f"{row.search_trial_hours:.1f} + {row.selection_trial_hours:.1f}",
             "search / one defaults run": f"{row.search_over_defaults_run:.1f}×",
             "winner found after": "–"
@@ -248,7 +250,8 @@ def write_fair_tables(fair_dir: str) -> str:
     path = os.path.join(fair_dir, FAIR_TABLE[1])
     Path(path).write_text(
         f"{markdown(shown)}\nValidation sets, in points (× 100); the t-test pairs the winner and the defaults by "
-        f"seed. One defaults run: the mean trial-hours of the defaults' re-trainings in the selection. Winner found "
+        f"seed (– where the defaults won the search: one configuration, nothing to test). One defaults run: the "
+        f"mean trial-hours of the defaults' re-trainings in the selection. Winner found "
         f"after: the search's trial-hours when its best score was first reached (its {ANYTIME_CURVE}), in defaults "
         f"runs: a budget that large would have handed back the same winner; – where the curve was not kept.\n"
     )

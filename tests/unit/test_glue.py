@@ -4,6 +4,7 @@ refuses, and STS-B's regression labels and model."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -199,3 +200,35 @@ def test_the_fair_table_needs_the_fair_tests_artefacts(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == (
         f"hfsweep: error: glue: '{tmp_path}' holds no TASK/select/selection.csv; pass run_fair.sh's OUT."
     )
+
+
+def test_the_fair_table_says_when_the_defaults_won_the_search(tmp_path, capsys):
+    """The selection re-trains one configuration, the defaults: no gain and no test, said so."""
+    select = tmp_path / "cola" / "select"
+    select.mkdir(parents=True)
+    pd.DataFrame({"training.learning_rate": [5e-5, 1e-5], "time_total_s": [1800.0, 900.0]}).to_csv(
+        tmp_path / "cola" / "results.csv", index=False
+    )
+    pd.DataFrame(
+        {
+            "rank": [1],
+            "training.learning_rate": [5e-5],
+            "defaults": [True],
+            **{f"seed_{s}": [v] for s, v in zip((1, 2, 3), [0.32, 0.27, 0.29])},
+            "n": [3],
+            "mean_eval_matthews_correlation": [0.2933],
+            "ci95%_low": [0.2],
+            "ci95%_high": [0.4],
+        }
+    ).to_csv(select / "selection.csv", index=False)
+    pd.DataFrame({"training.learning_rate": [5e-5] * 3, "seed": [1, 2, 3], "time_total_s": [900.0] * 3}).to_csv(
+        select / "results.csv", index=False
+    )
+
+    assert glue.main(["--fair", str(tmp_path)]) == 0
+    (row,) = pd.read_csv(tmp_path / "fair.csv").to_dict("records")
+    assert row["winner"] == "the defaults: learning_rate=5e-05" and row["winner_mean"] == row["defaults_mean"]
+    assert math.isnan(row["p_value"]) and row["search_over_defaults_run"] == pytest.approx(3)
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if "CoLA" in line]
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    assert cells[5:7] == ["+0.0", "–"]
