@@ -37,7 +37,10 @@ declare -A METHOD=(
 )
 declare -A SEED_KEY=([random]=search_alg.random_state [tpe]=search_alg.seed [pbt]=search_alg.random_state)
 
-log() { echo "=== $(date +'%F %T') $*" | tee -a "$RUNS/commits"; }
+log() {  # to the console, and dated to the commits file
+  echo "=== $(date +%T) $*"
+  echo "$(date +'%F %T') $*" >> "$RUNS/commits"
+}
 
 search() {  # method, search seed
   local run="$RUNS/$1/s$2" rc

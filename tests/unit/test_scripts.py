@@ -27,6 +27,7 @@ def test_the_script_parses(script):
     [
         ("experiments/glue/run_minilm.sh", "GLUE_DIR"),
         ("experiments/glue/rte_search_methods.sh", "GLUE_DIR"),
+        ("experiments/glue/rte_warmup.sh", "GLUE_DIR"),
         ("experiments/bert_conll2003/run_minilm.sh", "CONLL_DIR"),
     ],
 )
@@ -41,7 +42,12 @@ def test_an_experiment_script_without_its_data_folder_says_which_to_set(script, 
     "script, variable, args, stages",
     [
         ("experiments/bert_conll2003/run_minilm.sh", "CONLL_DIR", [], ["conll", "done"]),
-        ("experiments/glue/rte_search_methods.sh", "GLUE_DIR", ["grid"], ["grid"]),
+        (
+            "experiments/glue/rte_search_methods.sh",
+            "GLUE_DIR",
+            ["searches"],
+            ["random", "tpe", "pbt", "pbt", "tpe", "random"],
+        ),
     ],
 )
 def test_an_experiment_script_logs_the_exit_status_of_each_run(tmp_path, script, variable, args, stages):
