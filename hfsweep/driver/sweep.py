@@ -56,6 +56,7 @@ from hfsweep.driver.search.schedulers import (
     build_scheduler,
     build_search_alg,
     build_stopper,
+    drawn_at_random,
     startup_trials,
     target_class,
 )
@@ -378,6 +379,9 @@ def finish(
             untrained_loss=untrained_eval_loss(cfg, task, data),
             perplexity=task.reports_perplexity,
             startup=startup_trials(cfg),
+            drawn_at_random=drawn_at_random(
+                cfg, [result.metrics_dataframe for grid in (*earlier, results) for result in grid]
+            ),
             budget=budget,
             checkpoints=checkpoint_disk_use(results),
         )

@@ -43,6 +43,8 @@ def test_the_study_holds_finished_trials_while_the_sweep_still_runs(tmp_path, ca
     output = sweep.stdout.read()
     assert sweep.returncode == 0, output[-3000:]
     assert seen_live >= 1, "no finished trial was in the study before the sweep ended"
+    # one trial at a time: the start-up rule's 2 (a third of 4) are the random draws, read from the trials' reports
+    assert "searcher:        2 trials drawn at random (start-up), 2 chosen by its model" in output, output[-3000:]
     trials = optuna.load_study(study_name="sweep", storage=url).get_trials()
     assert len(trials) == 4 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
     assert trials[0].params["training/learning_rate"] == pytest.approx(1e-3), "the defaults trial is the study's first"

@@ -96,6 +96,51 @@ def test_hyperopts_start_up_follows_the_rule_and_an_explicit_count_wins(tmp_path
     assert search._sampler._n_startup_trials == 7
 
 
+# Six trials two at a time, as (start, last report): each starts just after one of the two running ends.
+SPANS = [(0, 10), (0, 15), (11, 25), (16, 30), (26, 40), (31, 45)]
+
+
+def test_with_two_trials_running_tpe_draws_at_random_until_its_start_up_have_finished(tmp_path):
+    """Optuna's own TPE, asked as Tune asks it with two trials running: it samples at random (the
+    draws of a RandomSampler with its seed) until 3 trials have finished, so 4 of 6 are random,
+    not 3; the summary's count, from the trials' report times, says 4. HyperOpt counts started trials."""
+    import optuna
+    import pandas as pd
+
+    from hfsweep.driver.search.schedulers import drawn_at_random
+
+    def draws(sampler):
+        study, running, values = optuna.create_study(sampler=sampler, direction="maximize"), [], []
+        events = sorted(
+            [(start, "ask", n) for n, (start, _) in enumerate(SPANS)]
+            + [(end, "tell", n) for n, (_, end) in enumerate(SPANS)]
+        )
+        for _, event, n in events:
+            if event == "ask":
+                trial = study.ask()
+                values.append(trial.suggest_float("x", 0.0, 1.0))
+                running.append((n, trial))
+            else:
+                trial = next(t for m, t in running if m == n)
+                study.tell(trial, trial.params["x"])
+        return values
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    tpe, random = (
+        draws(optuna.samplers.TPESampler(n_startup_trials=3, seed=0)),
+        draws(optuna.samplers.RandomSampler(seed=0)),
+    )
+    assert tpe[:4] == random[:4] and tpe[4:] != random[4:]
+
+    histories = [
+        pd.DataFrame({"timestamp": [start + 1, end], "time_total_s": [1.0, end - start]}) for start, end in SPANS
+    ]
+    cfg = resolved_config(["search_alg=optuna", *LOGUNIFORM, "search_alg.startup_trials=3"], tmp_path, tmp_path)
+    assert drawn_at_random(cfg, histories) == 4
+    cfg = resolved_config(["search_alg=hyperopt", *LOGUNIFORM, "search_alg.startup_trials=3"], tmp_path, tmp_path)
+    assert drawn_at_random(cfg, histories) == 3
+
+
 def test_a_range_sampler_beside_a_presets_grid_values_is_judged_by_its_range(tmp_path, monkeypatch):
     """+experiment=glue_minilm_search merges finetune's log-uniform learning rate over the GLUE
     recipe's grid (whose `values` stay in the node): the range is sampled, so the defaults trial's
@@ -131,5 +176,5 @@ def test_the_summary_states_the_winners_gain_over_the_defaults_trial(tmp_path, m
     cfg = resolved_config([f"mode={mode}", "metric=eval_loss"], tmp_path, tmp_path)
     table = pd.DataFrame({DEFAULTS_COLUMN: [False, True], "best_eval_loss": [best, 4.0]})
     winner = BestTrial("t1", {}, "eval_loss", best, step=10, checkpoint_path="unused")
-    (line,) = search_lines(table, cfg, winner, startup=None)
+    (line,) = search_lines(table, cfg, winner, startup=None, drawn_at_random=None)
     assert line == f"  defaults trial:  eval_loss = 4.0000 (the config's own values); {verdict}"

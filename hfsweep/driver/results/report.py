@@ -259,6 +259,7 @@ def sweep_summary(
     untrained_loss: Optional[float],
     perplexity: bool,
     startup: Optional[int],
+    drawn_at_random: Optional[int],
     budget,
     checkpoints: tuple[int, int],
 ) -> str:
@@ -273,7 +274,7 @@ def sweep_summary(
             f"  Pareto front:    {table['pareto'].sum()} of {len(table)} trials, marked in results.md and drawn in "
             f"{run_files.PARETO_PLOT}; best/ is the one with the best {best.metric}"
         )
-    lines += search_lines(table, cfg, best, startup)
+    lines += search_lines(table, cfg, best, startup, drawn_at_random)
     if "cost_usd" in table:
         lines.append(
             f"  cost:            ${table['cost_usd'].sum():.4g} for {len(table)} trials (cost_usd in results.csv)"
@@ -331,7 +332,9 @@ def summary(best: BestTrial, run_dir: str, untrained_loss: Optional[float] = Non
     return "\n".join(lines)
 
 
-def search_lines(table: pd.DataFrame, cfg: dict, best, startup: Optional[int]) -> list[str]:
+def search_lines(
+    table: pd.DataFrame, cfg: dict, best, startup: Optional[int], drawn_at_random: Optional[int]
+) -> list[str]:
     """The summary's lines on the search itself: the winner against the defaults trial, and how
     many trials a model-based searcher chose by its model rather than its random start-up."""
     lines = []
@@ -343,10 +346,9 @@ def search_lines(table: pd.DataFrame, cfg: dict, best, startup: Optional[int]) -
         lines.append(f"  defaults trial:  {best.metric} = {value:.4f} (the config's own values); {verdict}")
     elif defaults_trial.wanted(cfg):
         lines.append("  defaults trial:  did not report; no gain over the config's own values to state")
-    if startup is not None:
-        modelled = max(0, len(table) - startup)
+    if startup is not None and drawn_at_random is not None:
         lines.append(
-            f"  searcher:        {min(startup, len(table))} trials drawn at random (start-up), "
-            f"{modelled} chosen by its model (search_alg.startup_trials={startup})"
+            f"  searcher:        {drawn_at_random} trials drawn at random (start-up), "
+            f"{max(0, len(table) - drawn_at_random)} chosen by its model (search_alg.startup_trials={startup})"
         )
     return lines

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import sys
@@ -114,6 +115,31 @@ def startup_trials(cfg: dict) -> Optional[int]:
         return cfg["search_alg"]["startup_trials"]
     trials = cfg["num_samples"] + (1 if cfg["search_alg"].get("defaults_trial") else 0)
     return max(2, math.ceil(trials / 3))
+
+
+# Searchers whose start-up counts finished trials, not started ones: Optuna's TPE samples at random
+# until `n_startup_trials` trials are complete, so trials running at once add random draws.
+STARTUP_COUNTS_FINISHED = ("OptunaSearch",)
+
+
+def drawn_at_random(cfg: dict, histories: list) -> Optional[int]:
+    """How many of the sweep's trials its model-based searcher drew at random (None without a
+    model), from the trials' report histories: under Optuna, those that started while fewer than
+    the start-up count had finished (a start-up of 3 with two trials running at a time draws about
+    4). A trial starts at its first report's timestamp less its time_total_s and finishes at its
+    last report; trials that never reported are left out."""
+    startup = startup_trials(cfg)
+    if startup is None:
+        return None
+    spans = [
+        (history["timestamp"].iloc[0] - history["time_total_s"].iloc[0], history["timestamp"].iloc[-1])
+        for history in histories
+        if history is not None and len(history)
+    ]
+    if target_class(cfg["search_alg"]).__name__ not in STARTUP_COUNTS_FINISHED:
+        return min(startup, len(spans))
+    ends = sorted(end for _, end in spans)
+    return sum(bisect.bisect_left(ends, start) < startup for start, _ in spans)
 
 
 def searcher_objects(cfg: dict) -> dict:
