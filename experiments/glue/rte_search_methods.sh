@@ -6,8 +6,8 @@
 # trial-hours, the mean of the fair test's three defaults runs), the fair test's cost target. Each
 # method runs with two search seeds (the searcher's seed; every trial trains with seed 42):
 #   random  random search under ASHA in epochs
-#   tpe     Optuna's TPE under ASHA in epochs; its random start-up is 3 trials (the defaults trial
-#           and two draws), a third of the ~9 trials the budget buys
+#   tpe     Optuna's TPE under ASHA in epochs, startup_trials=3 (a third of the ~9 trials the budget
+#           buys): it draws at random until 3 trials have finished, about 4 with two running
 #   pbt     PBT over the same space: a population of 8 (the defaults and 7 draws), 2 running at a
 #           time, ranked and perturbed every epoch once all have reached it; batch size and epochs
 #           are drawn once per trial, learning rate, warm-up and weight decay perturbed within the space
