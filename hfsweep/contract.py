@@ -149,6 +149,9 @@ COST_METRICS = (TOKENS_PER_SECOND, SAMPLES_PER_SECOND, PEAK_MEMORY, TRAINABLE_PA
 # and a scheduler whose time is `epoch` compares trials at the same amount of data.
 MAX_STEPS = "max_steps"
 EPOCH = "epoch"
+# and when it was made, in seconds since the epoch: Tune's own `timestamp` is whole seconds, too coarse
+# to order a trial's start against the end of one that finished a moment before (`drawn_at_random`).
+REPORTED_AT = "reported_at"
 
 
 def examples_per_step(training: dict, workers: int) -> int:

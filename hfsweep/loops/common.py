@@ -13,6 +13,7 @@ import math
 import re
 import resource
 import sys
+import time
 from collections.abc import Mapping
 
 import ray.train
@@ -20,7 +21,7 @@ from ray.train import Checkpoint, CheckpointUploadMode
 
 from hfsweep.compat import lr_factors, quiet_train_report_log, ray_data_iterable, set_last_lr
 from hfsweep.config.schema import DataConfig
-from hfsweep.contract import TrainJob, checkpoint_dir_name, report_to_tune
+from hfsweep.contract import REPORTED_AT, TrainJob, checkpoint_dir_name, report_to_tune
 
 
 def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
@@ -29,6 +30,7 @@ def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
     In a trial's own process it goes straight to Tune. On a worker group it goes to Ray Train in
     place (`NO_UPLOAD`): every rank reports, since Train's report is a barrier.
     """
+    metrics = {**metrics, REPORTED_AT: time.time()}
     if in_process:
         report_to_tune(metrics, checkpoint_dir)
         return

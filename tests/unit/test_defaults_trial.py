@@ -141,6 +141,22 @@ def test_with_two_trials_running_tpe_draws_at_random_until_its_start_up_have_fin
     assert drawn_at_random(cfg, histories) == 3
 
 
+def test_the_count_times_trials_by_hfsweeps_reports_not_tunes_whole_seconds(tmp_path):
+    """Tune starts the next trial a moment after one finishes: the first trial's last report at
+    10.7 s, the second trial's start at 10.9 s. Tune's timestamps (10, then 11 less 1.05 s of
+    running) put that start before the finish; hfsweep's `reported_at` does not."""
+    import pandas as pd
+
+    from hfsweep.driver.search.schedulers import drawn_at_random
+
+    first = {"timestamp": [5, 10], "reported_at": [5.5, 10.7], "time_total_s": [1.0, 6.2]}
+    second = {"timestamp": [11, 14], "reported_at": [11.95, 14.2], "time_total_s": [1.05, 3.3]}
+    cfg = resolved_config(["search_alg=optuna", *LOGUNIFORM, "search_alg.startup_trials=1"], tmp_path, tmp_path)
+    assert drawn_at_random(cfg, [pd.DataFrame(first), pd.DataFrame(second)]) == 1
+    tune_only = [pd.DataFrame(first).drop(columns="reported_at"), pd.DataFrame(second).drop(columns="reported_at")]
+    assert drawn_at_random(cfg, tune_only) == 2, "a sweep from before reported_at is timed by Tune's seconds"
+
+
 def test_a_range_sampler_beside_a_presets_grid_values_is_judged_by_its_range(tmp_path, monkeypatch):
     """+experiment=glue_minilm_search merges finetune's log-uniform learning rate over the GLUE
     recipe's grid (whose `values` stay in the node): the range is sampled, so the defaults trial's

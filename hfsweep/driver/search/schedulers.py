@@ -17,7 +17,7 @@ from ray.tune.stopper import CombinedStopper
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import iter_leaves, target_name
 from hfsweep.config.objectives import is_multi_objective
-from hfsweep.contract import EPOCH, MAX_STEPS
+from hfsweep.contract import EPOCH, MAX_STEPS, REPORTED_AT
 from hfsweep.driver.search.search_rules import is_population_training, longest_epochs
 from hfsweep.driver.search.search_space import WithinSpace, pb2_bounds, pbt_mutations, unperturbed
 
@@ -126,15 +126,17 @@ def drawn_at_random(cfg: dict, histories: list) -> Optional[int]:
     """How many of the sweep's trials its model-based searcher drew at random (None without a
     model), from the trials' report histories: under Optuna, those that started while fewer than
     the start-up count had finished (a start-up of 3 with two trials running at a time draws about
-    4). A trial starts at its first report's timestamp less its time_total_s and finishes at its
-    last report; trials that never reported are left out."""
+    4). A trial starts at its first report's time less its time_total_s and finishes at its last
+    report, timed by hfsweep's `reported_at` (Tune's whole-second `timestamp` in sweeps from before
+    it: the next trial starts within a second of a finish); trials that never reported are left out."""
     startup = startup_trials(cfg)
     if startup is None:
         return None
     spans = [
-        (history["timestamp"].iloc[0] - history["time_total_s"].iloc[0], history["timestamp"].iloc[-1])
+        (clock.iloc[0] - history["time_total_s"].iloc[0], clock.iloc[-1])
         for history in histories
         if history is not None and len(history)
+        for clock in [history[REPORTED_AT] if REPORTED_AT in history else history["timestamp"]]
     ]
     if target_class(cfg["search_alg"]).__name__ not in STARTUP_COUNTS_FINISHED:
         return min(startup, len(spans))
