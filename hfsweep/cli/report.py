@@ -19,6 +19,7 @@ from hfsweep.config.loading import read_config
 from hfsweep.driver.results.anytime import plot_anytime, summary_row
 from hfsweep.driver.results.insight import study_name
 from hfsweep.driver.results.report import sweep_anytime, write_report
+from hfsweep.driver.search import live_study
 from hfsweep.run_dir import (
     ANYTIME_COMPARISON,
     ANYTIME_PLOT,
@@ -37,14 +38,8 @@ def storage_problem(url: str) -> str | None:
     the report, so a mistyped URL costs nothing and leaves no traceback."""
     if importlib.util.find_spec("optuna") is None:
         return "--optuna-storage needs Optuna: pip install 'hfsweep[dashboard]'."
-    import optuna
-    from sqlalchemy.exc import SQLAlchemyError
-
-    try:
-        optuna.storages.get_storage(url)
-    except (SQLAlchemyError, ImportError, ValueError) as error:
-        return f"--optuna-storage {url}: {str(error).splitlines()[0]}; give a URL such as sqlite:///sweep.db."
-    return None
+    problem = live_study.storage_problem(url)
+    return problem and f"--optuna-storage {url}: {problem}; give a URL such as sqlite:///sweep.db."
 
 
 def main(argv: list[str] | None = None) -> int:

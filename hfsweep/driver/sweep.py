@@ -52,6 +52,7 @@ from hfsweep.driver.search.budget import SweepBudget, build_budget, spent_before
 from hfsweep.driver.search.checkpoint_budget import build_checkpoint_budget, checkpoint_disk_use
 from hfsweep.driver.search.defaults_trial import defaults_point, defaults_values, is_defaults
 from hfsweep.driver.search.defaults_trial import wanted as defaults_trial_wanted
+from hfsweep.driver.search.live_study import check_new_studies, close_lost_trials
 from hfsweep.driver.search.schedulers import (
     build_scheduler,
     build_search_alg,
@@ -226,6 +227,7 @@ def run(checked: CheckedConfig) -> tune.ResultGrid:
             f"{type(checked).__name__}"
         )
     cfg, task = checked.cfg, checked.task
+    check_new_studies([cfg])
     plan = plan_sweep(cfg, task)
     storage = cfg["cluster"]["storage_path"]
     check_storage_writable(storage)
@@ -329,7 +331,8 @@ def extension_searcher(cfg: dict, run_dir: str, grid: bool, number: int) -> dict
     `random_state` and the extension's number (the sweep's seed would draw its first points again)."""
     node = dict(cfg["search_alg"])
     if grid or not issubclass(import_object(node["_target_"]), tune.search.BasicVariantGenerator):
-        return {**node, "warm_start": [*warm_start_dirs(cfg), run_dir]}  # what the sweep started from, too
+        # what the sweep started from, too; its study is in memory (the live one is the sweep's own)
+        return {**node, "warm_start": [*warm_start_dirs(cfg), run_dir], "storage": None}
     if node.get("random_state") is not None:
         node["random_state"] = int(np.random.SeedSequence([node["random_state"], number]).generate_state(1)[0])
     return node
@@ -387,6 +390,8 @@ def finish(
         )
     )
     unfinished = int(table["ended"].isin(UNFINISHED).sum())
+    if not unfinished and (lost := close_lost_trials(cfg)):
+        print(f"hfsweep: study: {lost} lost trial(s) marked FAIL: asked for by a killed run, then asked again")
     if cfg["select"]["top_k"] and unfinished:
         print(
             f"hfsweep: select: not run: the search was interrupted with {unfinished} trials unfinished; "

@@ -220,13 +220,17 @@ IN_A_REAL_PROCESS = {
     "loop=accelerate callbacks=early_stopping",
     "budget.trial_hours=0",
     "search_alg.warm_start=/no/such/run",
+    "search_alg=optuna search_space=learning_rate_loguniform search_alg.storage=sqlite:///{data}/earlier.db",
     "peft=lora peft.r=0",
     " ".join([*PAIRS, "data.path={data}/mixed_labels"]),
 }
 
 
 def write_bad_data(folder: Path) -> Path:
-    """Local csv folders as users get them wrong, and one folder that is not a model."""
+    """Local csv folders as users get them wrong, one folder that is not a model, and an Optuna
+    storage that holds an earlier sweep's study."""
+    import optuna
+
     files = {
         "empty": ("sentence,label\n", "sentence,label\na b,1\n"),
         "empty_validation": ("sentence,label\na b c,1\nd e f,0\n", ""),
@@ -240,6 +244,7 @@ def write_bad_data(folder: Path) -> Path:
         (folder / name / "validation.csv").write_text(validation)
     (folder / "no_config").mkdir()
     (folder / "no_config" / "README.md").write_text("not a model\n")
+    optuna.create_study(storage=f"sqlite:///{folder}/earlier.db", study_name="sweep")
     return folder
 
 
@@ -619,6 +624,34 @@ REFUSED = [
         ["search_alg.warm_start=/no/such/run"],
         "search_alg.warm_start: '/no/such/run' holds no sweep (resolved_config.yaml is missing); pass an earlier "
         "sweep's run directory.",
+    ),
+    # the live Optuna study: a new sweep's own, in a storage Optuna opens ({data}/earlier.db holds 'sweep')
+    (
+        [
+            "search_alg=optuna",
+            "search_space=learning_rate_loguniform",
+            "search_alg.storage=sqlite:///{data}/earlier.db",
+        ],
+        "search_alg.study_name: the study 'sweep' already exists in sqlite:///{data}/earlier.db, an earlier sweep's; "
+        "choose another search_alg.study_name, delete it (optuna delete-study --storage sqlite:///{data}/earlier.db "
+        "--study-name sweep), or continue that sweep with python -m hfsweep.resume RUN_DIR.",
+    ),
+    (
+        ["-m", "search_alg=optuna", "search_space=learning_rate_loguniform", "search_alg.storage=sqlite:///s.db"]
+        + ["seed=1,2"],
+        "search_alg.study_name: two jobs of this multirun would write the study 'sweep' in sqlite:///s.db; give "
+        "each job its own search_alg.study_name.",
+    ),
+    (
+        ["search_alg=optuna", "search_space=learning_rate_loguniform", "search_alg.storage=sweep.db"],
+        "search_alg.storage: sweep.db: Could not parse SQLAlchemy URL from given URL string; give a URL such as "
+        "sqlite:///sweep.db.",
+    ),
+    (
+        ["search_alg=optuna", "search_space=learning_rate_loguniform", "search_alg.warm_start={data}/good"]
+        + ["search_alg.storage=sqlite:///{data}/warm.db"],
+        "search_alg.storage: a warm-started sweep keeps its study, which holds the earlier sweeps' trials, in memory, "
+        "so the storage would not be written; drop search_alg.storage or search_alg.warm_start.",
     ),
     (
         ["+training.train_sampling_strategy=batch_rebalance"],

@@ -34,6 +34,7 @@ def check_search(cfg: dict) -> None:
     _validate_bohb(cfg)
     _validate_population_training(cfg)
     _validate_select(cfg)
+    _validate_warm_started_study(cfg)
 
 
 # Searched, these make a step a different amount of data in each trial (or a trial a different number of steps).
@@ -174,6 +175,17 @@ def _is_a(target: str, class_name: str, exactly: bool = False) -> bool:
     Tune scheduler subclasses FIFOScheduler."""
     cls, of = import_object(target), import_object(class_name)
     return cls is of or not exactly and isinstance(cls, type) and issubclass(cls, of)
+
+
+def _validate_warm_started_study(cfg: dict) -> None:
+    """A warm start tells Optuna's sampler the earlier trials through a study in memory
+    (`warm_start.optuna_study`), so a storage would never be written."""
+    node = cfg["search_alg"]
+    if node.get("warm_start") and node.get("storage"):
+        raise ConfigError(
+            "search_alg.storage: a warm-started sweep keeps its study, which holds the earlier sweeps' trials, "
+            "in memory, so the storage would not be written; drop search_alg.storage or search_alg.warm_start."
+        )
 
 
 def _validate_select(cfg: dict) -> None:
