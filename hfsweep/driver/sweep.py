@@ -58,6 +58,7 @@ from hfsweep.driver.search.schedulers import (
     build_search_alg,
     build_stopper,
     drawn_at_random,
+    startup_note,
     startup_trials,
     target_class,
 )
@@ -118,6 +119,8 @@ def search_setup(cfg: dict, param_space: dict) -> SearchSetup:
     if warm:
         setup.searcher_arguments, setup.num_samples = searcher_arguments(cfg, param_space, warm)
         setup.notes = [f"warm start: {note}" for note in warm.notes]
+    elif note := startup_note(cfg):  # a warm start's earlier trials are its start-up
+        setup.notes.append(note)
     searcher = target_class(cfg["search_alg"])
     point = defaults_point(cfg, model_based=not issubclass(searcher, tune.search.BasicVariantGenerator))
     if point is not None:

@@ -96,6 +96,20 @@ def test_hyperopts_start_up_follows_the_rule_and_an_explicit_count_wins(tmp_path
     assert search._sampler._n_startup_trials == 7
 
 
+def test_under_a_budget_the_sweep_says_its_start_up_counts_num_samples_until_told_otherwise(tmp_path):
+    """The rule cannot know what a budget buys before a trial has run; the user is told the count
+    and the key that sets it, and is not told again once it is set (or without a budget)."""
+    sweep = ["search_alg=optuna", *LOGUNIFORM, "num_samples=20"]
+    _, _, setup, _ = searcher_and_setup(tmp_path, [*sweep, "budget.trial_hours=1.5"])
+    assert (
+        "start-up: 7 trials drawn at random, a third of num_samples=20 (the defaults trial counted); the budget may "
+        "end the sweep before that many have run: set search_alg.startup_trials to a third of the trials it buys"
+    ) in setup.notes
+    for quiet in ([*sweep, "budget.trial_hours=1.5", "search_alg.startup_trials=3"], sweep):
+        _, _, setup, _ = searcher_and_setup(tmp_path, quiet)
+        assert not [note for note in setup.notes if note.startswith("start-up")]
+
+
 # Six trials two at a time, as (start, last report): each starts just after one of the two running ends.
 SPANS = [(0, 10), (0, 15), (11, 25), (16, 30), (26, 40), (31, 45)]
 

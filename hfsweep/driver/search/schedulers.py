@@ -117,6 +117,22 @@ def startup_trials(cfg: dict) -> Optional[int]:
     return max(2, math.ceil(trials / 3))
 
 
+def startup_note(cfg: dict) -> Optional[str]:
+    """What to tell the user when the start-up rule counts num_samples but a budget may end the
+    sweep first: a trial's cost is unknown before it runs, so the rule cannot count what the budget
+    buys; the user who knows sets the count."""
+    if cfg["search_alg"].get("startup_trials") is not None or not any(v is not None for v in cfg["budget"].values()):
+        return None
+    count = startup_trials(cfg)
+    if count is None:
+        return None
+    return (
+        f"start-up: {count} trials drawn at random, a third of num_samples={cfg['num_samples']} (the defaults trial "
+        f"counted); the budget may end the sweep before that many have run: set search_alg.startup_trials to a third "
+        f"of the trials it buys"
+    )
+
+
 # Searchers whose start-up counts finished trials, not started ones: Optuna's TPE samples at random
 # until `n_startup_trials` trials are complete, so trials running at once add random draws.
 STARTUP_COUNTS_FINISHED = ("OptunaSearch",)
