@@ -9,8 +9,10 @@
 #   tpe     Optuna's TPE under ASHA in epochs, startup_trials=3 (a third of the ~9 trials the budget
 #           buys): it draws at random until 3 trials have finished, about 4 with two running
 #   pbt     PBT over the same space: a population of 8 (the defaults and 7 draws), 2 running at a
-#           time, ranked and perturbed every epoch once all have reached it; batch size and epochs
-#           are drawn once per trial, learning rate, warm-up and weight decay perturbed within the space
+#           time, each ranked against the population and perturbed at every epoch it reaches (Ray's
+#           asynchronous PBT: synch=true hung once a 2-epoch trial ended before a perturbation point,
+#           and is refused with searched epochs); batch size and epochs are drawn once per trial,
+#           learning rate, warm-up and weight decay perturbed within the space
 # Then each search's winner re-trained over seeds 1, 2, 3 (python -m hfsweep.replay; PBT's winner at
 # its final values, not as its schedule), and every search's anytime curve on one plot
 # (python -m hfsweep.report --compare). Seed 1 runs random, tpe, pbt; seed 2 the reverse.
@@ -31,7 +33,7 @@ declare -A METHOD=(
   [random]="search_alg=random num_samples=20"
   [tpe]="search_alg=optuna num_samples=20 search_alg.startup_trials=3"
   [pbt]="search_alg=random num_samples=7 scheduler=pbt ~scheduler.grace_period scheduler.time_attr=epoch
-         scheduler.perturbation_interval=1 +scheduler.synch=true checkpoints.keep_per_trial=null
+         scheduler.perturbation_interval=1 checkpoints.keep_per_trial=null
          +search_space.training.per_device_train_batch_size.perturb=false
          +search_space.training.num_train_epochs.perturb=false"
 )

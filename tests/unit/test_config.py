@@ -625,6 +625,14 @@ REFUSED = [
         "search_alg.warm_start: '/no/such/run' holds no sweep (resolved_config.yaml is missing); pass an earlier "
         "sweep's run directory.",
     ),
+    (
+        ["scheduler=pbt", "scheduler.time_attr=epoch", "training.max_steps=-1", "+scheduler.synch=true"]
+        + ["+search_space.training.num_train_epochs={sampler:choice,values:[1,2]}"],
+        "scheduler.synch: synchronous PopulationBasedTraining pauses each trial at a perturbation until every running "
+        "trial has reached it, and search_space.training.num_train_epochs ends some trials in between, after which "
+        "Ray's PopulationBasedTraining can leave the paused ones waiting forever; drop it (~scheduler.synch), or stop "
+        "searching training.num_train_epochs.",
+    ),
     # the live Optuna study: a new sweep's own, in a storage Optuna opens ({data}/earlier.db holds 'sweep')
     (
         [

@@ -88,9 +88,14 @@ def population_size(cfg: dict) -> int:
     return cfg["num_samples"] * math.prod(grid)
 
 
+# Searched, these give trials different lengths.
+TRIAL_LENGTH_KEYS = ("training.num_train_epochs", "training.max_steps")
+
+
 def _validate_population_training(cfg: dict) -> None:
     """An exploited trial carries on from the donor's checkpoint with perturbed values: a plateau
-    schedule's reductions and an adapter's shape cannot be carried over."""
+    schedule's reductions and an adapter's shape cannot be carried over. Synchronous PBT needs
+    trials of one length (item 7's pbt s1 hung when a 2-epoch trial ended before the next point)."""
     if not is_population_training(cfg):
         return
     name = target_name(cfg["scheduler"])
@@ -98,6 +103,13 @@ def _validate_population_training(cfg: dict) -> None:
         raise ConfigError(
             f"training.lr_scheduler_type: under {name}, {PLATEAU} cannot carry an exploited trial's own "
             f"learning rate over the donor's reductions; use another type (e.g. linear), or scheduler=asha."
+        )
+    lengths = [key for key in TRIAL_LENGTH_KEYS if key in {path for path, _ in iter_leaves(cfg["search_space"])}]
+    if cfg["scheduler"].get("synch") and lengths:
+        raise ConfigError(
+            f"scheduler.synch: synchronous {name} pauses each trial at a perturbation until every running trial "
+            f"has reached it, and search_space.{lengths[0]} ends some trials in between, after which Ray's {name} "
+            f"can leave the paused ones waiting forever; drop it (~scheduler.synch), or stop searching {lengths[0]}."
         )
     searched = cfg["search_space"].get("peft", {}) if cfg["peft"]["method"] != "none" else {}
     perturbed = [key for key in PEFT_SHAPE_KEYS if key in searched and searched[key].get("perturb") is not False]
