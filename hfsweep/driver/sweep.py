@@ -230,10 +230,10 @@ def run(checked: CheckedConfig) -> tune.ResultGrid:
             f"{type(checked).__name__}"
         )
     cfg, task = checked.cfg, checked.task
+    check_new_studies([cfg])  # before the data is prepared: a refusal is one line
     plan = plan_sweep(cfg, task)
     storage = cfg["cluster"]["storage_path"]
     check_storage_writable(storage)
-    check_new_studies([cfg])  # last: opening the storage creates a SQLite file
     cap = start_cluster(cfg)
     # Everything is checked: only now does the run directory get the sweep's files.
     write_config(storage, cfg)
