@@ -71,8 +71,11 @@ def test_a_resumed_sweep_goes_on_in_the_same_study(tmp_path, cache_dir, how):
     url = f"sqlite:///{tmp_path / 'sweep.db'}"
     run_dir = tmp_path / "run"
     # the defaults trial (1e-3) holds after reporting checkpoint-10: the sweep is interrupted there
-    hold = ["+callbacks.hold._target_=tests.faults.HoldAfterStep", "+callbacks.hold.step=10"]
-    hold.append("+callbacks.hold.learning_rate=1e-3")
+    hold = [
+        "+callbacks.hold._target_=tests.faults.HoldAfterStep",
+        "+callbacks.hold.step=10",
+        "+callbacks.hold.learning_rate=1e-3",
+    ]
     env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"}  # Tune saves its state (the searcher's too) every second
     driver = subprocess.Popen(
         study_sweep(tmp_path, cache_dir, *hold), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
