@@ -10,8 +10,10 @@ import builtins
 import contextlib
 import importlib.abc
 import importlib.util
+import io
 import logging
 import os
+import pickle
 import sys
 
 log = logging.getLogger(__name__)
@@ -149,6 +151,47 @@ def restored_callbacks(tuner) -> list:
     local = getattr(tuner, "_local_tuner", None)
     get_run_config = getattr(local, "get_run_config", None)
     return list(get_run_config().callbacks or []) if get_run_config else []
+
+
+def scheduler_records(scheduler) -> bytes:
+    """A Tune scheduler's records (its attributes but the functions it was built with): Tune saves
+    its searcher and callbacks with the experiment, never its scheduler, and most schedulers have
+    no save of their own. A `Trial` is pickled as its id, and PBT's handle on a checkpoint still
+    being written (a Ray future) as None."""
+    import cloudpickle
+    from ray.tune.experiment import Trial
+
+    class TrialsAsIds(cloudpickle.CloudPickler):
+        def persistent_id(self, obj):
+            if isinstance(obj, Trial):
+                return ("trial", obj.trial_id)
+            if type(obj).__name__ == "_FutureTrainingResult":
+                return ("being written", None)
+            return None
+
+    buffer = io.BytesIO()
+    TrialsAsIds(buffer).dump({name: value for name, value in vars(scheduler).items() if not callable(value)})
+    return buffer.getvalue()
+
+
+def restore_scheduler_records(scheduler, records: bytes, trials) -> None:
+    """Put `scheduler_records`' records back into `scheduler`, each trial id as the restored
+    `Trial` of that id. A table keyed by trial is merged: a trial the save did not know keeps the
+    record the scheduler gave it when Tune added it."""
+    by_id = {trial.trial_id: trial for trial in trials}
+
+    class IdsAsTrials(pickle.Unpickler):
+        def persistent_load(self, pid):
+            kind, trial_id = pid
+            return by_id[trial_id] if kind == "trial" else None
+
+    saved = IdsAsTrials(io.BytesIO(records)).load()
+    for name, value in saved.items():
+        current = vars(scheduler).get(name)
+        if isinstance(current, dict) and isinstance(value, dict):
+            current.update(value)
+        else:
+            setattr(scheduler, name, value)
 
 
 INTEGRATIONS = "transformers.integrations.integration_utils"

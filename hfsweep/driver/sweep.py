@@ -53,6 +53,7 @@ from hfsweep.driver.search.checkpoint_budget import build_checkpoint_budget, che
 from hfsweep.driver.search.defaults_trial import defaults_point, defaults_values, is_defaults
 from hfsweep.driver.search.defaults_trial import wanted as defaults_trial_wanted
 from hfsweep.driver.search.live_study import check_new_studies, close_lost_trials
+from hfsweep.driver.search.scheduler_records import build_scheduler_records
 from hfsweep.driver.search.schedulers import (
     build_scheduler,
     build_search_alg,
@@ -154,7 +155,8 @@ def plan_sweep(cfg: dict, task) -> SweepPlan:
     param_space = compile_search_space(cfg["search_space"], cfg)
     setup = search_setup(cfg, param_space)
     scheduler, stopper = build_scheduler(cfg, param_space), build_stopper(cfg, *filter(None, [setup.budget]))
-    callbacks = [*build_loggers(cfg), *filter(None, [build_checkpoint_budget(cfg), setup.budget])]
+    records = build_scheduler_records(scheduler)
+    callbacks = [*build_loggers(cfg), *filter(None, [build_checkpoint_budget(cfg), setup.budget, records])]
     model_cfg = typed(ModelConfig, cfg["model"])
     check_pretrained_reachable(model_cfg)
     check_model_fits_task(model_cfg, task)

@@ -111,6 +111,51 @@ def test_interrupt_then_resume_finishes_the_sweep_without_rerunning(tmp_path, ca
     assert spent == pytest.approx(trial_seconds, abs=0.1), f"{line}: the three trials ran {trial_seconds:.1f} s"
 
 
+ASHA_SWEEP = [
+    "debug=tiny",
+    "scheduler=asha",
+    "training.max_steps=30",
+    "scheduler.grace_period=20",
+    # one at a time: 3e-3 sets the step-20 rung, then 1e-6 holds at step 10 and the sweep is interrupted
+    "search_space.training.learning_rate.values=[3e-3,1e-6]",
+    "cluster.max_concurrent_trials=1",
+    "+callbacks.hold._target_=tests.faults.HoldAfterStep",
+    "+callbacks.hold.step=10",
+    "+callbacks.hold.learning_rate=1e-6",
+]
+
+
+def test_a_resumed_asha_sweep_judges_its_trials_against_the_rungs_set_before_the_interruption(tmp_path, cache_dir):
+    """Tune saves no scheduler with its experiment: restored, ASHA's step-20 rung would be empty and
+    1e-6, the first to reach it after the resume, would run on to step 30."""
+    run_dir = tmp_path / "run"
+    experiment = str(run_dir / "sweep")
+    command = [sys.executable, "-m", "hfsweep", *ASHA_SWEEP, f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
+    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    holding = run_dir / "sweep" / "train_runs" / "holding"
+    deadline = time.time() + 300
+    while not holding.exists() and time.time() < deadline and driver.poll() is None:
+        time.sleep(0.2)
+    assert holding.exists(), "1e-6 never reached step 10"
+    time.sleep(3)  # Tune saves its experiment state, callbacks included, every second
+    interrupt(driver, "ctrl-c")
+    assert len(finished_trials(experiment)) == 1, "3e-3 finished, 1e-6 was held at step 10"
+    (holding.parent / "released").touch()
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hfsweep.resume", str(run_dir)], capture_output=True, text=True, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "hfsweep: resume: AsyncHyperBandScheduler goes on with its records of the sweep's 2 trials" in (
+        resumed.stdout
+    )
+    table = pd.read_csv(run_dir / "results.csv").set_index("training.learning_rate")
+    assert table.loc[3e-3, "step"] == 30
+    stopped = (table.loc[1e-6, "step"], table.loc[1e-6, "ended"])
+    assert stopped == (20, "stopped by scheduler/stopper"), "ASHA forgot 3e-3's result at the rung"
+
+
 def test_resume_of_a_directory_without_a_sweep_is_refused(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "hfsweep.resume", str(tmp_path)], capture_output=True, text=True, timeout=120

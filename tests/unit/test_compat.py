@@ -5,6 +5,7 @@ need a running Ray are in tests/e2e/test_compat_e2e.py."""
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 
 import datasets
 import pytest
@@ -124,3 +125,57 @@ def test_prepare_trainer_hands_a_ray_data_iterables_batches_to_the_trainer_uncha
     assert [batch["input_ids"].tolist() for batch in trainer.get_train_dataloader()] == [[[1, 2, 3]], [[4, 5]]], (
         "prepare_trainer no longer recognises ray.data.iterator._IterableFromIterator"
     )
+
+
+def stub_trials(*ids: str) -> list:
+    """Tune's own Trial objects; a resume builds new ones with the same ids."""
+    from ray.tune.experiment import Trial
+
+    return [Trial("__fake", stub=True, trial_id=trial_id) for trial_id in ids]
+
+
+def test_asha_judges_a_resumed_trial_against_the_rung_results_from_before_the_resume():
+    from ray.tune.schedulers import ASHAScheduler
+
+    def asha(trials):
+        scheduler = ASHAScheduler(metric="eval_loss", mode="min", time_attr="step", max_t=30, grace_period=20)
+        for trial in trials:
+            scheduler.on_trial_add(None, trial)
+        return scheduler
+
+    first = stub_trials("good", "bad")
+    before = asha(first)
+    assert before.on_trial_result(None, first[0], {"step": 20, "eval_loss": 1.0}) == "CONTINUE"
+    records = compat.scheduler_records(before)
+    resumed, fresh = stub_trials("good", "bad"), stub_trials("good", "bad")
+    restored = asha(resumed)
+    compat.restore_scheduler_records(restored, records, resumed)
+    worse = {"step": 20, "eval_loss": 2.0}
+    assert restored.on_trial_result(None, resumed[1], worse) == "STOP", "the rung's earlier result was lost"
+    assert asha(fresh).on_trial_result(None, fresh[1], worse) == "CONTINUE", "Tune's own restore forgets the rung"
+
+
+def test_pbt_keeps_its_populations_scores_by_trial_and_drops_a_checkpoint_still_being_written():
+    """PBT keys its records by Tune's Trial objects, which a resume builds anew."""
+    from ray.train._internal.session import _FutureTrainingResult
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    def pbt(trials):
+        scheduler = PopulationBasedTraining(
+            metric="eval_loss", mode="min", time_attr="step", hyperparam_mutations={"lr": [1e-3, 1e-4]}
+        )
+        for trial in trials:
+            scheduler.on_trial_add(SimpleNamespace(search_alg=None), trial)
+        return scheduler
+
+    first = stub_trials("a", "b")
+    before = pbt(first)
+    before._trial_state[first[0]].last_score, before._trial_state[first[0]].last_perturbation_time = -1.0, 20
+    before._trial_state[first[1]].last_checkpoint = _FutureTrainingResult(future="a save under way")
+    resumed = stub_trials("a", "b")
+    restored = pbt(resumed)
+    compat.restore_scheduler_records(restored, compat.scheduler_records(before), resumed)
+    assert set(restored._trial_state) == set(resumed)
+    kept = restored._trial_state[resumed[0]]
+    assert (kept.last_score, kept.last_perturbation_time) == (-1.0, 20)
+    assert restored._trial_state[resumed[1]].last_checkpoint is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from ray.tune.schedulers import (
@@ -17,7 +18,9 @@ from ray.tune.schedulers.pb2 import PB2
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 from ray.tune.stopper import CombinedStopper, ExperimentPlateauStopper, MaximumIterationStopper, TrialPlateauStopper
 
+from hfsweep import compat
 from hfsweep.config.errors import ConfigError
+from hfsweep.driver.search.scheduler_records import SchedulerRecords, build_scheduler_records
 from hfsweep.driver.search.schedulers import (
     StepBudget,
     ThresholdStopper,
@@ -231,3 +234,37 @@ def test_population_training_refuses_a_plateau_schedule_even_a_searched_one(tmp_
         ),
     ):
         preflight(cfg)
+
+
+@pytest.mark.parametrize("name", sorted(set(SCHEDULERS) - {"fifo"}))
+def test_every_schedulers_records_load_back_onto_the_trials_a_resume_restores(name, tmp_path):
+    """`SchedulerRecords` saves what every scheduler keeps and puts it back on resume, where Tune
+    builds new Trial objects with the same ids (whether ASHA and PBT then decide with it:
+    test_compat.py; FIFO keeps no records and has no such callback)."""
+    from ray.tune.experiment import Trial
+
+    cfg = config(tmp_path, f"scheduler={name}", LOGUNIFORM_LR)
+    param_space = compile_search_space(cfg["search_space"], cfg)
+
+    def scheduler_with(trials):
+        scheduler = build_scheduler(cfg, param_space)
+        scheduler.set_search_properties(cfg["metric"], cfg["mode"])
+        for trial in trials:
+            scheduler.on_trial_add(SimpleNamespace(search_alg=None), trial)
+        return scheduler
+
+    def records(scheduler) -> dict:
+        return {name: compat.scheduler_records(SimpleNamespace(**{name: v})) for name, v in vars(scheduler).items()}
+
+    first, resumed = ([Trial("__fake", stub=True, trial_id=f"t{i}", config={}) for i in range(2)] for _ in range(2))
+    before = scheduler_with(first)
+    restored = scheduler_with(resumed)
+    callback = SchedulerRecords(restored)
+    callback.set_state(SchedulerRecords(before).get_state())
+    callback.on_step_begin(0, resumed)
+    assert records(restored) == records(before)
+
+
+def test_fifo_keeps_no_records_to_restore(tmp_path):
+    cfg = config(tmp_path, "scheduler=fifo")
+    assert build_scheduler_records(build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))) is None
