@@ -156,6 +156,59 @@ def test_a_resumed_asha_sweep_judges_its_trials_against_the_rungs_set_before_the
     assert stopped == (20, "stopped by scheduler/stopper"), "ASHA forgot 3e-3's result at the rung"
 
 
+PBT_SWEEP = [
+    "debug=tiny",
+    "scheduler=pbt",
+    "scheduler.quantile_fraction=0.5",
+    "scheduler.resample_probability=0.0",
+    "+scheduler.synch=true",  # both trials reach each perturbation point, so the worse is exploited at each
+    "search_space=learning_rate_loguniform",
+    "search_space.training.learning_rate.low=1e-5",
+    "num_samples=2",
+    "training.max_steps=40",
+    # both trials hold as they go on from the step-20 perturbation: the sweep is interrupted there
+    "+callbacks.hold._target_=tests.faults.HoldAfterStep",
+    "+callbacks.hold.step=20",
+]
+
+
+def test_a_resumed_pbt_sweep_goes_on_exploiting_with_its_population_restored(tmp_path, cache_dir):
+    """PBT's records (scores, checkpoints, perturbation times) come back into Tune's restored
+    scheduler, and the resumed sweep perturbs at step 30 and finishes."""
+    run_dir = tmp_path / "run"
+    experiment = str(run_dir / "sweep")
+    command = [sys.executable, "-m", "hfsweep", *PBT_SWEEP, f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
+    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    holding = run_dir / "sweep" / "train_runs" / "holding"
+    deadline = time.time() + 300
+    while not holding.exists() and time.time() < deadline and driver.poll() is None:
+        time.sleep(0.2)
+    assert holding.exists(), "no trial went on from the step-20 perturbation"
+    time.sleep(3)  # Tune saves its experiment state, callbacks included, every second
+    interrupt(driver, "ctrl-c")
+    (holding.parent / "released").touch()
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hfsweep.resume", str(run_dir)], capture_output=True, text=True, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "hfsweep: resume: PopulationBasedTraining goes on with its records of the sweep's 2 trials" in (
+        resumed.stdout
+    )
+    table = pd.read_csv(run_dir / "results.csv")
+    assert list(table["step"]) == [40, 40] and set(table["ended"]) == {"completed"}
+    rows = [
+        json.loads(line)
+        for path in glob.glob(os.path.join(experiment, "run_trial_*", "result.json"))
+        for line in open(path)
+        if line.strip()
+    ]
+    owner = {row["checkpoint_path"]: row["trial_id"] for row in rows if row.get("checkpoint_path")}
+    exploited = [row for row in rows if row.get("resumed_from") and owner[row["resumed_from"]] != row["trial_id"]]
+    assert any(row["step"] == 40 for row in exploited), "no exploit at the step-30 perturbation, after the resume"
+
+
 def test_resume_of_a_directory_without_a_sweep_is_refused(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "hfsweep.resume", str(tmp_path)], capture_output=True, text=True, timeout=120
