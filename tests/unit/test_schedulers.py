@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from types import SimpleNamespace
 
+import cloudpickle
 import pytest
 from ray.tune.schedulers import (
     AsyncHyperBandScheduler,
@@ -18,7 +20,6 @@ from ray.tune.schedulers.pb2 import PB2
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 from ray.tune.stopper import CombinedStopper, ExperimentPlateauStopper, MaximumIterationStopper, TrialPlateauStopper
 
-from hfsweep import compat
 from hfsweep.config.errors import ConfigError
 from hfsweep.driver.search.scheduler_records import SchedulerRecords, build_scheduler_records
 from hfsweep.driver.search.schedulers import (
@@ -237,28 +238,50 @@ def test_population_training_refuses_a_plateau_schedule_even_a_searched_one(tmp_
 
 
 @pytest.mark.parametrize("name", sorted(set(SCHEDULERS) - {"fifo"}))
-def test_every_schedulers_records_load_back_onto_the_trials_a_resume_restores(name, tmp_path):
-    """`SchedulerRecords` saves what every scheduler keeps and puts it back on resume, where Tune
-    builds new Trial objects with the same ids (whether ASHA and PBT then decide with it:
-    test_compat.py; FIFO keeps no records and has no such callback)."""
+def test_every_schedulers_records_come_back_onto_the_trials_a_resume_restores(name, tmp_path):
+    """`SchedulerRecords` saves what every scheduler records of a result and puts it back on
+    resume, where Tune builds new Trial objects with the same ids (whether ASHA and PBT then
+    decide with it: test_compat.py; FIFO keeps no records and has no such callback)."""
     from ray.tune.experiment import Trial
 
     cfg = config(tmp_path, f"scheduler={name}", LOGUNIFORM_LR)
     param_space = compile_search_space(cfg["search_space"], cfg)
 
-    def scheduler_with(trials):
+    def running(trials):
+        """A scheduler that Tune gave `trials`; what a scheduler asks of Tune, as Tune answers."""
         scheduler = build_scheduler(cfg, param_space)
         scheduler.set_search_properties(cfg["metric"], cfg["mode"])
+        searcher = SimpleNamespace(on_pause=lambda trial_id: None, on_unpause=lambda trial_id: None)  # BOHB's
+        tune = SimpleNamespace(
+            search_alg=SimpleNamespace(searcher=searcher), get_trials=lambda: trials, get_live_trials=lambda: trials
+        )
         for trial in trials:
-            scheduler.on_trial_add(SimpleNamespace(search_alg=None), trial)
-        return scheduler
+            scheduler.on_trial_add(tune, trial)
+            trial.status = Trial.RUNNING
+        return scheduler, tune
 
-    def records(scheduler) -> dict:
-        return {name: compat.scheduler_records(SimpleNamespace(**{name: v})) for name, v in vars(scheduler).items()}
+    class TrialsAsIds(cloudpickle.CloudPickler):
+        def persistent_id(self, obj):
+            return obj.trial_id if isinstance(obj, Trial) else None
 
-    first, resumed = ([Trial("__fake", stub=True, trial_id=f"t{i}", config={}) for i in range(2)] for _ in range(2))
-    before = scheduler_with(first)
-    restored = scheduler_with(resumed)
+    def records(scheduler) -> bytes:
+        """Equal records pickle alike, however their objects are shared (`fast`: no memo); a
+        defaultdict as its items (its factory is code, and MedianStoppingRule's holds the rule)."""
+        buffer = io.BytesIO()
+        pickler = TrialsAsIds(buffer)
+        pickler.fast = True
+        kept = {name: value for name, value in vars(scheduler).items() if not callable(value)}
+        pickler.dump({name: dict(value) if isinstance(value, dict) else value for name, value in kept.items()})
+        return buffer.getvalue()
+
+    def trials():
+        return [Trial("__fake", stub=True, trial_id=f"t{i}", config={}) for i in range(2)]
+
+    first, resumed = trials(), trials()
+    before, tune = running(first)
+    before.on_trial_result(tune, first[0], {"step": 20, "epoch": 1, "training_iteration": 2, cfg["metric"]: 1.0})
+    restored, _ = running(resumed)
+    assert records(restored) != records(before), "the result left no record to restore"
     callback = SchedulerRecords(restored)
     callback.set_state(SchedulerRecords(before).get_state())
     callback.on_step_begin(0, resumed)
