@@ -125,28 +125,37 @@ ASHA_SWEEP = [
 ]
 
 
-def test_a_resumed_asha_sweep_judges_its_trials_against_the_rungs_set_before_the_interruption(tmp_path, cache_dir):
-    """Tune saves no scheduler with its experiment: restored, ASHA's step-20 rung would be empty and
-    1e-6, the first to reach it after the resume, would run on to step 30."""
-    run_dir = tmp_path / "run"
-    experiment = str(run_dir / "sweep")
-    command = [sys.executable, "-m", "hfsweep", *ASHA_SWEEP, f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
+def interrupt_once_held(overrides: list[str], run_dir, cache_dir, never_held: str) -> None:
+    """Run a sweep until a trial holds (`tests.faults.HoldAfterStep`), Ctrl-C it once Tune has saved
+    its experiment state, and release the hold; `never_held`: the failure if none holds."""
+    command = [sys.executable, "-m", "hfsweep", *overrides, f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
     env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
     driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     holding = run_dir / "sweep" / "train_runs" / "holding"
     deadline = time.time() + 300
     while not holding.exists() and time.time() < deadline and driver.poll() is None:
         time.sleep(0.2)
-    assert holding.exists(), "1e-6 never reached step 10"
+    assert holding.exists(), never_held
     time.sleep(3)  # Tune saves its experiment state, callbacks included, every second
     interrupt(driver, "ctrl-c")
-    assert len(finished_trials(experiment)) == 1, "3e-3 finished, 1e-6 was held at step 10"
     (holding.parent / "released").touch()
 
+
+def resume_sweep(run_dir) -> subprocess.CompletedProcess:
     resumed = subprocess.run(
         [sys.executable, "-m", "hfsweep.resume", str(run_dir)], capture_output=True, text=True, timeout=600
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    return resumed
+
+
+def test_a_resumed_asha_sweep_judges_its_trials_against_the_rungs_set_before_the_interruption(tmp_path, cache_dir):
+    """Tune saves no scheduler with its experiment: restored, ASHA's step-20 rung would be empty and
+    1e-6, the first to reach it after the resume, would run on to step 30."""
+    run_dir = tmp_path / "run"
+    interrupt_once_held(ASHA_SWEEP, run_dir, cache_dir, never_held="1e-6 never reached step 10")
+    assert len(finished_trials(str(run_dir / "sweep"))) == 1, "3e-3 finished, 1e-6 was held at step 10"
+    resumed = resume_sweep(run_dir)
     assert "hfsweep: resume: AsyncHyperBandScheduler goes on with its records of the sweep's 2 trials" in (
         resumed.stdout
     )
@@ -177,23 +186,8 @@ def test_a_resumed_pbt_sweep_goes_on_exploiting_with_its_population_restored(tmp
     scheduler, and the resumed sweep perturbs at step 30 and finishes. Without them (Tune's own
     restore) this resumed synchronous PBT did not finish: the resume timed out after 600 s."""
     run_dir = tmp_path / "run"
-    experiment = str(run_dir / "sweep")
-    command = [sys.executable, "-m", "hfsweep", *PBT_SWEEP, f"cache_dir={cache_dir}", f"hydra.run.dir={run_dir}"]
-    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
-    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    holding = run_dir / "sweep" / "train_runs" / "holding"
-    deadline = time.time() + 300
-    while not holding.exists() and time.time() < deadline and driver.poll() is None:
-        time.sleep(0.2)
-    assert holding.exists(), "no trial went on from the step-20 perturbation"
-    time.sleep(3)  # Tune saves its experiment state, callbacks included, every second
-    interrupt(driver, "ctrl-c")
-    (holding.parent / "released").touch()
-
-    resumed = subprocess.run(
-        [sys.executable, "-m", "hfsweep.resume", str(run_dir)], capture_output=True, text=True, timeout=600
-    )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    interrupt_once_held(PBT_SWEEP, run_dir, cache_dir, never_held="no trial went on from the step-20 perturbation")
+    resumed = resume_sweep(run_dir)
     assert "hfsweep: resume: PopulationBasedTraining goes on with its records of the sweep's 2 trials" in (
         resumed.stdout
     )
@@ -201,7 +195,7 @@ def test_a_resumed_pbt_sweep_goes_on_exploiting_with_its_population_restored(tmp
     assert list(table["step"]) == [40, 40] and set(table["ended"]) == {"completed"}
     rows = [
         json.loads(line)
-        for path in glob.glob(os.path.join(experiment, "run_trial_*", "result.json"))
+        for path in glob.glob(str(run_dir / "sweep" / "run_trial_*" / "result.json"))
         for line in open(path)
         if line.strip()
     ]
