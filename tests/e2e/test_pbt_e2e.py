@@ -1,5 +1,6 @@
 """PBT over real trials: an exploited trial continues from the donor's checkpoint, with the
-donor's weights and its own perturbed learning rate and weight decay in effect, in both training loops."""
+donor's weights and its own perturbed learning rate and weight decay in effect, in both training
+loops; results.csv scores the defaults trial by its own values, before PBT exploited it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,6 +19,7 @@ from tests.conftest import run_sweep
 
 EVAL_STEPS = 10
 BOUNDS = {"learning_rate": (1e-5, 1e-2), "weight_decay": (0.001, 0.1)}  # the ranges pbt_sweep searches
+DEFAULTS_LR = 1e-5  # the defaults trial's, at the range's low end: the worst trial, which PBT exploits
 
 
 @pytest.fixture(scope="module", params=["hf_trainer", "accelerate"])
@@ -31,14 +34,15 @@ def pbt_sweep(request, ray_cluster, tmp_path_factory, cache_dir):
         "search_space=learning_rate_loguniform",
         "search_space.training.learning_rate.low=1e-5",
         "+search_space.training.weight_decay={sampler:loguniform,low:0.001,high:0.1}",
-        "num_samples=2",
+        "num_samples=2",  # and the defaults trial: a population of 3, the worst exploited at each point
+        f"training.learning_rate={DEFAULTS_LR}",
         "training.max_steps=30",
         "training.lr_scheduler_type=constant",
         "cluster.num_workers=1",
     ]
     cfg, results = run_sweep(overrides, tmp_path_factory.mktemp("pbt"), cache_dir)
     rows = [row for result in results for _, row in result.metrics_dataframe.iterrows()]
-    return results, rows
+    return results, rows, Path(cfg["cluster"]["storage_path"])
 
 
 def checkpoint_row(rows, path):
@@ -58,13 +62,13 @@ def exploited_rows(rows):
 
 
 def test_pbt_sweep_finishes_with_at_least_one_exploit(pbt_sweep):
-    results, rows = pbt_sweep
+    results, rows, _ = pbt_sweep
     assert results.errors == []
     assert exploited_rows(rows), "PBT never exploited: no report came from a restored trial"
 
 
 def test_restored_trials_continue_from_the_checkpoint_step(pbt_sweep):
-    _, rows = pbt_sweep
+    _, rows, _ = pbt_sweep
     restored = resumed_rows(rows, exploited=True) + resumed_rows(rows, exploited=False)
     assert restored
     for row in restored:
@@ -74,7 +78,7 @@ def test_restored_trials_continue_from_the_checkpoint_step(pbt_sweep):
 
 
 def test_restored_weights_equal_the_donor_checkpoint(pbt_sweep):
-    _, rows = pbt_sweep
+    _, rows, _ = pbt_sweep
     assert exploited_rows(rows)
     for row in exploited_rows(rows):
         donor = AutoModelForCausalLM.from_pretrained(row["resumed_from"])
@@ -87,7 +91,7 @@ def test_restored_weights_equal_the_donor_checkpoint(pbt_sweep):
 def test_the_perturbed_hyperparameters_are_the_ones_the_optimizer_steps_with(pbt_sweep, key, in_effect):
     """Read from the optimizer's param groups at the first optimizer step after the exploit: the
     restored optimizer state holds the donor's values, which must not be the ones in effect."""
-    _, rows = pbt_sweep
+    _, rows, _ = pbt_sweep
     assert exploited_rows(rows)
     for row in exploited_rows(rows):
         donor_row = checkpoint_row(rows, row["resumed_from"])
@@ -99,7 +103,7 @@ def test_the_perturbed_hyperparameters_are_the_ones_the_optimizer_steps_with(pbt
 
 
 def test_a_trial_restored_from_its_own_checkpoint_keeps_its_hyperparameters(pbt_sweep):
-    _, rows = pbt_sweep
+    _, rows, _ = pbt_sweep
     own_restores = resumed_rows(rows, exploited=False)
     if not own_restores:
         pytest.skip("PBT restored no trial from its own checkpoint in this sweep")
@@ -107,6 +111,26 @@ def test_a_trial_restored_from_its_own_checkpoint_keeps_its_hyperparameters(pbt_
         own = checkpoint_row(rows, row["resumed_from"])
         assert row["config/training/learning_rate"] == own["config/training/learning_rate"]
         assert row["lr_in_effect"] == pytest.approx(own["config/training/learning_rate"])
+
+
+def test_results_csv_scores_the_defaults_trial_by_its_own_values_before_pbt_exploited_it(pbt_sweep):
+    """PBT changes an exploited trial's values and weights: `defaults` marks the trial whose first
+    report ran the config's own values, and each trial's `best_eval_loss_before_exploit` is its
+    best over the reports before its values first changed (the defaults trial's is the score the
+    summary and the anytime curve compare the search with)."""
+    _, rows, storage = pbt_sweep
+    table = pd.read_csv(storage / "results.csv").set_index("trial_id")
+    reports = defaultdict(list)
+    for row in rows:
+        reports[row["trial_id"]].append(row)
+    (defaults,) = table.index[table["defaults"]]
+    assert reports[defaults][0]["config/training/learning_rate"] == DEFAULTS_LR
+    assert reports[defaults][-1]["config/training/learning_rate"] != DEFAULTS_LR, "PBT never exploited it"
+    for trial_id, trial_reports in reports.items():
+        values = [r["config/training/learning_rate"] for r in trial_reports]
+        own = next((i for i, v in enumerate(values) if v != values[0]), len(values))
+        best_own = min(r["eval_loss"] for r in trial_reports[:own] if pd.notna(r["eval_loss"]))
+        assert table.loc[trial_id, "best_eval_loss_before_exploit"] == pytest.approx(best_own)
 
 
 def test_a_population_larger_than_the_cores_is_alive_at_once_and_runs_one_trial_per_core(tmp_path, cache_dir):

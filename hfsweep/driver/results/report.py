@@ -8,6 +8,7 @@ Tables and plots are built from Tune's experiment directory alone (`ExperimentAn
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -21,6 +22,7 @@ logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)  # "buildin
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from ray import tune  # noqa: E402
+from ray.tune.result import EXPR_RESULT_FILE  # noqa: E402
 
 from hfsweep import run_dir as run_files  # noqa: E402
 from hfsweep.config.loading import read_config  # noqa: E402
@@ -70,40 +72,68 @@ def error_line(trial) -> str:
     return lines[-1] if lines else ""
 
 
+def started_with(trial, paths: list[str]) -> tuple[dict, Optional[int]]:
+    """The searched values a trial started with (its first report's config; Tune's `trial.config`
+    holds those it ended with), and how many of its reports came before PBT first exploited it,
+    copying another trial's weights and perturbed values into it (None when it never did)."""
+    path = os.path.join(trial.path, EXPR_RESULT_FILE)
+    configs = []
+    if os.path.isfile(path):
+        with open(path) as results:
+            configs = [json.loads(line)["config"] for line in results if line.strip()]
+    values = [{p: lookup(config, p) for p in paths} for config in configs] or [
+        {p: lookup(trial.config, p) for p in paths}
+    ]
+    exploited = next((i for i, v in enumerate(values) if v != values[0]), None)
+    return values[0], exploited
+
+
+def before_exploit_column(metric: str) -> str:
+    """The results column of a trial's best `metric` from its own values and weights, before PBT
+    first exploited it (only in a sweep where PBT exploited a trial)."""
+    return f"best_{metric}_before_exploit"
+
+
 def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
-    """One row per trial: hyperparameters, status, iterations, best and last value of each
-    objective, what its training cost (its last report's, and `cost_usd` when the cluster has a
-    price), why it ended; with several objectives, whether it is Pareto-optimal."""
+    """One row per trial: hyperparameters (PBT's: those it ended with), status, iterations, best
+    and last value of each objective (and its best before PBT first exploited it), what its
+    training cost (its last report's, and `cost_usd` when the cluster has a price), why it ended;
+    with several objectives, whether it is Pareto-optimal; whether it started from the config's
+    own values."""
     rows, cluster, strategy = [], typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"])
+    defaults = defaults_trial.defaults_values(cfg) if defaults_trial.wanted(cfg) else None
+    any_exploited = False
     for trial in analysis.trials:
         history = analysis.trial_dataframes.get(trial.trial_id, pd.DataFrame())
+        first, exploited = started_with(trial, searched_paths(cfg))
+        any_exploited |= exploited is not None
         scores = {}
         for metric, mode in objectives(cfg):
             values = history[metric].dropna() if metric in history else pd.Series(dtype=float)
+            own = history[metric].iloc[:exploited].dropna() if metric in history else values
             scores[f"best_{metric}"] = (values.max() if mode == "max" else values.min()) if len(values) else None
+            scores[before_exploit_column(metric)] = (own.max() if mode == "max" else own.min()) if len(own) else None
             scores[last_column(metric)] = values.iloc[-1] if len(values) else None
-        rows.append(
-            {
-                "trial_id": trial.trial_id,
-                **{path: lookup(trial.config, path) for path in searched_paths(cfg)},
-                "status": trial.status,
-                "iterations": trial.last_result.get("training_iteration", 0),
-                "step": trial.last_result.get("step", 0),
-                "time_total_s": trial.last_result.get("time_total_s"),
-                **scores,
-                **{name: trial.last_result.get(name) for name in COST_METRICS},
-                "cost_usd": trial_cost_usd(cluster, strategy, trial.last_result.get("time_total_s", 0.0)),
-                "ended": why_it_ended(trial, cfg["training"]["max_steps"]),
-                "error": error_line(trial),
-            }
-        )
-    if defaults_trial.wanted(cfg):
-        values = defaults_trial.defaults_values(cfg)
-        for row in rows:
-            row[defaults_trial.DEFAULTS_COLUMN] = defaults_trial.is_defaults(row, values)
+        row = {
+            "trial_id": trial.trial_id,
+            **{path: lookup(trial.config, path) for path in searched_paths(cfg)},
+            "status": trial.status,
+            "iterations": trial.last_result.get("training_iteration", 0),
+            "step": trial.last_result.get("step", 0),
+            "time_total_s": trial.last_result.get("time_total_s"),
+            **scores,
+            **{name: trial.last_result.get(name) for name in COST_METRICS},
+            "cost_usd": trial_cost_usd(cluster, strategy, trial.last_result.get("time_total_s", 0.0)),
+            "ended": why_it_ended(trial, cfg["training"]["max_steps"]),
+            "error": error_line(trial),
+        }
+        if defaults is not None:
+            row[defaults_trial.DEFAULTS_COLUMN] = defaults_trial.is_defaults(first, defaults)
+        rows.append(row)
     table = pd.DataFrame(rows)
     unreported = [c for c in (*COST_METRICS, "cost_usd") if c in table and table[c].isna().all()]  # mfu on CPU
-    table = table.drop(columns=unreported)
+    never_exploited = [] if any_exploited else [before_exploit_column(metric) for metric, _ in objectives(cfg)]
+    table = table.drop(columns=[c for c in unreported + never_exploited if c in table])
     if is_multi_objective(cfg) and len(table):
         table["pareto"] = pareto_optimal(table, objectives(cfg))
     return table
@@ -207,10 +237,12 @@ def experiment_analyses(run_dir: str, cfg: dict) -> list:
 
 
 def defaults_score(table: pd.DataFrame, metric: str) -> Optional[float]:
-    """The defaults trial's best value of `metric`, when the sweep ran one and it reported."""
+    """The defaults trial's best value of `metric` from the config's own values (before PBT first
+    exploited it), when the sweep ran one and it reported."""
     column = defaults_trial.DEFAULTS_COLUMN
     ran = table[table[column].astype(bool)] if column in table else table.iloc[:0]
-    return float(ran[f"best_{metric}"].iloc[0]) if len(ran) and pd.notna(ran[f"best_{metric}"].iloc[0]) else None
+    best = before_exploit_column(metric) if before_exploit_column(metric) in table else f"best_{metric}"
+    return float(ran[best].iloc[0]) if len(ran) and pd.notna(ran[best].iloc[0]) else None
 
 
 def billed_per_trial(cfg: dict) -> float:
