@@ -36,6 +36,7 @@ COMPARISON = ("comparison.csv", "comparison.md")  # `hfsweep.simulate --out`: th
 ANYTIME_COMPARISON = ("anytime.csv", "anytime.md")  # `hfsweep.report --compare OUT`: several sweeps' curves
 GLUE_TABLE = ("glue.csv", "glue.md")  # `hfsweep.glue`: the paper table, in the multirun's folder
 FAIR_TABLE = ("fair.csv", "fair.md")  # `hfsweep.glue --fair`: winner against defaults, in run_fair.sh's OUT
+METHODS_TABLE = ("methods.csv", "methods.md")  # `hfsweep.glue --methods`: each search's winner against defaults
 
 
 def last_column(metric: str) -> str:

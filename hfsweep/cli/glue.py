@@ -18,6 +18,15 @@ part in trial-hours: the search, the selection, and one defaults run (the mean o
 re-trainings), with the search's multiple of it and the multiple at which the search first reached
 its best score (from the run's `anytime_curve.csv`): the budget that would have found the same winner.
 
+With `--methods METHODS_DIR --defaults FAIR_DIR/TASK`, METHODS_DIR holds one search per
+METHOD/sSEED folder (`experiments/glue/rte_search_methods.sh`'s runs, or their committed
+artefacts: `results.csv`, `best.json`, `anytime_curve.csv`, `replay/replay.csv`), and gets
+`methods.csv` and `methods.md`: per search its trials, trial-hours and best score on the search's
+own training seed, when it found it, and its winner re-trained over the replay's seeds (at the best
+checkpoint and at the end), each against the defaults' re-trainings on the same seeds in the fair
+test's selection (FAIR_DIR/TASK/select/), with the t-test paired by seed; then per method, the
+mean over its searches' re-trainings.
+
 A task's score is the mean of its official metrics (MRPC and QQP: F1 and accuracy; STS-B: Pearson
 and Spearman; MNLI: accuracy on the matched and on the mismatched validation set); the GLUE score
 is the mean of the task scores, as the GLUE paper defines it, over the tasks the table holds.
@@ -26,6 +35,7 @@ is the mean of the task scores, as the GLUE paper defines it, over the tasks the
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -40,6 +50,7 @@ from hfsweep.run_dir import (
     BEST_FILE,
     FAIR_TABLE,
     GLUE_TABLE,
+    METHODS_TABLE,
     REPLAY_DIR,
     REPLAY_FILE,
     RESULTS_FILE,
@@ -159,14 +170,14 @@ def write_tables(multirun_dir: str, long: pd.DataFrame, score: float) -> str:
     return path
 
 
-def trial_hours(results_csv: Path, rows=None) -> float:
-    """The trials' run time in hours (results.csv's `time_total_s`), of `rows` (a mask) or all."""
+def trial_hours(results_csv: Path) -> float:
+    """The trials' run time in hours (results.csv's `time_total_s`)."""
     table = pd.read_csv(results_csv)
     if "time_total_s" not in table:
         raise ConfigError(
             f"glue: '{results_csv}' has no time_total_s column; rebuild it with python -m hfsweep.report."
         )
-    return float(table["time_total_s"][rows if rows is not None else slice(None)].sum()) / 3600
+    return float(table["time_total_s"].sum()) / 3600
 
 
 def hours_to_best(run: Path) -> float:
@@ -183,26 +194,38 @@ def hours_to_best(run: Path) -> float:
     return hours_to_reach(curve, curve["best"].iloc[-1], "max")
 
 
+def selection_defaults(run: Path) -> tuple[pd.DataFrame, list[str], pd.Series]:
+    """A fair test's selection table (RUN/select/selection.csv), its searched keys, and its defaults row."""
+    selection = pd.read_csv(run / SELECT_DIR / SELECTION_FILE)
+    seeds = [c for c in selection if c.startswith("seed_")]
+    values = [c for c in selection if c not in ("rank", "defaults", "n", *seeds) and not c.startswith(("mean_", "ci"))]
+    defaults = selection[selection["defaults"]]
+    if defaults.empty:
+        raise ConfigError(f"glue: '{run / SELECT_DIR / SELECTION_FILE}' has no defaults row; run with select.top_k.")
+    return selection, values, defaults.iloc[0]
+
+
+def defaults_runs(run: Path) -> pd.DataFrame:
+    """A fair test's re-trainings of the defaults (rows of RUN/select/results.csv), indexed by seed."""
+    _, values, defaults = selection_defaults(run)
+    runs = pd.read_csv(run / SELECT_DIR / RESULTS_FILE)
+    return runs[(runs[values] == defaults[values]).all(axis=1)].astype({"seed": str}).set_index("seed")
+
+
 def fair_row(task: str, run: Path) -> dict:
     """One task of the fair test: winner and defaults over the selection's seeds, and the compute."""
     from scipy import stats
 
-    selection = pd.read_csv(run / SELECT_DIR / SELECTION_FILE)
+    selection, values, defaults = selection_defaults(run)
     (mean_column,) = [c for c in selection if c.startswith("mean_")]
     seeds = [c for c in selection if c.startswith("seed_")]
-    values = [c for c in selection if c not in ("rank", "defaults", "n", *seeds) and not c.startswith(("mean_", "ci"))]
-    winner, defaults = selection.iloc[0], selection[selection["defaults"]]
-    if defaults.empty:
-        raise ConfigError(f"glue: '{run / SELECT_DIR / SELECTION_FILE}' has no defaults row; run with select.top_k.")
-    defaults = defaults.iloc[0]
+    winner = selection.iloc[0]
     paired = [s for s in seeds if pd.notna(winner[s]) and pd.notna(defaults[s])]
     ours, theirs = winner[paired].astype(float), defaults[paired].astype(float)
     defaults_won = bool(winner["defaults"])  # one configuration: nothing to test
     p_value = stats.ttest_rel(ours, theirs).pvalue if len(paired) > 1 and not defaults_won else float("nan")
-    select_results = pd.read_csv(run / SELECT_DIR / RESULTS_FILE)
-    is_defaults = (select_results[values] == defaults[values]).all(axis=1)
     search_h = trial_hours(run / RESULTS_FILE)
-    defaults_run_h = trial_hours(run / SELECT_DIR / RESULTS_FILE, is_defaults) / max(1, int(is_defaults.sum()))
+    defaults_run_h = defaults_runs(run)["time_total_s"].mean() / 3600
     return {
         "task": NAMES[task],
         "metric": mean_column.removeprefix("mean_eval_"),
@@ -258,6 +281,93 @@ def write_fair_tables(fair_dir: str) -> str:
     return path
 
 
+def compared(ours: pd.Series, defaults: pd.Series) -> tuple[float, float, float, float]:
+    """Mean and std (× 100) of `ours`, its gain over `defaults` on the seeds both ran, the paired p."""
+    from scipy import stats
+
+    seeds = ours.index.intersection(defaults.index)
+    gain = 100 * (ours[seeds].mean() - defaults[seeds].mean())
+    p_value = stats.ttest_rel(ours[seeds], defaults[seeds]).pvalue if len(seeds) > 1 else float("nan")
+    return 100 * ours.mean(), 100 * ours.std(), gain, p_value
+
+
+def methods_row(run: Path, defaults: pd.DataFrame) -> dict:
+    """One search of the methods comparison: its own view (trials, trial-hours, best on its
+    training seed, when found) and its winner's re-trainings against the defaults'."""
+    best = json.loads((run / BEST_FILE).read_text())
+    metric = best["metric"]
+    replay = pd.read_csv(run / REPLAY_DIR / REPLAY_FILE, dtype={"seed": str})
+    replay = replay[~replay["seed"].isin(["mean", "std"])].set_index("seed")
+    row = {
+        "method": run.parent.name,
+        "search": run.name,
+        "trials": len(pd.read_csv(run / RESULTS_FILE)),
+        "trial_hours": trial_hours(run / RESULTS_FILE),
+        "best_own_seed": best["value"],
+        "found_after_hours": hours_to_best(run),
+        "winner": ", ".join(f"{k.rsplit('.', 1)[-1]}={v:g}" for k, v in best["hyperparameters"].items()),
+        "seeds": " ".join(replay.index),
+    }
+    for label, column in (("best", f"best_{metric}"), ("final", last_column(metric))):
+        mean, std, gain, p_value = compared(replay[column].astype(float), defaults[column].astype(float))
+        row |= {f"{label}_mean": mean, f"{label}_std": std, f"{label}_gain": gain, f"{label}_p": p_value}
+    return row
+
+
+def write_methods_tables(methods_dir: str, fair_run: str) -> str:
+    runs = sorted(Path(methods_dir).glob(f"*/s*/{REPLAY_DIR}/{REPLAY_FILE}"))
+    if not runs:
+        raise ConfigError(
+            f"glue: '{methods_dir}' holds no METHOD/sSEED/{REPLAY_DIR}/{REPLAY_FILE}; pass rte_search_methods.sh's "
+            f"rte_methods folder once a winner is re-trained."
+        )
+    if not Path(fair_run, SELECT_DIR, SELECTION_FILE).is_file():
+        raise ConfigError(
+            f"glue: '{fair_run}' holds no {SELECT_DIR}/{SELECTION_FILE}; pass the fair test's task folder."
+        )
+    defaults = defaults_runs(Path(fair_run))
+    table = pd.DataFrame([methods_row(path.parent.parent, defaults) for path in runs])
+    table.to_csv(os.path.join(methods_dir, METHODS_TABLE[0]), index=False)
+
+    def cell(row, label: str) -> str:
+        p_value = "–" if pd.isna(row[f"{label}_p"]) else f"{row[f'{label}_p']:.2g}"
+        return f"{row[f'{label}_mean']:.1f} ± {row[f'{label}_std']:.1f} ({row[f'{label}_gain']:+.1f}, p {p_value})"
+
+    shown = pd.DataFrame(
+        {
+            "search": f"{row['method']} {row['search']}",
+            "trials": row["trials"],
+            "trial-hours": f"{row['trial_hours']:.2f}",
+            "best, own seed (found after)": f"{100 * row['best_own_seed']:.1f} ({row['found_after_hours']:.2f} h)",
+            "winner": row["winner"],
+            "re-trained: best checkpoint (gain, p)": cell(row, "best"),
+            "re-trained: final model (gain, p)": cell(row, "final"),
+        }
+        for _, row in table.iterrows()
+    )
+    metric = json.loads((runs[0].parent.parent / BEST_FILE).read_text())["metric"]
+    seeds = " ".join(sorted(defaults.index))
+    baseline = {
+        label: f"{100 * defaults[column].mean():.1f} ± {100 * defaults[column].std():.1f}"
+        for label, column in (("best", f"best_{metric}"), ("final", last_column(metric)))
+    }
+    per_method = table.groupby("method", sort=False)[["best_mean", "final_mean"]].mean()
+    method_lines = "".join(
+        f"- {method}: {len(table[table['method'] == method])} searches, re-trained winners' mean "
+        f"{row.best_mean:.1f} at the best checkpoint, {row.final_mean:.1f} at the end\n"
+        for method, row in per_method.iterrows()
+    )
+    path = os.path.join(methods_dir, METHODS_TABLE[1])
+    Path(path).write_text(
+        f"{markdown(shown)}\n{metric} × 100 on the validation set. Best, own seed: the search's best on its training "
+        f"seed and the trial-hours it had spent when it first reached it. Re-trained: the winner over the replay's "
+        f"seeds, mean ± std, with its gain over the defaults' re-trainings on the same seeds (the fair test's "
+        f"selection, seeds {seeds}: {baseline['best']} at the best checkpoint, {baseline['final']} at the end) and "
+        f"the t-test paired by seed.\n\n{method_lines}"
+    )
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hfsweep.glue", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -265,12 +375,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seeds", type=int, nargs="+", help="the replay's seeds, the same for every task")
     parser.add_argument("--fair", action="store_true", help="the fair test's table from run_fair.sh's OUT folder")
+    parser.add_argument("--methods", action="store_true", help="the search methods' table from their searches' folder")
+    parser.add_argument(
+        "--defaults", help="with --methods: the fair test's task folder, whose selection re-trained the defaults"
+    )
     args = parser.parse_args(argv)
-    if args.fair == bool(args.seeds):
-        parser.error("give --seeds for a multirun's table, or --fair for the fair test's")
+    if [bool(args.seeds), args.fair, args.methods].count(True) != 1:
+        parser.error("give --seeds for a multirun's table, --fair for the fair test's, or --methods for the methods'")
+    if args.methods != bool(args.defaults):
+        parser.error("--methods needs --defaults FAIR_DIR/TASK, and --defaults needs --methods")
     try:
         if args.fair:
             print(Path(write_fair_tables(args.multirun_dir)).read_text())
+            return 0
+        if args.methods:
+            print(Path(write_methods_tables(args.multirun_dir, args.defaults)).read_text())
             return 0
         jobs = glue_jobs(args.multirun_dir)
         long, score = glue_table({task: replayed(job, args.seeds) for task, job in jobs.items()})

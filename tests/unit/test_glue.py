@@ -232,3 +232,67 @@ def test_the_fair_table_says_when_the_defaults_won_the_search(tmp_path, capsys):
     (line,) = [line for line in capsys.readouterr().out.splitlines() if "CoLA" in line]
     cells = [cell.strip() for cell in line.strip("|").split("|")]
     assert cells[5:7] == ["+0.0", "–"]
+
+
+def methods_search(run: Path, lr: float, best_own: float, replayed: dict[str, tuple[float, float]]) -> None:
+    """rte_search_methods.sh's committed artefacts of one search: its results, winner, anytime
+    curve, and the winner's replay (seed -> best and final accuracy, then the mean and std rows)."""
+    (run / "replay").mkdir(parents=True)
+    pd.DataFrame({"training.learning_rate": [5e-5, lr], "time_total_s": [1800.0, 3600.0]}).to_csv(
+        run / "results.csv", index=False
+    )
+    best = {"hyperparameters": {"training.learning_rate": lr}, "metric": "eval_accuracy", "value": best_own}
+    (run / "best.json").write_text(json.dumps(best))
+    pd.DataFrame({"wall_s": [0, 1], "trial_hours": [0.5, 1.5], "best": [0.55, best_own]}).to_csv(
+        run / "anytime_curve.csv", index=False
+    )
+    rows = [{"seed": s, "best_eval_accuracy": b, "last_eval_accuracy": f} for s, (b, f) in replayed.items()]
+    pd.DataFrame([*rows, {"seed": "mean"}, {"seed": "std"}]).to_csv(run / "replay" / "replay.csv", index=False)
+
+
+def test_the_methods_table_sets_each_searchs_retrained_winner_against_the_defaults_on_the_same_seeds(tmp_path, capsys):
+    fair = tmp_path / "fair" / "rte"
+    (fair / "select").mkdir(parents=True)
+    pd.DataFrame(
+        {"rank": [1, 2], "training.learning_rate": [2e-5, 5e-5], "defaults": [False, True], "seed_1": [0.6, 0.5]}
+    ).to_csv(fair / "select" / "selection.csv", index=False)
+    defaults_best, defaults_final = [0.54, 0.56, 0.57], [0.52, 0.55, 0.53]
+    pd.DataFrame(
+        {
+            "training.learning_rate": [2e-5] * 3 + [5e-5] * 3,
+            "seed": [1, 2, 3] * 2,
+            "best_eval_accuracy": [0.9] * 3 + defaults_best,  # the fair winner's runs are not the defaults'
+            "last_eval_accuracy": [0.9] * 3 + defaults_final,
+            "time_total_s": [3600.0] * 6,
+        }
+    ).to_csv(fair / "select" / "results.csv", index=False)
+    methods = tmp_path / "rte_methods"
+    tpe_best, tpe_final = [0.62, 0.59, 0.60], [0.60, 0.58, 0.59]
+    methods_search(
+        methods / "tpe" / "s1", 2.6e-5, 0.621, {str(s): bf for s, bf in zip((1, 2, 3), zip(tpe_best, tpe_final))}
+    )
+    methods_search(methods / "random" / "s1", 2.1e-5, 0.610, {"1": (0.58, 0.57), "2": (0.57, 0.57)})
+    (methods / "pbt" / "s1").mkdir(parents=True)  # a search whose winner is not re-trained yet: left out
+
+    assert glue.main(["--methods", str(methods), "--defaults", str(fair)]) == 0
+    table = pd.read_csv(methods / "methods.csv").set_index("method")
+    tpe, random = table.loc["tpe"], table.loc["random"]
+    assert tpe["trials"] == 2 and tpe["trial_hours"] == pytest.approx(1.5) and tpe["found_after_hours"] == 1.5
+    assert tpe["best_mean"] == pytest.approx(60.333, abs=1e-3)
+    assert tpe["best_gain"] == pytest.approx(100 * (sum(tpe_best) - sum(defaults_best)) / 3)
+    assert tpe["best_p"] == pytest.approx(stats.ttest_rel(tpe_best, defaults_best).pvalue)
+    assert tpe["final_p"] == pytest.approx(stats.ttest_rel(tpe_final, defaults_final).pvalue)
+    # random re-trained seeds 1 and 2 only: its gain and test pair them with the defaults' seeds 1 and 2
+    assert random["final_gain"] == pytest.approx(100 * (0.57 - (0.52 + 0.55) / 2))
+    assert random["best_p"] == pytest.approx(stats.ttest_rel([0.58, 0.57], [0.54, 0.56]).pvalue)
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.splitlines() if line.startswith("| tpe s1")]
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    assert cells[:5] == ["tpe s1", "2", "1.50", "62.1 (1.50 h)", "learning_rate=2.6e-05"]
+    assert cells[5].startswith("60.3 ± 1.5 (+4.7, p ")
+    assert "seeds 1 2 3: 55.7 ± 1.5 at the best checkpoint, 53.3 ± 1.5 at the end" in out
+
+
+def test_the_methods_table_needs_a_retrained_winner_and_the_defaults_retrainings(tmp_path, capsys):
+    assert glue.main(["--methods", str(tmp_path), "--defaults", str(tmp_path)]) == 2
+    assert "holds no METHOD/sSEED/replay/replay.csv" in capsys.readouterr().err
