@@ -15,6 +15,7 @@ import logging
 import os
 import pickle
 import sys
+from collections import defaultdict
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +158,8 @@ def scheduler_records(scheduler) -> bytes:
     """A Tune scheduler's records (its attributes but the functions it was built with): Tune saves
     its searcher and callbacks with the experiment, never its scheduler, and most schedulers have
     no save of their own. A `Trial` is pickled as its id, and PBT's handle on a checkpoint still
-    being written (a Ray future) as None."""
+    being written (a Ray future) as None; a defaultdict as a dict (its factory may hold the
+    scheduler itself, as MedianStoppingRule's does)."""
     import cloudpickle
     from ray.tune.experiment import Trial
 
@@ -170,7 +172,8 @@ def scheduler_records(scheduler) -> bytes:
             return None
 
     buffer = io.BytesIO()
-    TrialsAsIds(buffer).dump({name: value for name, value in vars(scheduler).items() if not callable(value)})
+    kept = {name: value for name, value in vars(scheduler).items() if not callable(value)}
+    TrialsAsIds(buffer).dump({name: dict(v) if isinstance(v, defaultdict) else v for name, v in kept.items()})
     return buffer.getvalue()
 
 

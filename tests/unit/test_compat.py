@@ -179,3 +179,26 @@ def test_pbt_keeps_its_populations_scores_by_trial_and_drops_a_checkpoint_still_
     kept = restored._trial_state[resumed[0]]
     assert (kept.last_score, kept.last_perturbation_time) == (-1.0, 20)
     assert restored._trial_state[resumed[1]].last_checkpoint is None
+
+
+def test_median_stopping_rules_records_are_its_results_not_a_copy_of_the_rule():
+    """MedianStoppingRule's results are a defaultdict whose factory closes over the rule: saved
+    as a dict, the records hold its results alone, and restored they keep the live factory."""
+    from ray.tune.schedulers import MedianStoppingRule
+
+    def rule(trials):
+        scheduler = MedianStoppingRule(metric="eval_loss", mode="min", time_attr="step")
+        for trial in trials:
+            scheduler.on_trial_add(None, trial)
+        return scheduler
+
+    first = stub_trials("a")
+    before = rule(first)
+    before.on_trial_result(None, first[0], {"step": 20, "eval_loss": 1.0})
+    records = compat.scheduler_records(before)
+    assert b"MedianStoppingRule" not in records, "the records pickle the rule through its defaultdict's factory"
+    resumed = stub_trials("a", "b")
+    restored = rule(resumed)
+    compat.restore_scheduler_records(restored, records, resumed)
+    assert [r["eval_loss"] for r in restored._results[resumed[0]]] == [1.0]
+    assert restored._results[resumed[1]] == [], "a trial the save did not know gets the factory's empty list"
