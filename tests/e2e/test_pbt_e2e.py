@@ -35,6 +35,7 @@ def pbt_sweep(request, ray_cluster, tmp_path_factory, cache_dir):
         "search_space.training.learning_rate.low=1e-5",
         "+search_space.training.weight_decay={sampler:loguniform,low:0.001,high:0.1}",
         "num_samples=2",  # and the defaults trial: a population of 3, the worst exploited at each point
+        "search_alg.defaults_trial=true",
         f"training.learning_rate={DEFAULTS_LR}",
         "training.max_steps=30",
         "training.lr_scheduler_type=constant",
