@@ -352,8 +352,9 @@ def write_methods_tables(methods_dir: str, fair_run: str) -> str:
         for label, column in (("best", f"best_{metric}"), ("final", last_column(metric)))
     }
     per_method = table.groupby("method", sort=False)[["best_mean", "final_mean"]].mean()
+    searches = table["method"].value_counts()
     method_lines = "".join(
-        f"- {method}: {len(table[table['method'] == method])} searches, re-trained winners' mean "
+        f"- {method}: {searches[method]} search{'es' if searches[method] > 1 else ''}, re-trained winners' mean "
         f"{row.best_mean:.1f} at the best checkpoint, {row.final_mean:.1f} at the end\n"
         for method, row in per_method.iterrows()
     )

@@ -291,6 +291,7 @@ def test_the_methods_table_sets_each_searchs_retrained_winner_against_the_defaul
     assert cells[:5] == ["tpe s1", "2", "1.50", "62.1 (1.50 h)", "learning_rate=2.6e-05"]
     assert cells[5].startswith("60.3 ± 1.5 (+4.7, p ")
     assert "seeds 1 2 3: 55.7 ± 1.5 at the best checkpoint, 53.3 ± 1.5 at the end" in out
+    assert "- tpe: 1 search, re-trained winners' mean 60.3 at the best checkpoint, 59.0 at the end" in out
 
 
 def test_the_methods_table_needs_a_retrained_winner_and_the_defaults_retrainings(tmp_path, capsys):
