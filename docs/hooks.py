@@ -28,13 +28,18 @@ def repo_files() -> list[str]:
     return paths
 
 
+def holds_shown_files(folder: str) -> bool:
+    """Whether the site shows a file of `folder` or of a folder below it."""
+    return any(n.endswith(SUFFIXES) for _, _, names in os.walk(folder) for n in names)
+
+
 def folder_listing(folder: str) -> str:
-    """A page for a folder without a README: its files and subfolders, linked."""
+    """A page for a folder without a README: its files and the subfolders the site shows, linked."""
     entries = sorted(os.listdir(os.path.join(ROOT, folder)))
     lines = [f"# {folder}/", "", "The files of this folder of the repository:", ""]
     for name in entries:
         path = os.path.join(ROOT, folder, name)
-        if os.path.isdir(path):
+        if os.path.isdir(path) and holds_shown_files(path):
             lines.append(
                 f"- [{name}/]({name}/index.md)"
                 if not os.path.exists(os.path.join(path, "README.md"))
@@ -51,7 +56,7 @@ def on_files(files: Files, config) -> Files:
     for tree in TREES:
         for folder, _, names in os.walk(os.path.join(ROOT, tree)):
             rel = os.path.relpath(folder, ROOT)
-            if rel != tree and "README.md" not in names and any(n.endswith(SUFFIXES) for n in names):
+            if rel != tree and "README.md" not in names and holds_shown_files(folder):
                 files.append(File.generated(config, f"{rel}/index.md", content=folder_listing(rel)))
     return files
 
