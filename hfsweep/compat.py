@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import csv
 import importlib.abc
 import importlib.util
 import io
@@ -81,6 +82,19 @@ RESTORE_FROM_REMOTE = "_restore_from_remote"  # Tune's logger callbacks: copy a 
 
 def logger_restores_from_remote(logger_class) -> bool:
     return callable(getattr(logger_class, RESTORE_FROM_REMOTE, None))
+
+
+CSV_SETUP_TRIAL = "_setup_trial"  # Tune's CSV logger: open a trial's progress.csv, appending when it has rows
+
+
+def csv_logger_sets_up_trials(logger_class) -> bool:
+    return callable(getattr(logger_class, CSV_SETUP_TRIAL, None))
+
+
+def write_rows_under(csv_logger, trial, header: list[str]) -> None:
+    """Have Tune's CSV logger write `trial`'s rows under `header` (Tune's own writer takes its
+    columns from the first result it gets and, appending, writes no header of its own)."""
+    csv_logger._trial_csv[trial] = csv.DictWriter(csv_logger._trial_files[trial], header)
 
 
 TBX_LOG_HPARAMS = "_try_log_hparams"  # Tune's TensorBoard logger: write a trial's HParams session as it ends

@@ -6,7 +6,11 @@ Tune's CSV and JSON loggers copy the trial's file from the storage path over the
 copy. The storage copy is only as new as the last experiment sync, which Tune throttles, so the
 rows reported since then were lost (seen as a PBT donor's report missing from its history).
 The local copy is never older, so it is kept; the storage copy is restored only when there is
-no local one (a driver resuming the sweep in a new Ray session).
+no local one (a driver resuming the sweep in a new Ray session). Appending to the file after a
+restart, Tune's CSV logger took its columns from the restarted trial's first result, which held
+five more keys in another order, and wrote them under the file's old header: every later row of
+`progress.csv` was shifted (seen in a resumed PBT sweep; pandas refused the file). Those rows now
+follow the file's own header; `result.json` keeps every key.
 
 W&B: Ray's logging actor calls `wandb.finish()` and is killed as soon as that returns; W&B's
 service process may not have written the run's last records yet, and an ASHA-stopped trial's
@@ -20,14 +24,16 @@ metric (`done`, `should_checkpoint`...) and leaves out `time_total_s`, which Tun
 
 from __future__ import annotations
 
+import csv
 import os
 from typing import Union
 
 from ray.air.integrations.wandb import WandbLoggerCallback
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
+from ray.tune.result import EXPR_PROGRESS_FILE
 from ray.tune.utils import flatten_dict
 
-from hfsweep.compat import RESTORE_FROM_REMOTE, wandb_logging_actor_class
+from hfsweep.compat import RESTORE_FROM_REMOTE, wandb_logging_actor_class, write_rows_under
 from hfsweep.config.errors import ConfigError
 from hfsweep.contract import COST_METRICS
 from hfsweep.driver.search.schedulers import instantiate_at
@@ -40,7 +46,15 @@ class _KeepLocalHistory:
 
 
 class HistoryCSVLoggerCallback(_KeepLocalHistory, CSVLoggerCallback):
-    """Tune's `progress.csv` logger that keeps the rows a trial restart would have dropped."""
+    """Tune's `progress.csv` logger that keeps the rows a trial restart would have dropped and
+    writes the rows it appends under the file's own header."""
+
+    def _setup_trial(self, trial) -> None:  # compat.CSV_SETUP_TRIAL
+        super()._setup_trial(trial)
+        path = os.path.join(trial.local_path, EXPR_PROGRESS_FILE)
+        if os.path.isfile(path) and os.path.getsize(path):
+            with open(path, newline="") as rows:
+                write_rows_under(self, trial, next(csv.reader(rows)))
 
 
 class HistoryJsonLoggerCallback(_KeepLocalHistory, JsonLoggerCallback):

@@ -100,6 +100,10 @@ def test_interrupt_then_resume_finishes_the_sweep_without_rerunning(tmp_path, ca
     history = [json.loads(line) for line in open(held) if line.strip()]
     assert [row["step"] for row in history] == [10, 20], "the unfinished trial did not continue from its checkpoint"
     assert "resumed_from" not in history[0] and history[1]["resumed_from"].endswith("/checkpoint-10")
+    # the resumed report holds keys the first did not (`resumed_from`...): progress.csv keeps its own header
+    progress = pd.read_csv(os.path.join(os.path.dirname(held), "progress.csv"))
+    assert progress["step"].tolist() == [10, 20]
+    assert progress["time_total_s"].tolist() == pytest.approx([row["time_total_s"] for row in history])
     assert (run_dir / "best" / "config.json").is_file()
     # the budget counts on from what was spent before the interruption (Tune restores its saved state)
     trial_seconds = sum(

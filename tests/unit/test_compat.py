@@ -19,6 +19,10 @@ def test_train_v2_report_log_module_is_where_compat_looks():
     assert compat.quiet_train_report_log(), "ray.train.v2._internal.execution.context moved"
 
 
+def test_tunes_csv_logger_still_sets_up_trials():
+    assert compat.csv_logger_sets_up_trials(CSVLoggerCallback), f"CSVLoggerCallback.{compat.CSV_SETUP_TRIAL} is gone"
+
+
 def test_rays_wandb_logging_actor_class_exists():
     assert compat.wandb_logging_actor_class() is not None, "ray.air.integrations.wandb._WandbLoggingActor is gone"
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pyarrow.fs
 import pytest
 import yaml
@@ -81,6 +82,20 @@ def test_a_restarted_trial_keeps_the_results_reported_since_the_last_sync(tmp_pa
 
 def test_a_resumed_driver_restores_the_history_from_storage(tmp_path):
     assert steps_after_one_more_result(restarted_trial(tmp_path, local_rows=0, storage_rows=1)) == [10, 99]
+
+
+def test_a_restarted_trial_appends_its_rows_under_the_files_own_header(tmp_path):
+    """A restarted trial's first result holds keys its first run never reported, in another order."""
+    trial = restarted_trial(tmp_path, local_rows=0, storage_rows=0)
+    logger = HistoryCSVLoggerCallback()
+    logger.log_trial_start(trial)
+    logger.log_trial_result(0, trial, {"step": 10, "eval_loss": 0.7, "eval_accuracy": 0.5})
+    logger.log_trial_end(trial)
+    logger.log_trial_start(trial)  # the restart
+    logger.log_trial_result(1, trial, {"resumed_from": "ckpt", "eval_accuracy": 0.6, "step": 20, "eval_loss": 0.6})
+    logger.log_trial_end(trial)
+    history = pd.read_csv(Path(trial.local_path, "progress.csv"))
+    assert history.to_dict("list") == {"step": [10, 20], "eval_loss": [0.7, 0.6], "eval_accuracy": [0.5, 0.6]}
 
 
 # Ray's WandbLoggerCallback.__del__ reads attributes its failed __init__ never set.

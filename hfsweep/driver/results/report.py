@@ -75,7 +75,9 @@ def error_line(trial) -> str:
 def started_with(trial, paths: list[str]) -> tuple[dict, Optional[int]]:
     """The searched values a trial started with (its first report's config; Tune's `trial.config`
     holds those it ended with), and how many of its reports came before PBT first exploited it,
-    copying another trial's weights and perturbed values into it (None when it never did)."""
+    copying another trial's weights and perturbed values into it (None when it never did). Both
+    come from `result.json`, the file Tune's `trial_dataframes` are read from, so that count slices
+    a trial's history."""
     path = os.path.join(trial.path, EXPR_RESULT_FILE)
     configs = []
     if os.path.isfile(path):
