@@ -14,7 +14,8 @@
 #           and is refused with searched epochs); batch size and epochs are drawn once per trial,
 #           learning rate, warm-up and weight decay perturbed within the space
 # Then each search's winner re-trained over seeds 1, 2, 3 (python -m hfsweep.replay; PBT's winner at
-# its final values, not as its schedule), and every search's anytime curve on one plot
+# its final values, not as its schedule; a winner two searches found, once), and every search's
+# anytime curve on one plot
 # (python -m hfsweep.report --compare). Seed 1 runs random, tpe, pbt; seed 2 the reverse.
 # Each stage skips what is finished and resumes what was interrupted, so the script continues
 # across sessions; the commit of each start or resume is appended to OUT/rte_methods/commits.
@@ -66,7 +67,10 @@ for step in "$@"; do
     seeds)
       for run in "$RUNS"/{tpe,random,pbt}/s{1,2}; do
         if [ ! -f "$run/best.json" ]; then echo "=== $run: no finished search yet"; continue; fi
-        if [ -f "$run/replay/replay.md" ]; then echo "=== $run seeds: finished already"; continue; fi
+        # shellcheck disable=SC2016  # the Python is single-quoted on purpose
+        by=$(python -c 'import sys, pathlib; from hfsweep.cli.glue import retrained_in
+print(retrained_in(pathlib.Path(sys.argv[1])) or "")' "$run")
+        if [ -n "$by" ]; then echo "=== $run seeds: its winner is re-trained in $by"; continue; fi
         log "${run#"$RUNS"/} seeds: at $(git -C "$(dirname "$0")" rev-parse --short HEAD)"
         python -m hfsweep.replay "$run" --seeds 1 2 3 >> "$run.replay.log" 2>&1
         log "${run#"$RUNS"/} seeds: exit $?"

@@ -22,8 +22,8 @@ With `--methods METHODS_DIR --defaults FAIR_DIR/TASK`, METHODS_DIR holds one sea
 METHOD/sSEED folder (`experiments/glue/rte_search_methods.sh`'s runs, or their committed
 artefacts: `results.csv`, `best.json`, `anytime_curve.csv`, `replay/replay.csv`), and gets
 `methods.csv` and `methods.md`: per search its trials, trial-hours and best score on the search's
-own training seed, when it found it, and its winner re-trained over the replay's seeds (at the best
-checkpoint and at the end), each against the defaults' re-trainings on the same seeds in the fair
+own training seed, when it found it, and its winner re-trained over the replay's seeds (its own
+replay, or that of a search that found the same configuration; at the best checkpoint and at the end), each against the defaults' re-trainings on the same seeds in the fair
 test's selection (FAIR_DIR/TASK/select/), with the t-test paired by seed; then per method, the
 mean over its searches' re-trainings.
 
@@ -291,12 +291,30 @@ def compared(ours: pd.Series, defaults: pd.Series) -> tuple[float, float, float,
     return 100 * ours.mean(), 100 * ours.std(), gain, p_value
 
 
-def methods_row(run: Path, defaults: pd.DataFrame) -> dict:
+def retrained_in(run: Path) -> Path | None:
+    """The search, in `run`'s methods folder, whose replay re-trained `run`'s winner: `run` itself,
+    or a search that found the same configuration (training here is deterministic for a
+    configuration and seed, so rte_search_methods.sh re-trains each winner once); None before either."""
+    if (run / REPLAY_DIR / REPLAY_FILE).is_file():
+        return run
+    winner = json.loads((run / BEST_FILE).read_text())["hyperparameters"]
+    return next(
+        (
+            replay.parent.parent
+            for replay in sorted(run.parent.parent.glob(f"*/s*/{REPLAY_DIR}/{REPLAY_FILE}"))
+            if json.loads((replay.parent.parent / BEST_FILE).read_text())["hyperparameters"] == winner
+        ),
+        None,
+    )
+
+
+def methods_row(run: Path, retrained: Path, defaults: pd.DataFrame) -> dict:
     """One search of the methods comparison: its own view (trials, trial-hours, best on its
-    training seed, when found) and its winner's re-trainings against the defaults'."""
+    training seed, when found) and its winner's re-trainings (in `retrained`'s replay) against
+    the defaults'."""
     best = json.loads((run / BEST_FILE).read_text())
     metric = best["metric"]
-    replay = pd.read_csv(run / REPLAY_DIR / REPLAY_FILE, dtype={"seed": str})
+    replay = pd.read_csv(retrained / REPLAY_DIR / REPLAY_FILE, dtype={"seed": str})
     replay = replay[~replay["seed"].isin(["mean", "std"])].set_index("seed")
     row = {
         "method": run.parent.name,
@@ -307,6 +325,7 @@ def methods_row(run: Path, defaults: pd.DataFrame) -> dict:
         "found_after_hours": hours_to_best(run),
         "winner": ", ".join(f"{k.rsplit('.', 1)[-1]}={v:g}" for k, v in best["hyperparameters"].items()),
         "seeds": " ".join(replay.index),
+        "retrained_in": f"{retrained.parent.name}/{retrained.name}",
     }
     for label, column in (("best", f"best_{metric}"), ("final", last_column(metric))):
         mean, std, gain, p_value = compared(replay[column].astype(float), defaults[column].astype(float))
@@ -315,7 +334,9 @@ def methods_row(run: Path, defaults: pd.DataFrame) -> dict:
 
 
 def write_methods_tables(methods_dir: str, fair_run: str) -> str:
-    runs = sorted(Path(methods_dir).glob(f"*/s*/{REPLAY_DIR}/{REPLAY_FILE}"))
+    searches = [best.parent for best in sorted(Path(methods_dir).glob(f"*/s*/{BEST_FILE}"))]
+    retrained = {run: retrained_in(run) for run in searches}
+    runs = [run for run in searches if retrained[run]]
     if not runs:
         raise ConfigError(
             f"glue: '{methods_dir}' holds no METHOD/sSEED/{REPLAY_DIR}/{REPLAY_FILE}; pass rte_search_methods.sh's "
@@ -326,7 +347,7 @@ def write_methods_tables(methods_dir: str, fair_run: str) -> str:
             f"glue: '{fair_run}' holds no {SELECT_DIR}/{SELECTION_FILE}; pass the fair test's task folder."
         )
     defaults = defaults_runs(Path(fair_run))
-    table = pd.DataFrame([methods_row(path.parent.parent, defaults) for path in runs])
+    table = pd.DataFrame([methods_row(run, retrained[run], defaults) for run in runs])
     table.to_csv(os.path.join(methods_dir, METHODS_TABLE[0]), index=False)
 
     def cell(row, label: str) -> str:
@@ -339,13 +360,18 @@ def write_methods_tables(methods_dir: str, fair_run: str) -> str:
             "trials": row["trials"],
             "trial-hours": f"{row['trial_hours']:.2f}",
             "best, own seed (found after)": f"{100 * row['best_own_seed']:.1f} ({row['found_after_hours']:.2f} h)",
-            "winner": row["winner"],
+            "winner": row["winner"]
+            + (
+                ""
+                if row["retrained_in"] == f"{row['method']}/{row['search']}"
+                else f" (re-trained in {row['retrained_in']})"
+            ),
             "re-trained: best checkpoint (gain, p)": cell(row, "best"),
             "re-trained: final model (gain, p)": cell(row, "final"),
         }
         for _, row in table.iterrows()
     )
-    metric = json.loads((runs[0].parent.parent / BEST_FILE).read_text())["metric"]
+    metric = json.loads((runs[0] / BEST_FILE).read_text())["metric"]
     seeds = " ".join(sorted(defaults.index))
     baseline = {
         label: f"{100 * defaults[column].mean():.1f} ± {100 * defaults[column].std():.1f}"

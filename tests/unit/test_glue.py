@@ -234,9 +234,10 @@ def test_the_fair_table_says_when_the_defaults_won_the_search(tmp_path, capsys):
     assert cells[5:7] == ["+0.0", "–"]
 
 
-def methods_search(run: Path, lr: float, best_own: float, replayed: dict[str, tuple[float, float]]) -> None:
+def methods_search(run: Path, lr: float, best_own: float, replayed: dict[str, tuple[float, float]] = None) -> None:
     """rte_search_methods.sh's committed artefacts of one search: its results, winner, anytime
-    curve, and the winner's replay (seed -> best and final accuracy, then the mean and std rows)."""
+    curve, and the winner's replay if `replayed` (seed -> best and final accuracy, then the mean
+    and std rows)."""
     (run / "replay").mkdir(parents=True)
     pd.DataFrame({"training.learning_rate": [5e-5, lr], "time_total_s": [1800.0, 3600.0]}).to_csv(
         run / "results.csv", index=False
@@ -246,6 +247,8 @@ def methods_search(run: Path, lr: float, best_own: float, replayed: dict[str, tu
     pd.DataFrame({"wall_s": [0, 1], "trial_hours": [0.5, 1.5], "best": [0.55, best_own]}).to_csv(
         run / "anytime_curve.csv", index=False
     )
+    if replayed is None:
+        return
     rows = [{"seed": s, "best_eval_accuracy": b, "last_eval_accuracy": f} for s, (b, f) in replayed.items()]
     pd.DataFrame([*rows, {"seed": "mean"}, {"seed": "std"}]).to_csv(run / "replay" / "replay.csv", index=False)
 
@@ -272,11 +275,16 @@ def test_the_methods_table_sets_each_searchs_retrained_winner_against_the_defaul
         methods / "tpe" / "s1", 2.6e-5, 0.621, {str(s): bf for s, bf in zip((1, 2, 3), zip(tpe_best, tpe_final))}
     )
     methods_search(methods / "random" / "s1", 2.1e-5, 0.610, {"1": (0.58, 0.57), "2": (0.57, 0.57)})
-    (methods / "pbt" / "s1").mkdir(parents=True)  # a search whose winner is not re-trained yet: left out
+    methods_search(methods / "pbt" / "s1", 2.1e-5, 0.592)  # random s1's winner: its re-training is random s1's
+    methods_search(methods / "pbt" / "s2", 3.6e-5, 0.599)  # a winner not re-trained yet: left out
+    (methods / "tpe" / "s2").mkdir(parents=True)  # a search not finished yet: left out
 
     assert glue.main(["--methods", str(methods), "--defaults", str(fair)]) == 0
     table = pd.read_csv(methods / "methods.csv").set_index("method")
-    tpe, random = table.loc["tpe"], table.loc["random"]
+    tpe, random, pbt = table.loc["tpe"], table.loc["random"], table.loc["pbt"]
+    assert list(table.index) == ["pbt", "random", "tpe"] and pbt["search"] == "s1"
+    assert pbt["retrained_in"] == "random/s1" and pbt["best_own_seed"] == 0.592
+    assert pbt[["best_mean", "final_gain", "best_p"]].tolist() == random[["best_mean", "final_gain", "best_p"]].tolist()
     assert tpe["trials"] == 2 and tpe["trial_hours"] == pytest.approx(1.5) and tpe["found_after_hours"] == 1.5
     assert tpe["best_mean"] == pytest.approx(60.333, abs=1e-3)
     assert tpe["best_gain"] == pytest.approx(100 * (sum(tpe_best) - sum(defaults_best)) / 3)
@@ -290,6 +298,8 @@ def test_the_methods_table_sets_each_searchs_retrained_winner_against_the_defaul
     cells = [cell.strip() for cell in line.strip("|").split("|")]
     assert cells[:5] == ["tpe s1", "2", "1.50", "62.1 (1.50 h)", "learning_rate=2.6e-05"]
     assert cells[5].startswith("60.3 ± 1.5 (+4.7, p ")
+    (line,) = [line for line in out.splitlines() if line.startswith("| pbt s1")]
+    assert "| learning_rate=2.1e-05 (re-trained in random/s1) |" in line
     assert "seeds 1 2 3: 55.7 ± 1.5 at the best checkpoint, 53.3 ± 1.5 at the end" in out
     assert "- tpe: 1 search, re-trained winners' mean 60.3 at the best checkpoint, 59.0 at the end" in out
 
