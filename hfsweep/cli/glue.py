@@ -23,9 +23,10 @@ METHOD/sSEED folder (`experiments/glue/rte_search_methods.sh`'s runs, or their c
 artefacts: `results.csv`, `best.json`, `anytime_curve.csv`, `replay/replay.csv`), and gets
 `methods.csv` and `methods.md`: per search its trials, trial-hours and best score on the search's
 own training seed, when it found it, and its winner re-trained over the replay's seeds (its own
-replay, or that of a search that found the same configuration; at the best checkpoint and at the end), each against the defaults' re-trainings on the same seeds in the fair
-test's selection (FAIR_DIR/TASK/select/), with the t-test paired by seed; then per method, the
-mean over its searches' re-trainings.
+replay, or that of a search that found the same configuration; at the best checkpoint and at the
+end), each against the defaults' re-trainings on the same seeds in the fair test's selection
+(FAIR_DIR/TASK/select/), with the t-test paired by seed; then per method, the mean over its
+searches' re-trainings.
 
 A task's score is the mean of its official metrics (MRPC and QQP: F1 and accuracy; STS-B: Pearson
 and Spearman; MNLI: accuracy on the matched and on the mismatched validation set); the GLUE score

@@ -20,13 +20,23 @@ HISTORIES = {
 
 def test_the_curve_sums_every_trials_latest_time_in_report_order_and_keeps_the_best_so_far():
     curve = anytime_curve(HISTORIES, "eval_loss", "min", resources=2)
-    assert curve["wall_s"].tolist() == [0, 10, 20]
+    assert curve["wall_s"].tolist() == [10, 20, 30]  # a ran from 90 s, b from 100 s, a again from 110 s
     assert curve["trial_hours"].tolist() == pytest.approx([20 / 3600, 40 / 3600, 60 / 3600])
     assert curve["best"].tolist() == [5.0, 4.0, 3.0]
     assert area(curve) == pytest.approx((5.0 + 4.0) / 2)  # each value held until the next report
     assert hours_to_reach(curve, 4.0, "min") == pytest.approx(40 / 3600)
     assert math.isnan(hours_to_reach(curve, 2.0, "min"))
     assert anytime_curve(HISTORIES, "eval_loss", "max", resources=2)["best"].tolist() == [5.0, 5.0, 5.0]
+
+
+def test_the_wall_clock_leaves_out_the_time_no_trial_ran():
+    """Trial a ran 10 s up to 100 s; the sweep was interrupted, resumed at 1000 s, and a ran 10 s
+    more from its checkpoint while b ran 5 s."""
+    histories = {
+        "a": pd.DataFrame({"timestamp": [100, 1010], "time_total_s": [10.0, 20.0], "eval_loss": [5.0, 3.0]}),
+        "b": pd.DataFrame({"timestamp": [1005], "time_total_s": [5.0], "eval_loss": [4.0]}),
+    }
+    assert anytime_curve(histories, "eval_loss", "min", resources=1)["wall_s"].tolist() == [10, 15, 20]
 
 
 def test_the_summary_says_when_the_final_best_was_first_found():

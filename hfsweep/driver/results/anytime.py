@@ -4,7 +4,8 @@ sooner has the better curve even when two searches end at the same best.
 
 The x-axis counts trial-hours as `budget.trial_hours` does (each trial's running time x the GPUs, or
 on CPUs the CPUs, it holds), summed over trials at every report, in the order the reports arrived;
-the wall clock since the first report is kept beside it. Three numbers summarise a curve: its area
+the wall clock is kept beside it, counting only the time some trial was running, so that a sweep
+interrupted overnight and resumed is not charged for the night. Three numbers summarise a curve: its area
 (the mean best-so-far over the trial-hours spent: lower is better for mode=min), the trial-hours
 it took to reach the defaults trial's score, and those it took to find its final best (what a
 budget needed to hand back the same winner).
@@ -23,25 +24,44 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
+def running(histories: dict) -> list[tuple[float, float]]:
+    """The wall-clock spans in which some trial was running, merged: each report covers the time its
+    trial ran since its previous report (its `time_total_s` grew by that much, also across a
+    restore, which restarts the clock at the restored total) up to the report's timestamp."""
+    spans = sorted(
+        (timestamp - ran, timestamp)
+        for history in histories.values()
+        for timestamp, ran in zip(history["timestamp"], history["time_total_s"].diff().fillna(history["time_total_s"]))
+    )
+    merged: list[list[float]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(start, end) for start, end in merged]
+
+
 def anytime_curve(histories: dict, metric: str, mode: str, resources: float) -> pd.DataFrame:
-    """One row per report, in arrival order: wall seconds since the first, trial-hours spent by
-    then (every trial's latest `time_total_s`, summed), and the best `metric` so far."""
+    """One row per report, in arrival order: wall seconds some trial had been running by then,
+    trial-hours spent by then (every trial's latest `time_total_s`, summed), and the best `metric`
+    so far."""
+    histories = {trial_id: history for trial_id, history in histories.items() if metric in history}
     reports = [
         (row["timestamp"], trial_id, row["time_total_s"], row[metric])
         for trial_id, history in histories.items()
-        if metric in history
         for _, row in history.iterrows()
     ]
     reports.sort(key=lambda r: (r[0], r[2]))
+    spans = running(histories)
     spent, best, rows = {}, math.nan, []
     sign = 1 if mode == "max" else -1
     for timestamp, trial_id, elapsed, value in reports:
         spent[trial_id] = elapsed
         if not pd.isna(value) and (math.isnan(best) or sign * value > sign * best):
             best = value
-        rows.append(
-            {"wall_s": timestamp - reports[0][0], "trial_hours": sum(spent.values()) * resources / 3600, "best": best}
-        )
+        wall_s = sum(min(end, timestamp) - start for start, end in spans if start < timestamp)
+        rows.append({"wall_s": wall_s, "trial_hours": sum(spent.values()) * resources / 3600, "best": best})
     return pd.DataFrame(rows, columns=["wall_s", "trial_hours", "best"])
 
 
@@ -81,7 +101,7 @@ def plot_anytime(curves: dict, metric: str, path: str) -> None:
         by_hours.step(curve["trial_hours"], curve["best"], where="post", label=label)
         by_wall.step(curve["wall_s"] / 60, curve["best"], where="post", label=label)
     by_hours.set_xlabel("trial-hours spent")
-    by_wall.set_xlabel("wall clock (minutes)")
+    by_wall.set_xlabel("wall clock while trials ran (minutes)")
     for axes in (by_hours, by_wall):
         axes.set_ylabel(f"best {metric} so far")
         axes.grid(alpha=0.3)
