@@ -234,7 +234,9 @@ def test_the_fair_table_says_when_the_defaults_won_the_search(tmp_path, capsys):
     assert cells[5:7] == ["+0.0", "–"]
 
 
-def methods_search(run: Path, lr: float, best_own: float, replayed: dict[str, tuple[float, float]] = None) -> None:
+def methods_search(
+    run: Path, lr: float, best_own: float, replayed: dict[str, tuple[float, float]] | None = None
+) -> None:
     """rte_search_methods.sh's committed artefacts of one search: its results, winner, anytime
     curve, and the winner's replay if `replayed` (seed -> best and final accuracy, then the mean
     and std rows)."""

@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
-def running(histories: dict) -> list[tuple[float, float]]:
+def running(histories: dict) -> list[list[float]]:
     """The wall-clock spans in which some trial was running, merged: each report covers the time its
     trial ran since its previous report (its `time_total_s` grew by that much, also across a
     restore, which restarts the clock at the restored total) up to the report's timestamp."""
@@ -39,7 +39,7 @@ def running(histories: dict) -> list[tuple[float, float]]:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
-    return [(start, end) for start, end in merged]
+    return merged
 
 
 def anytime_curve(histories: dict, metric: str, mode: str, resources: float) -> pd.DataFrame:
