@@ -19,6 +19,7 @@ RESULTS_TABLE = "results.md"  # the same rows in Markdown
 SELECT_DIR = "select"  # with select.top_k: the re-training of the best configurations over seeds, a sweep of its own
 SELECTION_FILE = "selection.csv"  # in SELECT_DIR: per configuration its score per seed, mean and interval
 SELECTION_TABLE = "selection.md"  # the same in Markdown with the paired test; appended to the run's results.md
+CHECKPOINTS_FILE = "checkpoints.json"  # what the checkpoint budget (checkpoints.keep_per_trial) freed
 PROVENANCE_FILE = "provenance.json"  # the versions, commit and data digests the sweep ran with
 CURVES_PLOT = "curves.png"  # each trial's metric against its steps
 HYPERPARAMETERS_PLOT = "hyperparameters.png"  # the metric against each searched value

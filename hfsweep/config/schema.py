@@ -170,7 +170,7 @@ class ClusterConfig(ReadOnly):
 
 @dataclass
 class CheckpointsConfig(ReadOnly):
-    keep_per_trial: Optional[int] = None
+    keep_per_trial: Optional[int] = 1  # best K per trial (and a running trial's latest); null keeps all
 
 
 @dataclass

@@ -391,7 +391,7 @@ def finish(
                 cfg, [result.metrics_dataframe for grid in (*earlier, results) for result in grid]
             ),
             budget=budget,
-            checkpoints=checkpoint_disk_use(results),
+            checkpoints=checkpoint_disk_use(result.metrics_dataframe for result in results),
         )
     )
     unfinished = int(table["ended"].isin(UNFINISHED).sum())

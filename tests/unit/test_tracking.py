@@ -22,7 +22,12 @@ from hfsweep.driver.loggers import (
     build_loggers,
 )
 from hfsweep.driver.preflight import preflight
-from hfsweep.driver.search.checkpoint_budget import CheckpointBudget, build_checkpoint_budget
+from hfsweep.driver.search.checkpoint_budget import (
+    CheckpointBudget,
+    build_checkpoint_budget,
+    checkpoint_disk_use,
+    checkpoints_line,
+)
 from tests.conftest import CONF_DIR, resolved_config
 
 LOGGERS = {
@@ -111,10 +116,16 @@ def test_a_logger_without_its_package_names_the_extra(tmp_path, monkeypatch):
 def test_keep_per_trial_must_keep_the_best(tmp_path):
     with pytest.raises(ConfigError, match=r"^checkpoints\.keep_per_trial: must be at least 1 .*, not 0; or null"):
         preflight(resolved_config(["checkpoints.keep_per_trial=0"], tmp_path, tmp_path))
-    assert build_checkpoint_budget(resolved_config([], tmp_path, tmp_path)) is None
+    assert build_checkpoint_budget(resolved_config(["checkpoints.keep_per_trial=null"], tmp_path, tmp_path)) is None
+    assert build_checkpoint_budget(resolved_config([], tmp_path, tmp_path)).keep == 1  # bounded by default
     assert build_checkpoint_budget(
         resolved_config(["checkpoints.keep_per_trial=2", "scheduler=pbt"], tmp_path, tmp_path)
     ).defer
+
+
+# A Trainer checkpoint's files, with sizes: the weights, and what only resuming reads.
+CHECKPOINT_FILES = {"model.safetensors": 100, "config.json": 1, "trainer_state.json": 1, "optimizer.pt": 200}
+CHECKPOINT_FILES.update({"scheduler.pt": 1, "rng_state_0.pth": 1, "rng_state_1.pth": 1})
 
 
 class Sweep:
@@ -126,6 +137,8 @@ class Sweep:
     def report(self, trial_id: str, step: int, loss: float) -> str:
         path = self.root / trial_id / f"checkpoint-{step}"
         path.mkdir(parents=True)
+        for name, size in CHECKPOINT_FILES.items():
+            (path / name).write_bytes(b"x" * size)
         result = {"checkpoint_path": str(path), "eval_loss": loss, "step": step}
         self.budget.on_trial_result(0, [], SimpleNamespace(trial_id=trial_id), result)
         return str(path)
@@ -147,6 +160,26 @@ def test_a_running_trial_keeps_its_best_and_its_latest(tmp_path):
     assert sweep.on_disk() == {best, latest}
     sweep.end("a", finished=True)
     assert sweep.on_disk() == {best}
+
+
+def test_an_ended_trial_keeps_weights_only_and_the_tally_counts_what_was_freed(tmp_path):
+    """While a trial runs its checkpoints are whole (it may resume); once it ends nothing resumes
+    it, and its kept best drops the optimizer, scheduler and RNG state. What was freed is written
+    for the summary."""
+    tally = tmp_path / "checkpoints.json"
+    sweep = Sweep(tmp_path / "trials", keep=1)
+    sweep.budget.tally_path = str(tally)
+    best = sweep.report("a", 5, 3.0)
+    latest = sweep.report("a", 10, 4.0)
+    assert {p.name for p in Path(best).iterdir()} == set(CHECKPOINT_FILES)  # running: whole
+    sweep.end("a", finished=True)
+    assert sweep.on_disk() == {best} and not Path(latest).exists()
+    assert {p.name for p in Path(best).iterdir()} == {"model.safetensors", "config.json", "trainer_state.json"}
+    whole, state = sum(CHECKPOINT_FILES.values()), 200 + 1 + 1 + 1
+    assert json.loads(tally.read_text()) == {"keep_per_trial": 1, "freed": {"checkpoints": 1, "bytes": whole + state}}
+    assert checkpoints_line(str(tmp_path), checkpoint_disk_use([pd.DataFrame({"checkpoint_path": [best]})])) == (
+        "1 on disk, 0.0 MiB (the best 1 per trial, ended trials' weights only); freed 1 checkpoints and 0.0 MiB"
+    )
 
 
 def test_a_stopped_trial_is_freed_unless_it_holds_the_sweeps_best(tmp_path):
@@ -174,14 +207,17 @@ def test_under_pbt_nothing_is_deleted_before_the_end(tmp_path):
 
 def test_the_budget_survives_a_resume(tmp_path):
     """A resumed budget still knows the checkpoints reported before the interruption: it keeps
-    the best of them and frees the others (a budget that forgot them would leave step 10)."""
+    the best of them and frees the others (a budget that forgot them would leave step 12), and
+    its tally of what it freed goes on."""
     sweep = Sweep(tmp_path, keep=1)
     best = sweep.report("a", 5, 2.0)
     sweep.report("a", 10, 3.0)
+    sweep.report("a", 12, 3.0)  # frees step 10
     restored = Sweep(tmp_path, keep=1)
     restored.budget.set_state(sweep.budget.get_state())
     latest = restored.report("a", 15, 2.5)
     assert restored.on_disk() == {best, latest}
+    assert restored.budget.freed["checkpoints"] == 2  # step 10 before the interruption, step 12 after
 
 
 def finished_sweep_dir(tmp_path: Path) -> Path:

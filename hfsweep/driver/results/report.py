@@ -43,6 +43,7 @@ from hfsweep.driver.results.pareto import pareto_optimal, plot_pareto  # noqa: E
 from hfsweep.driver.results.tables import markdown  # noqa: E402
 from hfsweep.driver.search import defaults_trial  # noqa: E402
 from hfsweep.driver.search.budget import trial_cost_usd  # noqa: E402
+from hfsweep.driver.search.checkpoint_budget import checkpoint_disk_use, checkpoints_line  # noqa: E402
 from hfsweep.run_dir import last_column  # noqa: E402
 
 
@@ -208,8 +209,9 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     tail = heading + selection.read_text() if selection.is_file() else ""
     curves = {trial_id: history for analysis in analyses for trial_id, history in analysis.trial_dataframes.items()}
     progress = anytime_section(curves, table, cfg, os.path.join(run_dir, run_files.ANYTIME_PLOT))
+    kept = f"\nCheckpoints: {checkpoints_line(run_dir, checkpoint_disk_use(curves.values()))}.\n"
     Path(run_dir, run_files.RESULTS_TABLE).write_text(
-        markdown(table) + cost_line(table, cfg) + progress + section + tail
+        markdown(table) + cost_line(table, cfg) + kept + progress + section + tail
     )
     plot_curves(curves, cfg, os.path.join(run_dir, run_files.CURVES_PLOT))
     plot_hyperparameters(table, cfg, os.path.join(run_dir, run_files.HYPERPARAMETERS_PLOT))
@@ -321,10 +323,7 @@ def sweep_summary(
             f"  budget:          the sweep ended on {budget.reason}; no trial started after, running ones were stopped "
             f"({ended})"
         )
-    count, size = checkpoints
-    keep = cfg["checkpoints"]["keep_per_trial"]
-    kept = f"the best {keep} per trial" if keep else "all kept; set checkpoints.keep_per_trial=K to keep fewer"
-    lines.append(f"  checkpoints:     {count} on disk, {size / 2**20:.1f} MiB ({kept})")
+    lines.append(f"  checkpoints:     {checkpoints_line(cfg['cluster']['storage_path'], checkpoints)}")
     return "\n".join(lines)
 
 

@@ -4,13 +4,16 @@ Workers write Hugging Face checkpoints once, in place, and every report carries 
 (`checkpoint_path`) next to the sweep metric. `CheckpointBudget` is a Tune callback on the driver
 that follows those reports and deletes checkpoint directories, while Tune's own
 `CheckpointConfig(num_to_keep=K)` prunes the pointer checkpoints that refer to them the same way.
+What it freed is written to the run directory's `checkpoints.json` for the summary and results.md.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
+from collections.abc import Iterable
 from typing import Optional
 
 from ray import tune
@@ -18,6 +21,11 @@ from ray import tune
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.contract import checkpoint_step
 from hfsweep.driver.search.search_rules import is_population_training
+from hfsweep.run_dir import CHECKPOINTS_FILE
+
+# What only resuming a checkpoint reads (the Trainer's and Accelerate's names): an ended trial's kept
+# checkpoints drop them, and keep weights, config, tokenizer and trainer_state.json.
+TRAINING_STATE_PREFIXES = ("optimizer.", "scheduler.", "scaler.", "rng_state", "random_states_", "global_step")
 
 
 class CheckpointBudget(tune.Callback):
@@ -30,18 +38,30 @@ class CheckpointBudget(tune.Callback):
     - the sweep's best checkpoint is never deleted (`best/` is exported from it at the end): of every
       trial whose best score is the sweep's, its best checkpoint (the later of equal ones);
     - with several objectives (`keep_latest`), every trial also keeps its latest: its last report
-      is its point on the Pareto front, and `best/` may be exported from any of them.
+      is its point on the Pareto front, and `best/` may be exported from any of them;
+    - an ended trial's kept checkpoints keep their weights only: nothing resumes it, so its
+      optimizer, scheduler and RNG state (two thirds of a full AdamW checkpoint) are freed.
 
     Under PBT and PB2 any trial's checkpoint may be copied into another trial until the end, so
-    with `defer` nothing is deleted before the experiment ends.
+    with `defer` nothing is deleted before the experiment ends. `tally_path`: where what was freed
+    is written (a JSON file), None for nowhere.
     """
 
-    def __init__(self, metric: str, mode: str, keep_per_trial: int, defer: bool, keep_latest: bool = False):
+    def __init__(
+        self,
+        metric: str,
+        mode: str,
+        keep_per_trial: int,
+        defer: bool,
+        keep_latest: bool = False,
+        tally_path: Optional[str] = None,
+    ):
         self.metric, self.sign, self.keep, self.defer = metric, 1.0 if mode == "max" else -1.0, keep_per_trial, defer
-        self.keep_latest = keep_latest
+        self.keep_latest, self.tally_path = keep_latest, tally_path
         self.checkpoints: dict[str, dict[str, float]] = {}  # trial id -> {path: score}, in report order
         self.folders: dict[str, set[str]] = {}  # trial id -> folders its checkpoints were written in
         self.ended: dict[str, str] = {}  # trial id -> "completed" or "stopped"
+        self.freed = {"checkpoints": 0, "bytes": 0}  # whole checkpoints deleted, and all bytes freed
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         path = result.get("checkpoint_path")
@@ -65,13 +85,15 @@ class CheckpointBudget(tune.Callback):
                 for name in os.listdir(folder) if os.path.isdir(folder) else ():
                     path = os.path.join(folder, name)
                     if checkpoint_step(name) is not None and path not in kept:
-                        shutil.rmtree(path, ignore_errors=True)
+                        self._delete(path)
+        self._write_tally()
 
     def get_state(self) -> dict:
-        return {"checkpoints": self.checkpoints, "folders": self.folders, "ended": self.ended}
+        return {"checkpoints": self.checkpoints, "folders": self.folders, "ended": self.ended, "freed": self.freed}
 
     def set_state(self, state: dict) -> None:
         self.checkpoints, self.folders, self.ended = state["checkpoints"], state["folders"], state["ended"]
+        self.freed = state.get("freed", self.freed)  # a budget saved before the tally had none
 
     def _score(self, value: float) -> float:
         return self.sign * value if math.isfinite(value) else -math.inf
@@ -96,8 +118,36 @@ class CheckpointBudget(tune.Callback):
             tied = [path for path, score in checkpoints.items() if score == best]
             needed = self._needed(trial_id, checkpoints) | set(tied[-1:])
             for path in [p for p in checkpoints if p not in needed]:
-                shutil.rmtree(path, ignore_errors=True)
+                self._delete(path)
                 del checkpoints[path]
+            if trial_id in self.ended:
+                for path in checkpoints:
+                    self._free_training_state(path)
+        self._write_tally()
+
+    def _delete(self, path: str) -> None:
+        self.freed["bytes"] += folder_bytes(path)
+        self.freed["checkpoints"] += os.path.isdir(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+    def _free_training_state(self, path: str) -> None:
+        for name in os.listdir(path) if os.path.isdir(path) else ():
+            if name.startswith(TRAINING_STATE_PREFIXES):
+                state = os.path.join(path, name)
+                self.freed["bytes"] += folder_bytes(state)
+                shutil.rmtree(state) if os.path.isdir(state) else os.remove(state)
+
+    def _write_tally(self) -> None:
+        if self.tally_path:
+            with open(self.tally_path, "w") as f:
+                json.dump({"keep_per_trial": self.keep, "freed": self.freed}, f)
+
+
+def folder_bytes(path: str) -> int:
+    """The bytes of the files under `path` (a file's own size for a file)."""
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
 
 
 def build_checkpoint_budget(cfg: dict) -> Optional[CheckpointBudget]:
@@ -107,14 +157,21 @@ def build_checkpoint_budget(cfg: dict) -> Optional[CheckpointBudget]:
     if keep is None:
         return None
     metric, mode = first_objective(cfg)
-    return CheckpointBudget(metric, mode, keep, defer=is_population_training(cfg), keep_latest=is_multi_objective(cfg))
+    return CheckpointBudget(
+        metric,
+        mode,
+        keep,
+        defer=is_population_training(cfg),
+        keep_latest=is_multi_objective(cfg),
+        tally_path=os.path.join(cfg["cluster"]["storage_path"], CHECKPOINTS_FILE),
+    )
 
 
-def checkpoint_disk_use(results: tune.ResultGrid) -> tuple[int, int]:
-    """(checkpoints, bytes) on disk in the folders the sweep's trials wrote checkpoints in."""
+def checkpoint_disk_use(histories: Iterable) -> tuple[int, int]:
+    """(checkpoints, bytes) on disk in the folders the sweep's trials (their `histories`, Tune's
+    metrics data frames) wrote checkpoints in."""
     folders = set()
-    for result in results:
-        history = result.metrics_dataframe
+    for history in histories:
         if history is not None and "checkpoint_path" in history:
             folders |= {os.path.dirname(p) for p in history["checkpoint_path"].dropna()}
     count = size = 0
@@ -122,6 +179,20 @@ def checkpoint_disk_use(results: tune.ResultGrid) -> tuple[int, int]:
         for name in os.listdir(folder) if os.path.isdir(folder) else ():
             if checkpoint_step(name) is not None:
                 count += 1
-                for root, _, files in os.walk(os.path.join(folder, name)):
-                    size += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+                size += folder_bytes(os.path.join(folder, name))
     return count, size
+
+
+def checkpoints_line(run_dir: str, on_disk: tuple[int, int]) -> str:
+    """What the sweep keeps on disk and what its budget freed (`checkpoints.json`), in one line."""
+    count, size = on_disk
+    path = os.path.join(run_dir, CHECKPOINTS_FILE)
+    if not os.path.isfile(path):
+        return f"{count} on disk, {size / 2**20:.1f} MiB (all kept; set checkpoints.keep_per_trial=K to keep fewer)"
+    with open(path) as f:
+        tally = json.load(f)
+    freed = tally["freed"]
+    return (
+        f"{count} on disk, {size / 2**20:.1f} MiB (the best {tally['keep_per_trial']} per trial, ended trials' "
+        f"weights only); freed {freed['checkpoints']} checkpoints and {freed['bytes'] / 2**20:.1f} MiB"
+    )
