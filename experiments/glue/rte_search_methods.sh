@@ -26,7 +26,8 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline
 RUNS="$OUT/rte_methods"
 BUDGET=1.56
 mkdir -p "$RUNS"
-(cd "$GLUE_DIR/RTE" && sha256sum train.tsv dev.tsv) > "$RUNS/rte.sha256"
+source "$(dirname "$0")/provenance.sh"
+record_start "$GLUE_DIR/RTE" "$RUNS/rte"
 # one report, checkpoint and ASHA look a quarter epoch at batch 8 and an epoch at batch 32 (run_fair.sh)
 COMMON=(+experiment=glue_minilm_search glue=rte training.eval_steps=78 training.save_steps=78
         training.logging_steps=78 budget.trial_hours=$BUDGET select.top_k=0)

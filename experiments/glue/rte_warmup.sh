@@ -11,7 +11,8 @@ set -u
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline
 run="$OUT/rte_warmup"
 mkdir -p "$OUT"
-(cd "$GLUE_DIR/RTE" && sha256sum train.tsv dev.tsv) > "$run.sha256"
+source "$(dirname "$0")/provenance.sh"
+record_start "$GLUE_DIR/RTE" "$run"
 echo "$(date +'%F %T') $(git -C "$(dirname "$0")" rev-parse --short HEAD)" >> "$run.commits"
 if [ -f "$run/best.json" ]; then echo "=== $run: finished already"; exit 0; fi
 if [ -f "$run/resolved_config.yaml" ]; then

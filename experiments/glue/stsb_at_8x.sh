@@ -20,7 +20,8 @@ RUNS="$OUT/stsb_8x"
 run="$RUNS/tpe/s42"  # METHOD/sSEED, as glue --methods reads it; 42: the fair test's search seed
 [ -d "$GLUE_DIR/STS-B" ] || { echo "stsb_at_8x.sh: $GLUE_DIR/STS-B does not exist; set GLUE_DIR to the folder that holds it" >&2; exit 2; }
 mkdir -p "$RUNS/tpe"
-(cd "$GLUE_DIR/STS-B" && sha256sum train.tsv dev.tsv) > "$RUNS/stsb.sha256"
+source "$(dirname "$0")/provenance.sh"
+record_start "$GLUE_DIR/STS-B" "$RUNS/stsb"
 log() {  # to the console, and dated to the commits file
   echo "=== $(date +%T) $*"
   echo "$(date +'%F %T') $*" >> "$RUNS/commits"

@@ -63,6 +63,9 @@ def test_an_experiment_script_logs_the_exit_status_of_each_run(tmp_path, script,
         variable: str(tmp_path / "data"),
         "OUT": str(tmp_path / "out"),
     }
+    for name in ("RTE/train.tsv", "RTE/dev.tsv"):  # the GLUE files whose hashes are recorded
+        (tmp_path / "data" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "data" / name).write_text("pairs\n")
     ran = subprocess.run(["bash", str(ROOT / script), *args], capture_output=True, text=True, env=env, timeout=60)
     logged = [line for line in ran.stdout.splitlines() if ": exit " in line]
     assert [line.split()[2].rstrip(":") for line in logged] == stages, ran.stdout
@@ -136,3 +139,35 @@ def test_the_gpu_check_starts_no_step_that_would_outlast_its_budget(tmp_path):
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert "== step env: not run, 10 s of the budget left" in ran.stdout
     assert 'sweep   FAILED {"why": "not run: 10 s of --budget left"}' in ran.stdout
+
+
+def test_the_fair_test_records_every_start_and_refuses_data_that_changed(tmp_path):
+    """run_fair.sh appends each start's commit and data hashes, keeps the first start's hashes, and
+    refuses a start whose data differ from them: one line, exit 2, nothing run or recorded."""
+    shim = tmp_path / "bin" / "python"
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\necho ran >> {tmp_path}/python-ran\n")
+    shim.chmod(0o755)
+    data, out = tmp_path / "glue" / "RTE", tmp_path / "out"
+    data.mkdir(parents=True)
+    (data / "train.tsv").write_text("a\tb\n")
+    (data / "dev.tsv").write_text("c\td\n")
+    env = {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}", "GLUE_DIR": str(data.parent), "OUT": str(out)}
+
+    def start():
+        script = str(ROOT / "experiments/glue/run_fair.sh")
+        return subprocess.run(["bash", script, "rte"], capture_output=True, text=True, env=env, timeout=60)
+
+    assert start().returncode == 0 and start().returncode == 0
+    first = (out / "rte.sha256").read_text()
+    starts = (out / "rte.starts").read_text().splitlines()
+    assert len(starts) == 6 and starts[1:3] == starts[4:6] == first.splitlines()  # date and commit, then 2 hashes
+    (data / "dev.tsv").write_text("changed\n")
+    refused = start()
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [
+        f"run_fair.sh: the data in {data} differ from the first start's ({out}/rte.sha256); put those files back, "
+        "or use a new OUT"
+    ]
+    assert (out / "rte.sha256").read_text() == first and len((out / "rte.starts").read_text().splitlines()) == 6
+    assert (tmp_path / "python-ran").read_text().count("ran") == 2
