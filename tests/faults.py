@@ -47,6 +47,21 @@ class CrashMidSave(TrainerCallback):
         os._exit(1)
 
 
+class CrashAfterSave(TrainerCallback):
+    """Once `step` is saved and reported, end the process at once, as a lost node would: Tune
+    (or Train, for a worker group) then restores the trial from that checkpoint. Crashes once per
+    sweep: a marker in the sweep's train_runs folder."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        marker = os.path.join(os.path.dirname(os.path.dirname(args.output_dir)), "crashed-after-save")
+        if state.global_step == self.step and not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(1)
+
+
 class HoldAfterStep(TrainerCallback):
     """After `step` is saved and reported, hold training until the test has injected its fault, so
     the fault always lands mid-trial however slow the machine. The hold is signalled by a `holding`

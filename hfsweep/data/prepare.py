@@ -187,6 +187,9 @@ def load_ray_datasets(data: PreparedData, datasets_to_split: list, seed: int) ->
     context = ray.data.DataContext.get_current()  # the datasets carry it: on the driver, or in a trial re-reading them
     classic_parquet_reader(context)
     context.enable_progress_bars = False  # a trial's split coordinator would print a bar per epoch otherwise
+    # Shards read in parallel still arrive in their seeded order: a seed gives one sequence of batches.
+    # A worker group's DataConfig says so again; Train's local mode (a one-worker trial) reads them as they are.
+    context.execution_options.preserve_order = True
     train = ray.data.read_parquet(data.train_path, shuffle=ray.data.FileShuffleConfig(seed=seed))
     ray_datasets = {"train": train}
     if "validation" in datasets_to_split:

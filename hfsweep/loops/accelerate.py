@@ -41,12 +41,13 @@ from hfsweep.contract import (
 from hfsweep.loops.common import (
     WhatRan,
     apply_hyperparameters,
+    batches_drawn,
     check_finite,
     hyperparameters_in_effect,
     quiet_logs,
     report,
     resume_checkpoint,
-    train_batches,
+    train_stream,
     validation_shard,
     with_perplexity,
     worker_seed,
@@ -205,56 +206,55 @@ def train_loop_per_worker(job: TrainJob) -> None:
     step_losses: list[float] = []  # one per optimizer step since the last log
     micro_losses: list[torch.Tensor] = []  # one per micro-batch of the current optimizer step
     model.train()
-    while step < training["max_steps"]:
-        epoch_seed = recipe.seed + step  # a fresh shuffle each pass over the shard
-        for batch in train_batches(
-            ray.train.get_dataset_shard("train"), training, recipe.data, train_collate, epoch_seed, accelerator.device
-        ):
-            with accelerator.accumulate(model):
-                loss = model(**batch).loss
-                micro_losses.append(loss.detach())
-                accelerator.backward(loss)
-                if accelerator.sync_gradients and training["max_grad_norm"] > 0:
-                    accelerator.clip_grad_norm_(model.parameters(), training["max_grad_norm"])
-                if accelerator.sync_gradients and resume_from and "lr_in_effect" not in reported_once:
-                    reported_once.update(hyperparameters_in_effect(optimizer))
-                    extra.update(reported_once)
-                optimizer.step()
-                if accelerator.sync_gradients:
-                    lr_scheduler.step()
-                optimizer.zero_grad()
-            if not accelerator.sync_gradients:
-                continue
-            step += 1
-            step_losses.append(torch.stack(micro_losses).mean().item())
-            micro_losses = []
-            if step % training["logging_steps"] == 0:
-                logged["loss"] = sum(step_losses) / len(step_losses)
-                logged["learning_rate"] = lr_scheduler.get_last_lr()[0]
-                check_finite("loss", logged["loss"], step)
-                step_losses = []
-            if (
-                step % training["eval_steps"] == 0 or step == training["max_steps"]
-            ):  # the Trainer evaluates at the end too
-                logged.update(_evaluate(accelerator, model, eval_loader, compute_metrics))
-                check_finite("eval_loss", logged["eval_loss"], step)
-            if step % training["save_steps"] == 0 or step == training["max_steps"]:
-                metrics = with_perplexity(
-                    {
-                        **extra,
-                        **logged,
-                        **ran.metrics(),
-                        **cost.metrics(),
-                        "step": step,
-                        MAX_STEPS: training["max_steps"],
-                        EPOCH: epochs_done(step, training, world_size, job.train_examples),
-                        "trainer_finished": step >= training["max_steps"],
-                    },
-                    task,
-                )
-                extra = {}
-                path = os.path.join(job.output_dir, checkpoint_dir_name(step))
-                _save(accelerator, model, tokenizer, path)
-                report(metrics, path if accelerator.is_main_process else None, in_process)
-            if step >= training["max_steps"]:
-                break
+    batches = train_stream(
+        ray.train.get_dataset_shard("train"), training, recipe.data, train_collate, recipe.seed, accelerator.device
+    )
+    for _ in range(batches_drawn(resume_from, training)):  # a restored run goes on where its checkpoint was saved
+        next(batches)
+    for batch in batches:
+        with accelerator.accumulate(model):
+            loss = model(**batch).loss
+            micro_losses.append(loss.detach())
+            accelerator.backward(loss)
+            if accelerator.sync_gradients and training["max_grad_norm"] > 0:
+                accelerator.clip_grad_norm_(model.parameters(), training["max_grad_norm"])
+            if accelerator.sync_gradients and resume_from and "lr_in_effect" not in reported_once:
+                reported_once.update(hyperparameters_in_effect(optimizer))
+                extra.update(reported_once)
+            optimizer.step()
+            if accelerator.sync_gradients:
+                lr_scheduler.step()
+            optimizer.zero_grad()
+        if not accelerator.sync_gradients:
+            continue
+        step += 1
+        step_losses.append(torch.stack(micro_losses).mean().item())
+        micro_losses = []
+        if step % training["logging_steps"] == 0:
+            logged["loss"] = sum(step_losses) / len(step_losses)
+            logged["learning_rate"] = lr_scheduler.get_last_lr()[0]
+            check_finite("loss", logged["loss"], step)
+            step_losses = []
+        if step % training["eval_steps"] == 0 or step == training["max_steps"]:  # the Trainer evaluates at the end too
+            logged.update(_evaluate(accelerator, model, eval_loader, compute_metrics))
+            check_finite("eval_loss", logged["eval_loss"], step)
+        if step % training["save_steps"] == 0 or step == training["max_steps"]:
+            metrics = with_perplexity(
+                {
+                    **extra,
+                    **logged,
+                    **ran.metrics(),
+                    **cost.metrics(),
+                    "step": step,
+                    MAX_STEPS: training["max_steps"],
+                    EPOCH: epochs_done(step, training, world_size, job.train_examples),
+                    "trainer_finished": step >= training["max_steps"],
+                },
+                task,
+            )
+            extra = {}
+            path = os.path.join(job.output_dir, checkpoint_dir_name(step))
+            _save(accelerator, model, tokenizer, path)
+            report(metrics, path if accelerator.is_main_process else None, in_process)
+        if step >= training["max_steps"]:
+            break

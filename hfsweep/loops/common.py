@@ -21,7 +21,7 @@ from ray.train import Checkpoint, CheckpointUploadMode
 
 from hfsweep.compat import lr_factors, quiet_train_report_log, ray_data_iterable, set_last_lr
 from hfsweep.config.schema import DataConfig
-from hfsweep.contract import REPORTED_AT, TrainJob, checkpoint_dir_name, report_to_tune
+from hfsweep.contract import REPORTED_AT, TrainJob, checkpoint_dir_name, checkpoint_step, report_to_tune
 
 
 def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
@@ -150,6 +150,14 @@ def resume_checkpoint(job: TrainJob) -> str | None:
     return job.resume_from
 
 
+def batches_drawn(resume_from: str | None, training: Mapping) -> int:
+    """The train batches drawn before the checkpoint a run resumes from: its steps times the
+    gradient accumulation (0 for a fresh run)."""
+    if not resume_from:
+        return 0
+    return checkpoint_step(resume_from) * training.get("gradient_accumulation_steps", 1)
+
+
 def apply_hyperparameters(optimizer, lr_scheduler, training: dict) -> None:
     """Put the trial's learning rate and weight decay over a restored optimizer and LR scheduler.
 
@@ -205,6 +213,52 @@ def train_batches(shard, training: Mapping, data_cfg: DataConfig, collate, seed:
         return shard.iter_torch_batches(batch_size=batch_size, device=device, collate_fn=collate, **shuffle)
     epochs = itertools.count()
     return ray_data_iterable(lambda: length_grouped(shard, batch_size, collate, seed + next(epochs), shuffle))
+
+
+def train_stream(shard, training: Mapping, data_cfg: DataConfig, collate, seed: int, device="auto"):
+    """Pass after pass over this worker's shard, for a loop that counts its own steps: each pass
+    shuffled anew, with `seed` plus the optimizer steps before it, so a run restored at a step
+    replays the very stream it was saved in (it draws `batches_drawn` batches first). Ends if
+    a pass is empty."""
+    accumulation = training.get("gradient_accumulation_steps", 1)
+    drawn = 0
+    while True:
+        before = drawn
+        for batch in train_batches(shard, training, data_cfg, collate, seed + drawn // accumulation, device):
+            drawn += 1
+            yield batch
+        if drawn == before:
+            return
+
+
+def resumable(passes, drawn_before: int):
+    """The train batches for `Trainer.train(resume_from_checkpoint=...)`, so that a restored run
+    sees the batches the uninterrupted run saw, step for step.
+
+    `passes` yields one pass over the shard per iteration, each in its own order (Ray Data reseeds
+    the file shuffle per execution). The Trainer cannot size a stream, so on resume it fast-forwards
+    by drawing and dropping `drawn_before` batches (the steps trained, times gradient accumulation)
+    in its first epoch, counted from the start of training. That first epoch therefore runs through
+    every pass until that many batches were drawn, and ends at a pass's end, as the uninterrupted
+    run's epochs did (a new epoch draws from torch's RNG, which the Trainer restores after its
+    fast-forward). Every later epoch is one pass. Exact when gradient accumulation divides a pass."""
+    first = [True]
+
+    def epoch():
+        if not first[0]:
+            yield from passes
+            return
+        first[0] = False
+        drawn = 0
+        while True:
+            before = drawn
+            for batch in passes:
+                drawn += 1
+                yield batch
+            if drawn >= drawn_before or drawn == before:  # caught up, or the shard is empty
+                return
+
+    return ray_data_iterable(epoch)
 
 
 def length_grouped(shard, batch_size: int, collate, seed: int, shuffle: dict):

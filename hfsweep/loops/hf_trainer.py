@@ -23,10 +23,12 @@ from hfsweep.contract import EPOCH, MAX_STEPS, EvalContext, TrainingRecipe, Trai
 from hfsweep.loops.common import (
     WhatRan,
     apply_hyperparameters,
+    batches_drawn,
     check_finite,
     hyperparameters_in_effect,
     quiet_logs,
     report,
+    resumable,
     resume_checkpoint,
     train_batches,
     validation_shard,
@@ -174,9 +176,13 @@ def train_loop_per_worker(job: TrainJob) -> None:
     transformers.set_seed(recipe.seed)  # every trial starts from the same initial weights
     model = build_model(recipe.model, tokenizer, job.label_names, recipe.peft, task=task)  # peft: an adapter over it
 
+    resume_from = resume_checkpoint(job)
     collate = batches_collator(task, recipe.data_collator, tokenizer, "train", worker_seed(recipe.seed, in_process))
     shard = ray.train.get_dataset_shard("train")
-    train_shard = train_batches(shard, recipe.training, recipe.data, collate, recipe.seed)
+    train_shard = resumable(
+        train_batches(shard, recipe.training, recipe.data, collate, recipe.seed),
+        drawn_before=batches_drawn(resume_from, recipe.training),
+    )
     validation_collate = batches_collator(task, recipe.data_collator, tokenizer, "validation")
     eval_shard = validation_shard(recipe.data, recipe.training["per_device_eval_batch_size"], validation_collate)
 
@@ -192,7 +198,6 @@ def train_loop_per_worker(job: TrainJob) -> None:
     )
     callbacks = [StopOnDivergence(), reporter]
     callbacks += [instantiate(node) for node in recipe.callbacks.values()]
-    resume_from = resume_checkpoint(job)
     if resume_from:
         callbacks.append(ApplyHyperparametersOnResume(recipe.training, resume_from, extra_metrics))
 
