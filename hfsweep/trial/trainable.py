@@ -80,11 +80,12 @@ def run_trial(
     trial_cfg = apply_sampled(cfg, {key: value for key, value in sampled.items() if key != TASK_OPTIONS})
     cluster = typed(ClusterConfig, trial_cfg["cluster"])  # any key may be searched, cluster.* included
     sweep_recipe, recipe = recipe, TrainingRecipe.of(trial_cfg)
-    recipe = replace(recipe, training=with_trial_steps(recipe.training, cluster.num_workers, data.num_train_blocks))
     changed = data_changed(sweep_recipe, recipe, task, trial_task)
     task = trial_task
     if changed:  # a searched data, tokenizer or task key: prepare (cached) for this trial
         data = prepare(recipe.data, recipe.model, cfg["cache_dir"], task)
+    # epochs in steps over the data this trial trains on (its own, when a searched key changed it)
+    recipe = replace(recipe, training=with_trial_steps(recipe.training, cluster.num_workers, data.num_train_blocks))
     if changed or recipe.seed != sweep_recipe.seed:  # a searched seed (replay) reshuffles too
         ray_datasets = load_ray_datasets(data, recipe.data.datasets_to_split, recipe.seed)
     resume_from = read_pointer(tune.get_checkpoint())

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 
-from tests.conftest import prepare_data
+import pytest
+
+from hfsweep.contract import EPOCH, MAX_STEPS
+from tests.conftest import prepare_data, run_sweep
 from tests.unit.test_data import data_config, shard_tables, write_prose_folder
 
 
@@ -51,7 +54,6 @@ def test_workers_stream_every_shard_in_a_new_order_each_epoch_set_by_the_seed(ra
 
     def order(seed: int) -> list:
         train = load_ray_datasets(prepared, ["train"], seed)["train"]
-        train.context.execution_options.preserve_order = True  # as the trials' DataConfig sets it
         return [tuple(row["input_ids"]) for row in train.iter_rows()]
 
     first = order(1)
@@ -75,3 +77,23 @@ def test_workers_stream_every_shard_in_a_new_order_each_epoch_set_by_the_seed(ra
     one, two = epochs(1)
     assert sorted(one) == sorted(two) == expected and one != two, "every epoch is every block, in a new order"
     assert epochs(1) == [one, two], "the same seed repeats the same epochs"
+
+
+def test_each_trial_counts_its_epochs_over_the_data_it_trains_on(ray_cluster, tmp_path, cache_dir):
+    """With training.max_steps=-1 a trial's steps follow from its epochs; a searched data key
+    (block_size) changes how many examples an epoch holds, so each trial counts its own."""
+    overrides = [
+        "debug=tiny",
+        "training.max_steps=-1",
+        "training.num_train_epochs=1",
+        "training.per_device_train_batch_size=64",
+        "training.eval_steps=8",
+        "training.save_steps=8",
+        "training.logging_steps=8",
+        "+search_space.data.block_size={sampler:grid,values:[64,128]}",
+    ]
+    results = run_sweep(overrides, tmp_path, cache_dir)[1]
+    last = {result.config["data"]["block_size"]: result.metrics_dataframe.iloc[-1] for result in results}
+    assert sorted(last) == [64, 128]
+    assert [last[block][EPOCH] for block in (64, 128)] == [pytest.approx(1.0, abs=0.05)] * 2
+    assert last[64][MAX_STEPS] > 1.8 * last[128][MAX_STEPS]  # twice the blocks of half the length

@@ -28,21 +28,24 @@ def losses(history: pd.DataFrame) -> pd.DataFrame:
     return history.drop_duplicates("step", keep="last").set_index("step")[["loss", "eval_loss"]]
 
 
-@pytest.fixture(scope="module", params=["hf_trainer", "accelerate"])
-def loop(request):
-    return request.param
-
-
 @pytest.fixture(scope="module")
-def uninterrupted(loop, ray_cluster, tmp_path_factory, cache_dir) -> pd.DataFrame:
-    (result,) = run_sweep([*SHORT_PASSES, f"loop={loop}"], tmp_path_factory.mktemp("uninterrupted"), cache_dir)[1]
-    assert "resumed_from" not in result.metrics_dataframe
-    return losses(result.metrics_dataframe)
+def uninterrupted(ray_cluster, tmp_path_factory, cache_dir):
+    """The uninterrupted run's losses for extra overrides (each run once per module)."""
+    runs: dict = {}
+
+    def losses_for(*overrides: str) -> pd.DataFrame:
+        if overrides not in runs:
+            storage = tmp_path_factory.mktemp("uninterrupted")
+            (result,) = run_sweep([*SHORT_PASSES, *overrides], storage, cache_dir)[1]
+            assert "resumed_from" not in result.metrics_dataframe
+            runs[overrides] = losses(result.metrics_dataframe)
+            assert list(runs[overrides].index) == [5, 10, 15, 20, 25, 30]
+        return runs[overrides]
+
+    return losses_for
 
 
-def test_a_trial_tune_restores_after_a_crash_continues_exactly(loop, uninterrupted, tmp_path, cache_dir):
-    if loop != "hf_trainer":
-        pytest.skip("the crash is a TrainerCallback; PBT's restore below covers the Accelerate loop")
+def test_a_trial_tune_restores_after_a_crash_continues_exactly(uninterrupted, tmp_path, cache_dir):
     crash = [
         "cluster.max_failures=1",
         "+callbacks.crash._target_=tests.faults.CrashAfterSave",
@@ -51,11 +54,19 @@ def test_a_trial_tune_restores_after_a_crash_continues_exactly(loop, uninterrupt
     (result,) = run_sweep([*SHORT_PASSES, *crash], tmp_path, cache_dir)[1]
     resumed = result.metrics_dataframe["resumed_from"].dropna()
     assert list(resumed.str.rsplit("/", n=1).str[-1]) == ["checkpoint-15"], "Tune did not restore the trial"
-    assert list(uninterrupted.index) == [5, 10, 15, 20, 25, 30]
-    pd.testing.assert_frame_equal(losses(result.metrics_dataframe), uninterrupted, check_exact=True)
+    pd.testing.assert_frame_equal(losses(result.metrics_dataframe), uninterrupted(), check_exact=True)
 
 
-def test_a_trial_pbt_pauses_and_resumes_continues_exactly(loop, uninterrupted, tmp_path, cache_dir):
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        # grouped by length, as the GLUE recipes train: each pass groups with its own seed
+        ("loop=hf_trainer", "training.train_sampling_strategy=group_by_length"),
+        ("loop=accelerate",),
+    ],
+    ids=["hf_trainer-group_by_length", "accelerate"],
+)
+def test_a_trial_pbt_pauses_and_resumes_continues_exactly(overrides, uninterrupted, tmp_path, cache_dir):
     """Two learning rates far apart: the 1e-3 trial leads at every perturbation point, so
     synchronous PBT pauses it there and resumes it from its own checkpoint, with its own values."""
     pbt = [
@@ -64,7 +75,7 @@ def test_a_trial_pbt_pauses_and_resumes_continues_exactly(loop, uninterrupted, t
         "+scheduler.synch=true",
         "search_space.training.learning_rate.values=[1e-5,1e-3]",
     ]
-    results = run_sweep([*SHORT_PASSES, f"loop={loop}", *pbt], tmp_path, cache_dir)[1]
+    results = run_sweep([*SHORT_PASSES, *overrides, *pbt], tmp_path, cache_dir)[1]
     leaders = [
         result.metrics_dataframe
         for result in results
@@ -78,4 +89,4 @@ def test_a_trial_pbt_pauses_and_resumes_continues_exactly(loop, uninterrupted, t
     assert len(leaders) == 1, "no trial kept 1e-3 and resumed only from its own checkpoints"
     (history,) = leaders
     assert history["resumed_from"].notna().sum() >= 2, "PBT did not pause and resume the leading trial"
-    pd.testing.assert_frame_equal(losses(history), uninterrupted, check_exact=True)
+    pd.testing.assert_frame_equal(losses(history), uninterrupted(*overrides), check_exact=True)
