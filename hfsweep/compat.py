@@ -168,6 +168,21 @@ def restored_callbacks(tuner) -> list:
     return list(get_run_config().callbacks or []) if get_run_config else []
 
 
+def forget_points_to_evaluate(tuner) -> None:
+    """Hand the searcher of a Tuner built by `Tuner.restore` no `points_to_evaluate`: `fit` sets
+    the unpickled searcher up anew, and Ray's OptunaSearch then enqueues its points into the stored
+    study it loads, which holds them already (a resumed sweep ran its defaults trial twice). Tune
+    restores the searcher's saved state after that. Raises when Tune's private TunerInternal has moved."""
+    searcher = tuner._local_tuner._tune_config.search_alg
+    searcher = getattr(searcher, "searcher", searcher)  # inside a ConcurrencyLimiter
+    if not hasattr(searcher, "_points_to_evaluate"):
+        raise RuntimeError(
+            f"resume: {type(searcher).__name__} keeps its points_to_evaluate elsewhere in this Ray; pin ray to the "
+            f"version in provenance.json to resume this sweep."
+        )
+    searcher._points_to_evaluate = []
+
+
 def scheduler_records(scheduler) -> bytes:
     """A Tune scheduler's records (its attributes but the functions it was built with): Tune saves
     its searcher and callbacks with the experiment, never its scheduler, and most schedulers have

@@ -3,7 +3,7 @@ descriptors 1 and 2 (Python's and any library's, native code's included), its ex
 whether it started Ray, without paying the interpreter's start and the imports for each (the
 refusal tests run about 80 of them; `tests/unit/test_config.py` also runs one real process per section).
 
-    python -m tests.cli_in_process CASES.json RESULTS.json    # CASES: a list of argument lists
+    python -m tests.cli_in_process CASES.json RESULTS.json [--preflight]   # CASES: a list of argument lists
 """
 
 from __future__ import annotations
@@ -55,8 +55,20 @@ def run(argv: list[str]) -> tuple[str, int, bool]:
     return output, code, bool(ray is not None and ray.is_initialized())
 
 
+def preflight_only() -> None:
+    """Each case stops after the preflight `python -m hfsweep` runs before Ray (`--preflight`):
+    the sweep is not run, and the hardware's check is left out, so the docs' GPU commands are
+    checked on a machine without one."""
+    from hfsweep.driver import preflight, sweep
+
+    sweep.run = lambda checked: print("hfsweep: preflight passed")
+    preflight.check_hardware = lambda cfg: None
+
+
 if __name__ == "__main__":
     cases_path, results_path = sys.argv[1:3]
+    if "--preflight" in sys.argv[3:]:
+        preflight_only()
     with open(cases_path) as f:
         cases = json.load(f)
     results = [run(argv) for argv in cases]

@@ -22,15 +22,12 @@ CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 
 def compose_config(overrides: list[str] = ()):
-    """Compose conf/config.yaml with overrides, as `python -m hfsweep` would; without the defaults
-    trial unless the overrides name `search_alg.defaults_trial` (tests/unit/test_defaults_trial.py)."""
+    """Compose conf/config.yaml with overrides, as `python -m hfsweep` would: the defaults trial
+    is on unless the overrides turn it off, as for a user."""
     from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema)
     from hfsweep.config.loading import normalise_overrides
 
-    overrides = list(overrides)
-    if not any("defaults_trial" in o for o in overrides):  # tests of other features count their trials without it
-        overrides.append("search_alg.defaults_trial=false")
-    return copy.deepcopy(_composed(tuple(normalise_overrides(overrides))))
+    return copy.deepcopy(_composed(tuple(normalise_overrides(list(overrides)))))
 
 
 @functools.cache  # the same overrides compose the same config: Hydra reads conf/ once per list, not once per test

@@ -27,7 +27,7 @@ from hfsweep.config.resources import (
     usable_cores,
 )
 from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
-from hfsweep.driver.search.search_rules import is_population_training, population_size
+from hfsweep.driver.search.search_rules import is_population_training, population_size, samples_within
 
 FORWARDED_ENV = (
     "HF_HUB_OFFLINE",
@@ -279,10 +279,12 @@ def searcher_cap(cfg: dict) -> Optional[int]:
     population = population_size(cfg)
     if population > cap:
         name = target_name(cfg["scheduler"])
+        fits = samples_within(cfg, cap)
+        fewer = f"lower num_samples to {fits}" if fits else "search fewer grid points"
         raise ConfigError(
             f"num_samples: under {name} the population of {population} trials must be alive at once, but this sweep "
             f"runs at most {cap} trials at a time (its trial shape, or cluster.max_concurrent_trials) and Tune counts "
-            f"paused trials against that; lower num_samples to {cap}, or train each trial in its own process "
+            f"paused trials against that; {fewer}, or train each trial in its own process "
             f"(cluster.num_workers=1) on a Ray hfsweep starts, where the rest of the population waits paused."
         )
     return cap

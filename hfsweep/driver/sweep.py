@@ -14,9 +14,8 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 from ray import tune
-from ray.tune.utils import flatten_dict
 
-from hfsweep.compat import hide_from_result_tables, restored_callbacks
+from hfsweep.compat import forget_points_to_evaluate, hide_from_result_tables, restored_callbacks
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import TASK_OPTIONS, extended_config, import_object, iter_leaves, saved_config
 from hfsweep.config.objectives import first_objective, is_multi_objective
@@ -52,7 +51,7 @@ from hfsweep.driver.search.budget import SweepBudget, build_budget, spent_before
 from hfsweep.driver.search.checkpoint_budget import build_checkpoint_budget, checkpoint_disk_use
 from hfsweep.driver.search.defaults_trial import defaults_point, defaults_values, is_defaults
 from hfsweep.driver.search.defaults_trial import wanted as defaults_trial_wanted
-from hfsweep.driver.search.live_study import check_new_studies, close_lost_trials
+from hfsweep.driver.search.live_study import check_new_studies, close_lost_trials, study_exists
 from hfsweep.driver.search.scheduler_records import build_scheduler_records
 from hfsweep.driver.search.schedulers import (
     build_scheduler,
@@ -61,7 +60,6 @@ from hfsweep.driver.search.schedulers import (
     drawn_at_random,
     startup_note,
     startup_trials,
-    target_class,
 )
 from hfsweep.driver.search.search_space import compile_search_space
 from hfsweep.driver.search.warm_start import load_warm_start, searcher_arguments, warm_start_dirs
@@ -122,12 +120,9 @@ def search_setup(cfg: dict, param_space: dict) -> SearchSetup:
         setup.notes = [f"warm start: {note}" for note in warm.notes]
     elif note := startup_note(cfg):  # a warm start's earlier trials are its start-up
         setup.notes.append(note)
-    searcher = target_class(cfg["search_alg"])
-    point = defaults_point(cfg, model_based=not issubclass(searcher, tune.search.BasicVariantGenerator))
+    point = defaults_point(cfg)
     if point is not None:
-        # OptunaSearch names its parameters by "/"-joined paths and enqueues a point under those names
-        flat = searcher.__name__ == "OptunaSearch"
-        setup.searcher_arguments["points_to_evaluate"] = [flatten_dict(point, delimiter="/") if flat else point]
+        setup.searcher_arguments["points_to_evaluate"] = [point]
         setup.num_samples = cfg["num_samples"] + 1  # Tune counts the point as one of the samples
         values = ", ".join(f"{path}={value}" for path, value in defaults_values(cfg).items())
         setup.notes.append(f"defaults trial: the config's own {values} runs first (search_alg.defaults_trial)")
@@ -262,6 +257,8 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
     # included; an extension's searcher with the points it was left to run.
     trainable = trainable_for({**cfg, "name": latest}, task, plan.data)
     tuner = tune.Tuner.restore(experiment, trainable, resume_errored=True, param_space=plan.param_space)
+    if study_exists(cfg):
+        forget_points_to_evaluate(tuner)
     budget = next((c for c in restored_callbacks(tuner) if isinstance(c, SweepBudget)), None)
     if budget is None and build_budget(cfg) is not None:
         raise RuntimeError(

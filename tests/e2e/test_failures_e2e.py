@@ -113,7 +113,7 @@ def test_a_pbt_population_of_worker_group_trials_larger_than_what_fits_is_refuse
     assert str(refused.value) == (
         "num_samples: under PopulationBasedTraining the population of 4 trials must be alive at once, but this sweep "
         "runs at most 2 trials at a time (its trial shape, or cluster.max_concurrent_trials) and Tune counts paused "
-        "trials against that; lower num_samples to 2, or train each trial in its own process (cluster.num_workers=1) "
+        "trials against that; search fewer grid points, or train each trial in its own process (cluster.num_workers=1) "
         "on a Ray hfsweep starts, where the rest of the population waits paused."
     )
     assert not (tmp_path / "resolved_config.yaml").exists() and not (tmp_path / "provenance.json").exists()

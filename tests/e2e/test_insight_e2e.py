@@ -28,6 +28,7 @@ SWEEP = [
     "search_space.training.learning_rate.low=1e-5",
     "+search_space.training.warmup_steps={sampler:choice,values:[0,5]}",
     "num_samples=4",
+    "search_alg.defaults_trial=false",  # four draws are enough to rank three keys
     "training.max_steps=15",
     "training.eval_steps=5",
     "training.save_steps=5",

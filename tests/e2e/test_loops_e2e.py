@@ -59,6 +59,7 @@ PAIRS_RUN = [  # a classifier: examples padded per batch, grouped by length, sco
     "scheduler=fifo",
     "~scheduler.grace_period",
     "search_space.training.learning_rate.values=[3e-3]",
+    "search_alg.defaults_trial=false",  # one trial per loop, compared as results[0]
     "training.max_steps=8",
     "training.eval_steps=4",
     "training.save_steps=8",

@@ -109,6 +109,8 @@ def test_a_resumed_sweep_goes_on_in_the_same_study(tmp_path, cache_dir, how):
     assert sorted(t.params["training/learning_rate"] for t in trials) == pytest.approx(sorted(ran)), (
         "the study holds other trials than the sweep ran"
     )
+    # Ray's OptunaSearch enqueued the defaults point into the loaded study again on resume
+    assert list(ran).count(1e-3) == 1, f"the defaults trial ran again: {list(ran)}"
     assert "searcher:        2 trials drawn at random (start-up), 2 chosen by its model" in resumed.stdout, (
         resumed.stdout[-3000:]
     )

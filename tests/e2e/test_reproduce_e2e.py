@@ -149,6 +149,7 @@ REPRODUCIBLE = [
     "search_alg=random",
     "search_space=learning_rate_loguniform",
     "num_samples=2",
+    "search_alg.defaults_trial=false",  # two draws show the seed fixes them
     "scheduler=fifo",
     "training.max_steps=10",
     "training.eval_steps=5",

@@ -20,6 +20,7 @@ TWO = [
     "mode=[min,min]",
     "training.max_steps=10",
     "cluster.max_concurrent_trials=1",
+    "search_alg.defaults_trial=false",  # the grid's two points alone
 ]
 
 

@@ -30,6 +30,7 @@ SWEEP = [
     # One at a time: 1e-6 reaches the step-10 rung after 3e-3 has set it, so ASHA stops it there.
     # Side by side, whichever arrived first would always continue.
     "cluster.max_concurrent_trials=1",
+    "search_alg.defaults_trial=false",  # the smoke sweep's two trials: the recipe's 1e-3 would be a third
 ]
 
 

@@ -219,6 +219,7 @@ IN_A_REAL_PROCESS = {
     "cluster.num_cpus=4 cluster.num_workers=4",
     "loop=accelerate callbacks=early_stopping",
     "budget.trial_hours=0",
+    "search_alg.defaults_trial=maybe",
     "search_alg.warm_start=/no/such/run",
     "search_alg=optuna search_space=learning_rate_loguniform search_alg.storage=sqlite:///{data}/earlier.db",
     "peft=lora peft.r=0",
@@ -618,6 +619,21 @@ REFUSED = [
     (
         ["metric=mfu", "mode=max"],
         "metric: mfu is estimated on GPUs only; set cluster.use_gpu=true, or use train_tokens_per_second.",
+    ),
+    # the defaults trial
+    (
+        ["search_alg.defaults_trial=maybe"],
+        "search_alg.defaults_trial: must be true or false, not 'maybe'; e.g. search_alg.defaults_trial=false.",
+    ),
+    (
+        ["search_alg.defaults_trial=no"],
+        "search_alg.defaults_trial: must be true or false, not 'no'; e.g. search_alg.defaults_trial=false.",
+    ),
+    (
+        ["search_space=finetune", "search_alg=optuna"],
+        "search_space.training.learning_rate: the defaults trial runs the config's own training.learning_rate=0.001, "
+        "outside [1e-05, 0.0001]; widen the space to hold it, set training.learning_rate inside it, or "
+        "search_alg.defaults_trial=false.",
     ),
     # search space and warm start (checked by the sweep, still before Ray starts)
     (

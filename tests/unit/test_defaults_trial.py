@@ -38,6 +38,15 @@ def test_a_model_based_searchers_first_suggestion_is_the_configs_own_values(tmp_
     assert search.suggest("trial_2")["training"]["learning_rate"] != pytest.approx(5e-4)
 
 
+def test_bohb_runs_the_point_first_and_its_model_learns_from_its_result(tmp_path):
+    """TuneBOHB hands each trial's config to ConfigSpace by its "/"-joined names: a nested point
+    crashed the sweep at the defaults trial's first result (Unknown hyperparameter(s) {'training'})."""
+    cfg, _, _, search = searcher_and_setup(tmp_path, ["scheduler=bohb", "search_alg=bohb", *LOGUNIFORM])
+    assert search.suggest("trial_1")["training"]["learning_rate"] == pytest.approx(5e-4)
+    search.on_trial_result("trial_1", {cfg["metric"]: 1.0, "hyperband_info": {"budget": 10}})
+    assert search.suggest("trial_2")["training"]["learning_rate"] != pytest.approx(5e-4)
+
+
 def test_random_search_and_a_grid_without_the_point_run_it_first(tmp_path):
     from ray.tune.search import BasicVariantGenerator
 
@@ -208,3 +217,25 @@ def test_the_summary_states_the_winners_gain_over_the_defaults_trial(tmp_path, m
     winner = BestTrial("t1", {}, "eval_loss", best, step=10, checkpoint_path="unused")
     (line,) = search_lines(table, cfg, winner, startup=None, drawn_at_random=None)
     assert line == f"  defaults trial:  eval_loss = 4.0000 (the config's own values); {verdict}"
+
+
+def test_pbts_population_counts_the_defaults_trial(tmp_path):
+    """Two draws and the defaults trial are three trials PBT keeps alive: a cap of 2 holds one draw."""
+    from hfsweep.driver.search.search_rules import population_size, samples_within
+
+    pbt = ["scheduler=pbt", "search_alg=random", "search_space=learning_rate_loguniform", "num_samples=2"]
+    cfg = resolved_config(pbt, tmp_path, tmp_path)
+    assert (population_size(cfg), samples_within(cfg, 2)) == (3, 1)
+    cfg = resolved_config([*pbt, "search_alg.defaults_trial=false"], tmp_path, tmp_path)
+    assert (population_size(cfg), samples_within(cfg, 2)) == (2, 2)
+    cfg = resolved_config(["scheduler=pbt", "num_samples=1"], tmp_path, tmp_path)  # a grid of 4 holding 1e-3
+    assert (population_size(cfg), samples_within(cfg, 2)) == (4, 0)
+
+
+@pytest.mark.parametrize("value", ["maybe", "no"])
+def test_a_defaults_trial_that_is_not_a_bool_is_refused_by_the_preflight(tmp_path, value):
+    """Hydra reads `=no` and `=maybe` as strings, which were taken as true: `=maybe` ran a sweep."""
+    from hfsweep.driver.preflight import preflight
+
+    with pytest.raises(ConfigError, match=rf"^search_alg\.defaults_trial: must be true or false, not '{value}'; "):
+        preflight(resolved_config([f"search_alg.defaults_trial={value}"], tmp_path, tmp_path))

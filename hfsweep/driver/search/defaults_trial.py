@@ -14,11 +14,25 @@ from typing import Optional
 from omegaconf import OmegaConf
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import iter_leaves
+from hfsweep.config.loading import import_object, iter_leaves
 from hfsweep.config.paths import nested
-from hfsweep.driver.search.search_space import VALUE_SAMPLERS
+from hfsweep.driver.search.search_space import SAMPLERS, VALUE_SAMPLERS
 
 DEFAULTS_COLUMN = "defaults"  # results.csv: True on the trial that ran the config's own values
+# Searchers that name their parameters by "/"-joined paths and take a point under those names
+# (Optuna enqueues it into its study, BOHB hands it to ConfigSpace); the others take it nested.
+FLAT_POINT_SEARCHERS = ("OptunaSearch", "TuneBOHB")
+
+
+def check(cfg: dict) -> None:
+    """The preflight's check: `search_alg.defaults_trial` is a bool (Hydra reads `=no` or `=maybe`
+    as a string, which `wanted` would take as true), and the point fits the searcher."""
+    value = cfg["search_alg"].get("defaults_trial")
+    if value is not None and not isinstance(value, bool):
+        raise ConfigError(
+            f"search_alg.defaults_trial: must be true or false, not {value!r}; e.g. search_alg.defaults_trial=false."
+        )
+    defaults_point(cfg)
 
 
 def wanted(cfg: dict) -> bool:
@@ -48,6 +62,8 @@ def check_searchable(cfg: dict, values: dict, model_based: bool) -> None:
     for path, spec in iter_leaves(cfg["search_space"]):
         value = values[path]
         chosen = spec["sampler"] in VALUE_SAMPLERS  # a range sampler beside a preset's `values` samples its range
+        if spec["sampler"] not in SAMPLERS or not chosen and None in (spec.get("low"), spec.get("high")):
+            continue  # compile_search_space refuses the leaf itself, in its own line
         inside = (value in spec["values"]) if chosen else spec["low"] <= value <= spec["high"]
         if not inside:
             space = spec["values"] if chosen else f"[{spec['low']}, {spec['high']}]"
@@ -57,16 +73,28 @@ def check_searchable(cfg: dict, values: dict, model_based: bool) -> None:
             )
 
 
-def defaults_point(cfg: dict, model_based: bool) -> Optional[dict]:
-    """The nested point to run first, or None when there is none to add (off, warm-started, or a
-    grid that runs it anyway)."""
+def defaults_point(cfg: dict) -> Optional[dict]:
+    """The point to run first, in the form the configured searcher takes it, or None when there is
+    none to add (off, warm-started, or a grid that runs it anyway)."""
     if not wanted(cfg):
         return None
+    from ray.tune.search import BasicVariantGenerator
+
+    searcher = import_object(cfg["search_alg"]["_target_"])
+    model_based = not issubclass(searcher, BasicVariantGenerator)
     values = defaults_values(cfg)
     if not model_based and grid_runs_it(cfg, values):
         return None
     check_searchable(cfg, values, model_based)
+    if any(cls.__name__ in FLAT_POINT_SEARCHERS for cls in searcher.__mro__):
+        return {path.replace(".", "/"): value for path, value in values.items()}
     return nested(values)
+
+
+def added_trials(cfg: dict) -> int:
+    """How many trials the defaults point adds to the sweep's num_samples (times its grid): Tune
+    counts it as one of the samples."""
+    return int(defaults_point(cfg) is not None)
 
 
 def is_defaults(row: dict, values: dict) -> bool:

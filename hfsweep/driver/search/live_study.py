@@ -58,6 +58,18 @@ def check_new_studies(cfgs: list[dict]) -> None:
             )
 
 
+def study_exists(cfg: dict) -> bool:
+    """Whether the sweep's stored study exists already (a resumed sweep's, which holds its
+    points_to_evaluate from the first start)."""
+    study = written_study(cfg)
+    if study is None:
+        return False
+    import optuna
+
+    url, name = study
+    return name in optuna.get_all_study_names(url)
+
+
 def close_lost_trials(cfg: dict) -> int:
     """Mark FAIL the study's trials still running once every trial of the sweep has ended, and say
     how many: a run killed between Optuna's ask and Tune's next save of its state leaves one, and

@@ -18,6 +18,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import iter_leaves, target_name
 from hfsweep.config.objectives import is_multi_objective
 from hfsweep.contract import EPOCH, MAX_STEPS, REPORTED_AT
+from hfsweep.driver.search.defaults_trial import added_trials
 from hfsweep.driver.search.search_rules import is_population_training, longest_epochs
 from hfsweep.driver.search.search_space import WithinSpace, pb2_bounds, pbt_mutations, unperturbed
 
@@ -113,7 +114,7 @@ def startup_trials(cfg: dict) -> Optional[int]:
         return None
     if cfg["search_alg"].get("startup_trials") is not None:
         return cfg["search_alg"]["startup_trials"]
-    trials = cfg["num_samples"] + (1 if cfg["search_alg"].get("defaults_trial") else 0)
+    trials = cfg["num_samples"] + added_trials(cfg)
     return max(2, math.ceil(trials / 3))
 
 

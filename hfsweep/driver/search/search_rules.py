@@ -7,11 +7,13 @@ the preflight before Ray starts. (A warm start's rules need its earlier run dire
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object, iter_leaves, target_name
 from hfsweep.config.objectives import is_multi_objective
 from hfsweep.config.validation import PLATEAU, as_override, lr_scheduler_types
+from hfsweep.driver.search import defaults_trial
 from hfsweep.driver.search.search_space import VALUE_SAMPLERS
 
 # peft.* keys that change which tensors the adapter has: a PBT exploit could not load the donor's.
@@ -29,6 +31,7 @@ PEFT_SHAPE_KEYS = (
 
 
 def check_search(cfg: dict) -> None:
+    defaults_trial.check(cfg)
     _validate_time_attr(cfg)
     _validate_one_metric_users(cfg)
     _validate_bohb(cfg)
@@ -82,10 +85,17 @@ def is_population_training(cfg: dict) -> bool:
     return isinstance(scheduler, type) and issubclass(scheduler, PopulationBasedTraining)
 
 
-def population_size(cfg: dict) -> int:
-    """How many trials a sweep starts: `num_samples` times the grid's points (PBT's population)."""
+def population_size(cfg: dict, num_samples: Optional[int] = None) -> int:
+    """How many trials a sweep starts (PBT's population): `num_samples` (the config's unless given)
+    times the grid's points, and the defaults trial."""
     grid = [len(spec["values"]) for _, spec in iter_leaves(cfg["search_space"]) if spec["sampler"] == "grid"]
-    return cfg["num_samples"] * math.prod(grid)
+    samples = cfg["num_samples"] if num_samples is None else num_samples
+    return samples * math.prod(grid) + defaults_trial.added_trials(cfg)
+
+
+def samples_within(cfg: dict, trials: int) -> int:
+    """The largest num_samples whose population is at most `trials` (0 when even one is more)."""
+    return max((n for n in range(1, trials + 1) if population_size(cfg, n) <= trials), default=0)
 
 
 # Searched, these give trials different lengths.
