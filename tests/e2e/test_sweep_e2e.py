@@ -67,13 +67,24 @@ def test_fifo_runs_to_the_end_every_trial_of_the_grid_asha_stopped(finished_swee
 
 
 @pytest.mark.smoke  # the default tier's one sweep: DDP workers, ASHA, checkpoints, best/, the report
-def test_every_report_reached_tune_with_its_checkpoint(finished_sweep):
-    _, results = finished_sweep
+def test_every_report_reached_tune_with_its_checkpoint_and_the_disk_keeps_the_best_weights(finished_sweep):
+    """By default (checkpoints.keep_per_trial=1) the completed trial keeps its best checkpoint,
+    weights only, and the trial ASHA stopped keeps none; checkpoints.json counts what was freed."""
+    cfg, results = finished_sweep
+    kept = {}
     for result in results:
         history = result.metrics_dataframe
         assert list(history["step"]) == sorted(history["step"])
-        assert history["checkpoint_path"].map(os.path.isdir).all()
-        assert len(result.best_checkpoints) == len(history)
+        assert history["checkpoint_path"].notna().all()  # every report carried its checkpoint to Tune
+        assert len(result.best_checkpoints) == 1  # Tune's pointers, pruned alike
+        kept[result.metrics["step"]] = [path for path in history["checkpoint_path"] if os.path.isdir(path)]
+    assert sorted(kept) == [10, MAX_STEPS]
+    (best,) = kept[MAX_STEPS]
+    assert "model.safetensors" in os.listdir(best)
+    assert not any(name.startswith(("optimizer", "scheduler", "rng_state")) for name in os.listdir(best))
+    assert kept[10] == []
+    with open(os.path.join(cfg["cluster"]["storage_path"], "checkpoints.json")) as f:
+        assert json.load(f)["freed"]["checkpoints"] >= 3  # the completed trial's other two, the stopped one's
 
 
 @pytest.mark.smoke  # the default tier's one sweep: DDP workers, ASHA, checkpoints, best/, the report
