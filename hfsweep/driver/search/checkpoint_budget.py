@@ -107,7 +107,11 @@ def build_checkpoint_budget(cfg: dict) -> Optional[CheckpointBudget]:
     if keep is None:
         return None
     metric, mode = first_objective(cfg)
-    return CheckpointBudget(metric, mode, keep, defer=is_population_training(cfg), keep_latest=is_multi_objective(cfg))
+    # a test split scores the winner's and the defaults' final models after a search that does not select
+    final_scored = bool(cfg["data"]["test_split"]) and not cfg["select"]["top_k"]
+    return CheckpointBudget(
+        metric, mode, keep, defer=is_population_training(cfg), keep_latest=is_multi_objective(cfg) or final_scored
+    )
 
 
 def checkpoint_disk_use(results: tune.ResultGrid) -> tuple[int, int]:
