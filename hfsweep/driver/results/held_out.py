@@ -26,12 +26,12 @@ from hfsweep.tasks.data_hooks import quiet_progress
 TEST_PREFIX = "test"  # the scores' prefix: test_accuracy, test_loss
 
 
-def test_name(metric: str) -> str:
+def held_out_name(metric: str) -> str:
     """The test split's name of a validation metric: eval_accuracy -> test_accuracy."""
     return f"{TEST_PREFIX}_{metric.removeprefix('eval_')}"
 
 
-def test_scorer(cfg: dict, task) -> Optional[Callable[[str], dict]]:
+def held_out_scorer(cfg: dict, task) -> Optional[Callable[[str], dict]]:
     """checkpoint path -> its test_* scores on `data.test_split` (read once); None without a test split."""
     if not cfg["data"]["test_split"]:
         return None
@@ -51,7 +51,7 @@ def scored(run: BestTrial, score: Callable[[str], dict]) -> dict:
     return {"trial_id": run.trial_id, "step": run.step, "checkpoint": run.checkpoint_path, **score(run.checkpoint_path)}
 
 
-def test_record(split: str, winner: dict, defaults: Optional[dict]) -> dict:
+def held_out_record(split: str, winner: dict, defaults: Optional[dict]) -> dict:
     """best.json's `test`: the split, the model scored (final), and the winner's and the defaults'
     scores (`over_seeds`'s, when selecting)."""
     return {"split": split, "model": "final", "winner": winner, "defaults": defaults}
@@ -79,14 +79,14 @@ def search_test(results: list, best: BestTrial, cfg: dict, score: Callable[[str]
     defaults = None
     if ran:
         defaults = winner if ran[0].metrics["trial_id"] == best.trial_id else scored(final_of_trial(ran[0], sub), score)
-    return test_record(cfg["data"]["test_split"], winner, defaults)
+    return held_out_record(cfg["data"]["test_split"], winner, defaults)
 
 
-def test_lines(test: dict, metric: str) -> list[str]:
+def held_out_lines(test: dict, metric: str) -> list[str]:
     """The summary's and results.md's lines on the test split: which split, which model, whose."""
     if not test:
         return []
-    name = test_name(metric)
+    name = held_out_name(metric)
     lines = [f"held-out test split '{test['split']}', scored once at the final models (no trial saw it):"]
     for who in ("winner", "defaults"):
         record = test.get(who)

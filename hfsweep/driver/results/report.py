@@ -32,7 +32,7 @@ from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
 from hfsweep.contract import COST_METRICS, MAX_STEPS  # noqa: E402
 from hfsweep.driver.results.anytime import anytime_curve, plot_anytime, summary_row  # noqa: E402
 from hfsweep.driver.results.best import BestTrial, lookup, searched_paths  # noqa: E402
-from hfsweep.driver.results.held_out import test_lines  # noqa: E402
+from hfsweep.driver.results.held_out import held_out_lines  # noqa: E402
 from hfsweep.driver.results.insight import (  # noqa: E402
     export_study,
     importance_section,
@@ -236,7 +236,7 @@ def test_section(run_dir: str, cfg: dict) -> str:
     test = run_files.read_best(run_dir).get("test") if Path(run_dir, run_files.BEST_FILE).is_file() else None
     if not test:
         return ""
-    lines = test_lines(test, first_objective(cfg)[0])
+    lines = held_out_lines(test, first_objective(cfg)[0])
     return f"\n## Held-out test split\n\n{lines[0]}\n\n" + "\n".join(f"- {line.strip()}" for line in lines[1:]) + "\n"
 
 

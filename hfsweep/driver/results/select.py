@@ -23,7 +23,7 @@ from scipy import stats
 
 from hfsweep.config.paths import nested
 from hfsweep.driver.results.best import BestTrial, best_of_trial, final_of_trial
-from hfsweep.driver.results.held_out import mean_scores, over_seeds, scored, test_name, test_record
+from hfsweep.driver.results.held_out import held_out_name, held_out_record, mean_scores, over_seeds, scored
 from hfsweep.driver.results.rerun import RUN_TO_THE_END
 from hfsweep.driver.results.tables import markdown
 from hfsweep.run_dir import SELECTION_FILE, SELECTION_TABLE
@@ -174,7 +174,7 @@ def score_on_test(selection: Selection, split: str, score) -> dict:
         if candidate is not None and not candidate.test:  # the defaults may have won
             candidate.test = {seed: scored(run, score) for seed, run in sorted(candidate.finals.items())}
         records[who] = over_seeds(candidate.test) if candidate is not None else None
-    return test_record(split, records["winner"], records["defaults"])
+    return held_out_record(split, records["winner"], records["defaults"])
 
 
 def winner_checkpoint(selection: Selection) -> BestTrial:
@@ -213,7 +213,7 @@ def selection_table(selection: Selection) -> pd.DataFrame:
             row[f"mean_{model}_{selection.metric}"] = c.mean if model == selection.model else mean(c.values[model])
         row.update({f"{ci}_low": c.low, f"{ci}_high": c.high})
         if c.test:
-            name = test_name(selection.metric)
+            name = held_out_name(selection.metric)
             row.update({f"test_seed_{s}": c.test[s].get(name) for s in seeds if s in c.test})
             row.update({f"mean_{k}": v for k, v in mean_scores(c.test).items()})
         rows.append(row)
