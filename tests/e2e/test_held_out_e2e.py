@@ -61,7 +61,7 @@ def test_the_final_models_of_the_winner_and_the_defaults_alone_are_scored_on_the
 
     winner = test["winner"]["runs"]["1"]
     assert winner["test_accuracy"] == pytest.approx(dev_accuracy(winner["checkpoint"], pairs)), "dev.tsv, whole"
-    assert "held-out test split 'validation', scored once at the final models" in out
+    assert out.count("held-out test split 'validation', scored once at the final models") == 1, "once, after select"
     assert "mean eval_accuracy of the final models (select.model=final)" in out
     assert "at the best checkpoints (by validation) instead, mean eval_accuracy: winner " in out
     assert "## Held-out test split" in (run_dir / "results.md").read_text()
