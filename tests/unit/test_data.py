@@ -157,6 +157,33 @@ def test_a_test_split_is_read_beside_train_and_validation_and_a_missing_one_is_r
         held_out_splits(tmp_path, test_split="test")
 
 
+def test_a_hub_datasets_test_split_is_read_by_name_and_a_missing_one_is_refused(tmp_path, monkeypatch):
+    """As for GLUE on the hub: `datasets.load_dataset` hands back every split, the config names the roles."""
+    from datasets import Dataset, DatasetDict
+
+    from hfsweep.data import sources
+
+    splits = DatasetDict({name: Dataset.from_dict({"text": [name]}) for name in ("train", "validation", "test")})
+    monkeypatch.setattr(sources.datasets, "load_dataset", lambda *args, **kwargs: splits)
+    hub = {"source": "hub", "name": "glue", "config_name": "mrpc"}
+    raw = sources.load_raw(typed(DataConfig, {**hub, "test_split": "test"}), str(tmp_path))
+    assert {role: raw[role]["text"] for role in raw} == {
+        "train": ["train"],
+        "validation": ["validation"],
+        "test": ["test"],
+    }
+    carved = sources.load_raw(
+        typed(DataConfig, {**hub, "test_split": "validation", "validation_split_percentage": 20}), ""
+    )
+    assert sorted(carved) == ["test", "train"] and carved["test"]["text"] == ["validation"]
+    with pytest.raises(ConfigError) as refused:
+        sources.load_raw(typed(DataConfig, {**hub, "test_split": "test_matched"}), str(tmp_path))
+    assert str(refused.value) == (
+        "data.test_split: 'test_matched' is not a split of 'glue' (splits: train, validation, test); "
+        "set data.test_split."
+    )
+
+
 OFFLINE_PRESETS = sorted(  # those that name their stand-in data (SWAG's own files have none: test_config)
     p.stem
     for p in (Path(__file__).parents[2] / "conf" / "experiment").glob("*_offline.yaml")
