@@ -178,7 +178,7 @@ def score_on_test(selection: Selection, split: str, score) -> dict:
 
 
 def winner_checkpoint(selection: Selection) -> BestTrial:
-    """best.json's entry: the winner's median seed's best checkpoint, with the selection's numbers."""
+    """best.json's entry: the winner's median seed's model of `select.model`, with the selection's numbers."""
     seed = selection.median_seed()
     winner = selection.winner
     return dataclasses.replace(
