@@ -197,9 +197,10 @@ def hours_to_best(run: Path) -> float:
 
 def selection_defaults(run: Path) -> tuple[pd.DataFrame, list[str], pd.Series]:
     """A fair test's selection table (RUN/select/selection.csv), its searched keys, and its defaults row."""
+    from hfsweep.driver.results.select import hyperparameter_columns
+
     selection = pd.read_csv(run / SELECT_DIR / SELECTION_FILE)
-    seeds = [c for c in selection if c.startswith("seed_")]
-    values = [c for c in selection if c not in ("rank", "defaults", "n", *seeds) and not c.startswith(("mean_", "ci"))]
+    values = hyperparameter_columns(selection)
     defaults = selection[selection["defaults"]]
     if defaults.empty:
         raise ConfigError(f"glue: '{run / SELECT_DIR / SELECTION_FILE}' has no defaults row; run with select.top_k.")
@@ -217,9 +218,10 @@ def fair_row(task: str, run: Path) -> dict:
     """One task of the fair test: winner and defaults over the selection's seeds, and the compute."""
     from scipy import stats
 
+    from hfsweep.driver.results.select import ranking_columns
+
     selection, values, defaults = selection_defaults(run)
-    (mean_column,) = [c for c in selection if c.startswith("mean_")]
-    seeds = [c for c in selection if c.startswith("seed_")]
+    seeds, _, metric = ranking_columns(selection)
     winner = selection.iloc[0]
     paired = [s for s in seeds if pd.notna(winner[s]) and pd.notna(defaults[s])]
     ours, theirs = winner[paired].astype(float), defaults[paired].astype(float)
@@ -229,7 +231,7 @@ def fair_row(task: str, run: Path) -> dict:
     defaults_run_h = defaults_runs(run)["time_total_s"].mean() / 3600
     return {
         "task": NAMES[task],
-        "metric": mean_column.removeprefix("mean_eval_"),
+        "metric": metric.removeprefix("eval_"),
         "seeds": len(paired),
         "winner": ("the defaults: " if defaults_won else "")
         + ", ".join(f"{v.rsplit('.', 1)[-1]}={winner[v]:g}" for v in values if v != "seed"),

@@ -51,6 +51,13 @@ class LoopName(Enum):
     accelerate = "accelerate"  # a plain Accelerate loop
 
 
+class SelectModel(Enum):
+    """Which model of each re-trained run `select` ranks by and headlines."""
+
+    final = "final"  # the model at the run's last step, as run_glue.py reports it
+    best = "best"  # the run's best checkpoint by the validation metric
+
+
 class ReadOnly:
     """A typed config or sub-config refuses assignment once built, as a frozen dataclass does (change a copy:
     `dataclasses.replace`). Not `frozen=True`: OmegaConf makes a frozen dataclass a read-only node,
@@ -93,7 +100,14 @@ class DataConfig(ReadOnly):
     # data.path is unset
     proxy: Optional[str] = None
     validation_split: str = "validation"
-    # local: {train: FILE(S), validation: FILE(S)} under data.path, when no pattern finds them
+    # A share (0-100) of the train split carved out as the validation set that trials, schedulers and
+    # checkpoint choice see, seeded and stratified by class labels (run_clm.py's key); the rest trains.
+    validation_split_percentage: Optional[float] = None
+    split_seed: int = 42  # the carve's seed, apart from `seed`: searches of other seeds hold out the same examples
+    # A split nothing in the search sees: the final models of the winner and the defaults are scored
+    # on it once, as test_* (GLUE's dev set, with validation_split_percentage: test_split=validation)
+    test_split: Optional[str] = None
+    # local: {train: FILE(S), validation: FILE(S), test: ...} under data.path, when no pattern finds them
     data_files: Dict[str, Any] = field(default_factory=dict)
     text_column: str = "text"
     pair_column: Optional[str] = None
@@ -190,6 +204,7 @@ class SelectConfig(ReadOnly):
     top_k: int = 0  # 0: off
     seeds: List[int] = field(default_factory=lambda: [1, 2, 3])
     confidence: float = 0.95  # of the Student t interval around each configuration's mean
+    model: SelectModel = SelectModel.final  # both are scored; this one ranks, is exported and headlines
 
 
 @dataclass

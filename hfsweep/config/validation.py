@@ -214,6 +214,7 @@ def _validate_data(data: dict) -> None:
                 f"data.{key}: must be a positive integer, not {data[key]}; "
                 f"e.g. data.{key}={example}{' ' + what if what else ''}."
             )
+    _validate_held_out(data)
     if data["source"] == "hub" and not data["name"]:
         raise ConfigError("data.name: data.source=hub needs a dataset name, e.g. data.name=wikitext.")
     if data["path"] and data["source"] != "local":
@@ -228,6 +229,32 @@ def _validate_data(data: dict) -> None:
             raise ConfigError(
                 f"data.path: '{data['path']}' does not exist; point it at a folder of train.*/validation.* files."
             )
+
+
+def _validate_held_out(data: dict) -> None:
+    """The test split is one nothing else reads: not the training split, nor the validation split
+    (unless validation is carved from train); and the carve takes a share of train."""
+    share, test = data["validation_split_percentage"], data["test_split"]
+    if share is not None and not 0 < share < 100:
+        raise ConfigError(
+            f"data.validation_split_percentage: must lie between 0 and 100 (the share of the train split that "
+            f"validates), not {share:g}; e.g. data.validation_split_percentage=10, or null."
+        )
+    if share is not None and data["streaming"]:
+        raise ConfigError(
+            "data.validation_split_percentage: a stream cannot be split before it is read; "
+            "drop data.streaming, or name a validation split (data.validation_split)."
+        )
+    if test == "train":
+        raise ConfigError(
+            "data.test_split: 'train' is the split trials train on; name a split they do not see, e.g. "
+            "data.test_split=validation data.validation_split_percentage=10."
+        )
+    if test is not None and share is None and test == data["validation_split"]:
+        raise ConfigError(
+            f"data.test_split: '{test}' is also the validation split the search selects on; carve the validation "
+            f"set from train with data.validation_split_percentage=10, or name another split."
+        )
 
 
 def lr_scheduler_types(training: Mapping, search_space: Mapping) -> set[str]:

@@ -55,8 +55,8 @@ def _check_columns(raw: DatasetDict, data_cfg: DataConfig, keys) -> None:
                 )
 
 
-# How the data is prepared and used, not what is prepared: processes, sharding, shuffling.
-NOT_PREPARED = ("datasets_to_split", "num_proc", "prepare_on", "shuffle_buffer_rows")
+# How the data is prepared and used, not what is prepared: processes, sharding, shuffling, the test split.
+NOT_PREPARED = ("datasets_to_split", "num_proc", "prepare_on", "shuffle_buffer_rows", "test_split")
 
 
 def what_is_prepared(data_cfg: DataConfig) -> dict:
@@ -65,16 +65,41 @@ def what_is_prepared(data_cfg: DataConfig) -> dict:
 
 
 def raw_splits(data_cfg: DataConfig, cache_dir: str, task: DataTask) -> DatasetDict:
-    """The train and validation splits as the task reads them: columns checked, sample limits
-    applied, labels encoded (`task.prepare_raw`)."""
+    """The train, validation (and test) splits as the task reads them: columns checked, labels
+    encoded (`task.prepare_raw`), the validation set carved from train where asked, then the
+    sample limits applied (the test split is scored whole)."""
     raw = load_raw(data_cfg, cache_dir, task)
     _check_columns(raw, data_cfg, task.columns)
     if data_cfg.streaming:
         raw = _from_stream(raw, data_cfg)
+    raw = task.prepare_raw(raw, data_cfg)
+    if data_cfg.validation_split_percentage is not None:
+        raw = carve_validation(raw, data_cfg)
     for split, limit in (("train", data_cfg.max_train_samples), ("validation", data_cfg.max_eval_samples)):
         if limit and isinstance(raw[split], Dataset):
             raw[split] = raw[split].select(range(min(limit, len(raw[split]))))
-    return task.prepare_raw(raw, data_cfg)
+    return raw
+
+
+def carve_validation(raw: DatasetDict, data_cfg: DataConfig) -> DatasetDict:
+    """`data.validation_split_percentage` of the train split as the validation set, the rest as
+    train, by `datasets`' own `train_test_split`: seeded by `data.split_seed` (not `seed`, so
+    every search holds out the same examples), stratified when the labels are classes (a
+    ClassLabel, as `prepare_raw` makes them), so a small validation set keeps the classes' shares."""
+    from datasets import ClassLabel
+
+    train, label = raw["train"], data_cfg.label_column
+    stratify = label if isinstance(train.features.get(label), ClassLabel) else None
+    try:
+        parts = train.train_test_split(
+            test_size=data_cfg.validation_split_percentage / 100, seed=data_cfg.split_seed, stratify_by_column=stratify
+        )
+    except ValueError as err:  # too few examples (of a class) for the share asked
+        raise ConfigError(
+            f"data.validation_split_percentage: cannot carve {data_cfg.validation_split_percentage}% of the "
+            f"{train.num_rows} training examples ({err}); raise it, or name a validation split instead."
+        ) from err
+    return DatasetDict({**raw, "train": parts["train"], "validation": parts["test"]})
 
 
 def write_validation(raw_validation, task: DataTask, tokenizer, data_cfg: DataConfig, folder: str) -> str:
@@ -164,13 +189,14 @@ def _stand_in_for_driver() -> None:
 def _from_stream(raw, data_cfg: DataConfig) -> DatasetDict:
     """A streamed dataset made ready for preparation: the train split stays a stream (read chunk
     by chunk, up to `max_train_samples` examples), the validation split is read whole (or its
-    first `max_eval_samples`)."""
+    first `max_eval_samples`), and the test split whole."""
     train, validation = raw["train"], raw["validation"]
     if data_cfg.max_train_samples:
         train = train.take(data_cfg.max_train_samples)
     if data_cfg.max_eval_samples:
         validation = validation.take(data_cfg.max_eval_samples)
-    return DatasetDict(train=train, validation=Dataset.from_list(list(validation)))
+    rest = {split: Dataset.from_list(list(raw[split])) for split in raw if split not in ("train", "validation")}
+    return DatasetDict(train=train, validation=Dataset.from_list(list(validation)), **rest)
 
 
 def load_ray_datasets(data: PreparedData, datasets_to_split: list, seed: int) -> dict:

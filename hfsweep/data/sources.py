@@ -1,5 +1,5 @@
-"""Raw train/validation splits: CPython's pydoc prose, a hub dataset, or local files, all through
-`datasets`' own builders."""
+"""Raw train/validation (and test) splits: CPython's pydoc prose, a hub dataset, or local files,
+all through `datasets`' own builders."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ LOCAL_BUILDERS = {
     ".jsonl": "json",
     ".parquet": "parquet",
 }
-SPLITS = ("train", "validation")  # what a sweep reads; datasets' patterns also map valid, val and dev to validation
+# datasets' patterns map valid, val and dev to validation, and name test files test
 # What usually fixes a file its builder cannot parse.
 PARSE_FIXES = {
     "csv": "quote characters inside unquoted fields (as in GLUE's TSVs): +data.load_kwargs.quoting=3; "
@@ -55,18 +55,38 @@ def _pydoc_files(cache_dir: str) -> str:
     return atomic_dir(os.path.join(cache_dir, "pydoc_topics", key), write_pydoc_topics)
 
 
-def _named_data_files(path: str, named: dict) -> tuple[str, dict]:
+def split_roles(data_cfg: DataConfig) -> dict:
+    """Which split each role reads: train; validation, unless `data.validation_split_percentage`
+    carves it from train; test, when `data.test_split` names one."""
+    roles = {"train": "train"}
+    if data_cfg.validation_split_percentage is None:
+        roles["validation"] = data_cfg.validation_split
+    if data_cfg.test_split:
+        roles["test"] = data_cfg.test_split
+    return roles
+
+
+def _missing_split(data_cfg: DataConfig, role: str, found) -> ConfigError:
+    """A split the config names and the data lacks, refused by the key that names it."""
+    key = {"test": "test_split", "validation": "validation_split"}.get(role, "name")
+    where = f"'{data_cfg.name}'" if data_cfg.source is DataSource.hub else "the files of data.path"
+    split = split_roles(data_cfg)[role]
+    splits = ", ".join(map(str, found))
+    return ConfigError(f"data.{key}: '{split}' is not a split of {where} (splits: {splits}); set data.{key}.")
+
+
+def _named_data_files(path: str, named: dict, splits) -> tuple[str, dict]:
     """`data.data_files`: each split's file(s) named outright, relative to `data.path`, for files
     whose names no pattern finds (CoNLL-2003's eng.train and eng.testa). A suffix no builder
     knows is read as text."""
-    missing = [split for split in SPLITS if not named.get(split)]
+    missing = [split for split in splits if not named.get(split)]
     if missing:
         raise ConfigError(
-            f"data.data_files: names no {' or '.join(missing)} file; e.g. data.data_files.validation=dev.txt."
+            f"data.data_files: names no {' or '.join(missing)} file; e.g. data.data_files.{missing[0]}=dev.txt."
         )
     files = {
         split: [os.path.join(path, f) for f in ([named[split]] if isinstance(named[split], str) else named[split])]
-        for split in SPLITS
+        for split in splits
     }
     absent = [f for split_files in files.values() for f in split_files if not os.path.isfile(f)]
     if absent:
@@ -79,21 +99,24 @@ def _named_data_files(path: str, named: dict) -> tuple[str, dict]:
     return builders.pop(), files
 
 
-def _local_data_files(path: str, named: Optional[dict] = None) -> tuple[str, dict]:
-    """The train and validation files of a folder, by `datasets`' own split-name patterns
-    (train, validation/valid/val/dev, with `-`, `_` or `.` around them) or as `data.data_files`
-    names them, and their builder."""
+def _local_data_files(path: str, named: Optional[dict], data_cfg: DataConfig) -> tuple[str, dict]:
+    """The files of each split `split_roles` reads from a folder, by `datasets`' own split-name
+    patterns (train, validation/valid/val/dev, test, with `-`, `_` or `.` around them) or as
+    `data.data_files` names them, and their builder."""
     from datasets.data_files import DataFilesDict, get_data_patterns
 
+    splits = list(split_roles(data_cfg).values())
     if named:
-        return _named_data_files(path, named)
+        return _named_data_files(path, named, splits)
 
     try:
         found = DataFilesDict.from_patterns(get_data_patterns(path), base_path=path)
     except FileNotFoundError:
         found = {}
-    files = {split: [f for f in found.get(split, ()) if os.path.splitext(f)[1] in LOCAL_BUILDERS] for split in SPLITS}
-    missing = [split for split in SPLITS if not files[split]]
+    files = {split: [f for f in found.get(split, ()) if os.path.splitext(f)[1] in LOCAL_BUILDERS] for split in splits}
+    if data_cfg.test_split and not files[data_cfg.test_split]:
+        raise _missing_split(data_cfg, "test", [split for split in found if found[split]])
+    missing = [split for split in splits if not files[split]]
     if missing:
         raise ConfigError(
             f"data.path: '{path}' has no {' or '.join(missing)} file; name them train.txt and "
@@ -189,14 +212,15 @@ def source_identity(data_cfg: DataConfig, cache_dir: str) -> list:
     `data.load_kwargs.revision`, when pinned), or the local files with their sizes and times."""
     if data_cfg.source is DataSource.hub:
         return [data_cfg.name, data_cfg.config_name]
-    _, files = _local_data_files(local_path(data_cfg, cache_dir), data_cfg.data_files)
+    _, files = _local_data_files(local_path(data_cfg, cache_dir), data_cfg.data_files, data_cfg)
     return [[f, os.path.getsize(f), os.path.getmtime(f)] for split_files in files.values() for f in split_files]
 
 
 def load_raw(data_cfg: DataConfig, cache_dir: str, task: Optional[DataTask] = None) -> DatasetDict:
-    """The raw train/validation splits, through `datasets`' own builders (or the task's reader of a
-    format it knows); streamed (`IterableDataset`s, nothing downloaded or converted up front)
-    with `data.streaming`."""
+    """The raw splits by role (`split_roles`: train, validation, test), through `datasets`' own
+    builders (or the task's reader of a format it knows); streamed (`IterableDataset`s, nothing
+    downloaded or converted up front) with `data.streaming`."""
+    roles = split_roles(data_cfg)
     streaming = data_cfg.streaming
     if data_cfg.source is DataSource.hub:
         try:
@@ -208,15 +232,14 @@ def load_raw(data_cfg: DataConfig, cache_dir: str, task: Optional[DataTask] = No
                 f"data: cannot load '{data_cfg.name}' from the Hugging Face hub ({type(err).__name__}); "
                 f"run offline with data.source=local data.path=DIR (DIR holding train.txt and validation.txt)."
             ) from err
-        if data_cfg.validation_split not in raw:
-            raise ConfigError(
-                f"data.validation_split: '{data_cfg.validation_split}' is not a split of '{data_cfg.name}' "
-                f"(splits: {', '.join(raw)}); set data.validation_split."
-            )
-        return DatasetDict(train=raw["train"], validation=raw[data_cfg.validation_split])
-    path = local_path(data_cfg, cache_dir)
-    builder, files = _local_data_files(path, data_cfg.data_files)
-    return _load_local(builder, files, _reader_options(builder, files, data_cfg.load_kwargs), streaming, task)
+        for role, split in roles.items():
+            if split not in raw:
+                raise _missing_split(data_cfg, role, raw)
+    else:
+        path = local_path(data_cfg, cache_dir)
+        builder, files = _local_data_files(path, data_cfg.data_files, data_cfg)
+        raw = _load_local(builder, files, _reader_options(builder, files, data_cfg.load_kwargs), streaming, task)
+    return DatasetDict({role: raw[split] for role, split in roles.items()})
 
 
 def local_path(data_cfg: DataConfig, cache_dir: str) -> str:

@@ -7,6 +7,7 @@ directory by default): the resolved config, Tune's experiment directory, and the
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Optional
@@ -36,10 +37,12 @@ from hfsweep.driver.ray_cluster import (
 from hfsweep.driver.results.best import BestTrial, best_trial, write_best
 from hfsweep.driver.results.evaluation import evaluate_model
 from hfsweep.driver.results.export import export_best
+from hfsweep.driver.results.held_out import held_out_lines, held_out_scorer, search_test
 from hfsweep.driver.results.report import selection_spend_lines, sweep_summary, write_report
 from hfsweep.driver.results.select import (
     candidates_from,
     rank,
+    score_on_test,
     selection_config,
     selection_points,
     selection_summary,
@@ -373,6 +376,9 @@ def finish(
         raise RuntimeError(f"no trial finished ({results.num_errors} errored); see the errors above.")
     storage = cfg["cluster"]["storage_path"]
     best = best_of([*earlier, results], cfg)
+    if not cfg["select"]["top_k"] and (score := held_out_scorer(cfg, task)):  # a selection scores its own runs
+        trials = [result for grid in (*earlier, results) for result in grid]
+        best = dataclasses.replace(best, test=search_test(trials, best, cfg, score))
     write_best(best, storage)
     export_best(best, cfg, task, os.path.join(storage, "best"), data.label_names)
     table = write_report(storage)
@@ -391,6 +397,8 @@ def finish(
             checkpoints=checkpoint_disk_use(result.metrics_dataframe for result in results),
         )
     )
+    for line in held_out_lines(best.test, best.metric):
+        print(f"  {line}")
     unfinished = int(table["ended"].isin(UNFINISHED).sum())
     if not unfinished and (lost := close_lost_trials(cfg)):
         print(f"hfsweep: study: {lost} lost trial(s) marked FAIL: asked for by a killed run, then asked again")
@@ -456,15 +464,20 @@ def select_over_seeds(
     rerun_table = write_report(out)
     for line in selection_spend_lines(rerun_table, search_cost, budget):
         print(line)
-    candidates = candidates_from(reruns, sub, configurations)
+    model = cfg["select"]["model"]
+    candidates = candidates_from(reruns, sub, configurations, model)
     defaults = next((c for c in configurations if defaults is not None and is_defaults(c, defaults)), None)
-    selection = rank(candidates, cfg["metric"], cfg["mode"], cfg["select"]["confidence"], defaults)
+    selection = rank(candidates, cfg["metric"], cfg["mode"], cfg["select"]["confidence"], defaults, model)
     best = winner_checkpoint(selection)
+    if score := held_out_scorer(cfg, task):
+        best = dataclasses.replace(best, test=score_on_test(selection, cfg["data"]["test_split"], score))
     write_best(best, storage)
     export_best(best, cfg, task, os.path.join(storage, "best"), data.label_names)
     write_selection(selection, out)
     write_report(storage)  # results.md now ends with the selection
     print(selection_summary(selection, os.path.join(storage, "best")))
+    for line in held_out_lines(best.test, best.metric):
+        print(f"  {line}")
 
 
 def best_of(grids: list[tune.ResultGrid], cfg: dict) -> BestTrial:

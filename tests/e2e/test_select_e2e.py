@@ -56,20 +56,20 @@ def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_
     assert selection.loc[selection["defaults"], "training.learning_rate"].tolist() == [1e-4]
     assert "defaults trial:  eval_loss = " in proc.stdout
 
-    by_config = reruns.groupby("training.learning_rate")["best_eval_loss"]
+    by_config = reruns.groupby("training.learning_rate")["last_eval_loss"]  # select.model=final ranks
     means = by_config.mean()
     winner = means.idxmin()
     best = json.loads((run_dir / "best.json").read_text())
     assert best["hyperparameters"] == {"training.learning_rate": winner}
-    scores = reruns[reruns["training.learning_rate"] == winner].set_index("seed")["best_eval_loss"]
+    scores = reruns[reruns["training.learning_rate"] == winner].set_index("seed")["last_eval_loss"]
     assert best["seed"] == scores.idxmin()  # of two seeds the median is the better one
     assert best["value"] == pytest.approx(scores.min())
     assert best["selection"]["mean"] == pytest.approx(means[winner])
     low, high = stats.t.interval(0.95, 1, loc=scores.mean(), scale=stats.sem(scores))
     assert best["selection"]["interval"] == pytest.approx([low, high])
-    ranked = reruns.groupby("training.learning_rate")["best_eval_loss"].mean().sort_values()
+    ranked = reruns.groupby("training.learning_rate")["last_eval_loss"].mean().sort_values()
     assert ranked.index[0] == winner
-    loser = reruns[reruns["training.learning_rate"] == ranked.index[1]].set_index("seed")["best_eval_loss"]
+    loser = reruns[reruns["training.learning_rate"] == ranked.index[1]].set_index("seed")["last_eval_loss"]
     p_value = stats.ttest_rel(scores.loc[[1, 2]], loser.loc[[1, 2]]).pvalue
     assert best["selection"]["p_value"] == pytest.approx(p_value, nan_ok=True)
     if winner != 1e-4:
@@ -171,7 +171,7 @@ def test_a_selection_cut_short_is_continued_by_resume_keeping_its_finished_runs(
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "continuing the selection" in resumed.stdout
     table = pd.read_csv(run_dir / "select" / "selection.csv")
-    assert len(table) == 1 and table["n"].iloc[0] == 2 and {"seed_1", "seed_2"} <= set(table.columns), table
+    assert len(table) == 1 and table["n"].iloc[0] == 2 and {"final_seed_1", "final_seed_2"} <= set(table.columns), table
     for path, before in done_before.items():
         assert open(path).read() == before, "the finished seed was run again"
 

@@ -392,6 +392,27 @@ REFUSED = [
         "data.path: '/no/such/dir' does not exist; point it at a folder of train.*/validation.* files.",
     ),
     (["data.source=hub"], "data.name: data.source=hub needs a dataset name, e.g. data.name=wikitext."),
+    # the held-out test split: one nothing in the search reads
+    (
+        ["data.test_split=train"],
+        "data.test_split: 'train' is the split trials train on; name a split they do not see, e.g. "
+        "data.test_split=validation data.validation_split_percentage=10.",
+    ),
+    (
+        ["data.test_split=validation"],
+        "data.test_split: 'validation' is also the validation split the search selects on; carve the validation set "
+        "from train with data.validation_split_percentage=10, or name another split.",
+    ),
+    (
+        ["data.validation_split_percentage=100"],
+        "data.validation_split_percentage: must lie between 0 and 100 (the share of the train split that validates), "
+        "not 100; e.g. data.validation_split_percentage=10, or null.",
+    ),
+    (
+        [*PAIRS, "data.path={data}/good", "data.test_split=test"],
+        "data.test_split: 'test' is not a split of the files of data.path (splits: train, validation); set "
+        "data.test_split.",
+    ),
     (
         ["data.source=ftp"],
         "data.source: Invalid value 'ftp', expected one of [pydoc, hub, local], e.g. data.source=pydoc.",

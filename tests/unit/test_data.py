@@ -115,6 +115,75 @@ def test_local_folder_without_validation_file(tmp_path):
         prepare_data(data_config(tmp_path / "cache", source="local", path=str(tmp_path)))
 
 
+def write_imbalanced_csv(folder, rows: int = 200) -> Path:
+    """Unique sentences, one in ten of class 1, as train.csv, validation.csv and test.csv."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, offset in (("train", 0), ("validation", 10_000), ("test", 20_000)):
+        lines = ["text,label", *[f"sentence number {offset + i},{int(i % 10 == 0)}" for i in range(rows)]]
+        (folder / f"{split}.csv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def held_out_splits(tmp_path, **data):
+    from hfsweep.data.prepare import raw_splits
+    from hfsweep.tasks.sequence_classification import TASK
+
+    folder = tmp_path / "imbalanced"
+    cfg = classification_config(tmp_path / "cache", folder if folder.exists() else write_imbalanced_csv(folder), **data)
+    return raw_splits(typed(DataConfig, cfg["data"]), str(tmp_path / "cache"), TASK)
+
+
+def test_a_validation_share_is_carved_from_train_seeded_stratified_and_disjoint(tmp_path):
+    raw = held_out_splits(tmp_path, validation_split_percentage=25, test_split="validation")
+    train, validation, test = (raw[split]["text"] for split in ("train", "validation", "test"))
+    assert len(validation) == 50 and len(train) == 150
+    assert set(train).isdisjoint(validation) and set(train) | set(validation) == {
+        f"sentence number {i}" for i in range(200)
+    }, "the carve splits the train split, nothing else"
+    assert raw["validation"]["label"].count(1) == 5, "stratified: the validation set keeps the 10% of class 1"
+    assert test == [f"sentence number {10_000 + i}" for i in range(200)], "the named split is the test split, whole"
+    again = held_out_splits(tmp_path, validation_split_percentage=25, test_split="validation")
+    assert again["validation"]["text"] == validation, "seeded by data.split_seed"
+    other = held_out_splits(tmp_path, validation_split_percentage=25, split_seed=7)
+    assert other["validation"]["text"] != validation and "test" not in other
+
+
+def test_a_test_split_is_read_beside_train_and_validation_and_a_missing_one_is_refused(tmp_path):
+    raw = held_out_splits(tmp_path, test_split="test", max_eval_samples=20)
+    assert [raw[split].num_rows for split in ("train", "validation", "test")] == [200, 20, 200]
+    assert raw["test"][0]["text"] == "sentence number 20000"
+    (tmp_path / "imbalanced" / "test.csv").unlink()
+    with pytest.raises(ConfigError, match=r"^data\.test_split: 'test' is not a split of the files of data\.path"):
+        held_out_splits(tmp_path, test_split="test")
+
+
+def test_a_hub_datasets_test_split_is_read_by_name_and_a_missing_one_is_refused(tmp_path, monkeypatch):
+    """As for GLUE on the hub: `datasets.load_dataset` hands back every split, the config names the roles."""
+    from datasets import Dataset, DatasetDict
+
+    from hfsweep.data import sources
+
+    splits = DatasetDict({name: Dataset.from_dict({"text": [name]}) for name in ("train", "validation", "test")})
+    monkeypatch.setattr(sources.datasets, "load_dataset", lambda *args, **kwargs: splits)
+    hub = {"source": "hub", "name": "glue", "config_name": "mrpc"}
+    raw = sources.load_raw(typed(DataConfig, {**hub, "test_split": "test"}), str(tmp_path))
+    assert {role: raw[role]["text"] for role in raw} == {
+        "train": ["train"],
+        "validation": ["validation"],
+        "test": ["test"],
+    }
+    carved = sources.load_raw(
+        typed(DataConfig, {**hub, "test_split": "validation", "validation_split_percentage": 20}), ""
+    )
+    assert sorted(carved) == ["test", "train"] and carved["test"]["text"] == ["validation"]
+    with pytest.raises(ConfigError) as refused:
+        sources.load_raw(typed(DataConfig, {**hub, "test_split": "test_matched"}), str(tmp_path))
+    assert str(refused.value) == (
+        "data.test_split: 'test_matched' is not a split of 'glue' (splits: train, validation, test); "
+        "set data.test_split."
+    )
+
+
 OFFLINE_PRESETS = sorted(  # those that name their stand-in data (SWAG's own files have none: test_config)
     p.stem
     for p in (Path(__file__).parents[2] / "conf" / "experiment").glob("*_offline.yaml")

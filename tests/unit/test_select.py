@@ -72,7 +72,7 @@ def test_a_winner_with_fewer_than_two_finished_seeds_is_named_in_one_line(tmp_pa
 
     selection = rank(candidates({1: 1.0}, {1: 2.0, 2: 2.1, 3: 2.05}), "eval_loss", "min", 0.95)
     assert selection.winner.hyperparameters == LUCKY
-    selection.winner.runs[1] = SimpleNamespace(trial_id="t1", metric="eval_loss", value=1.0, step=10)
+    selection.winner.runs[1] = SimpleNamespace(trial_id="t1", metric="eval_loss", value=1.0, step=10, model="final")
     note = (
         "the winner finished one seed only (1): no interval, its mean is that run's score; re-run the seeds "
         "that failed (see the errors above), or add seeds (select.seeds)."
@@ -151,3 +151,81 @@ def test_a_selection_that_cannot_run_is_refused_in_one_line(tmp_path, cache_dir,
     with pytest.raises(ConfigError) as err:
         check_search(cfg)
     assert str(err.value) == message
+
+
+def retrained_runs(tmp_path, values: dict) -> list:
+    """Stand-ins for Tune's results of a selection: per (learning rate, seed) a run whose best
+    checkpoint (step 10) and final model (step 20) score `values[lr] = (best, final)`, each a
+    pointer checkpoint to a folder of its own."""
+    import json
+    from types import SimpleNamespace
+
+    from ray import tune
+
+    from hfsweep.contract import POINTER_FILE
+
+    runs = []
+    for lr, scores in values.items():
+        for seed in (1, 2):
+            reports = []
+            for step, value in zip((10, 20), scores):
+                folder = tmp_path / f"{lr}-{seed}" / f"checkpoint-{step}"
+                (folder / "pointer").mkdir(parents=True)
+                (folder / "pointer" / POINTER_FILE).write_text(json.dumps({"path": str(folder)}))
+                config = {"training": {"learning_rate": lr}, "seed": seed}
+                metrics = {"eval_accuracy": value, "step": step, "trial_id": f"{lr}-{seed}", "config": config}
+                reports.append((tune.Checkpoint.from_directory(str(folder / "pointer")), metrics))
+            runs.append(SimpleNamespace(best_checkpoints=reports, metrics=reports[-1][1], checkpoint=reports[-1][0]))
+    return runs
+
+
+SELECTED = {"metric": "eval_accuracy", "mode": "max"}
+GRID = {"sampler": "grid", "values": []}  # what searched_paths reads: the keys
+SEARCHED = {"search_space": {"training": {"learning_rate": GRID}, "seed": GRID}}
+
+
+@pytest.mark.parametrize("model, winner", [("final", 1e-3), ("best", 3e-3)])
+def test_select_model_names_the_model_that_ranks_and_both_models_are_in_the_table(tmp_path, model, winner):
+    """3e-3 peaks early (best checkpoint 0.9) and ends at 0.6; 1e-3 ends best (0.7, peak 0.8)."""
+    from hfsweep.driver.results.select import candidates_from, ranking_columns, selection_table
+
+    configurations = [{"training.learning_rate": lr} for lr in (3e-3, 1e-3)]
+    runs = retrained_runs(tmp_path, {3e-3: (0.9, 0.6), 1e-3: (0.8, 0.7)})
+    found = candidates_from(runs, {**SELECTED, **SEARCHED}, configurations, model)
+    selection = rank(found, "eval_accuracy", "max", 0.95, model=model)
+    assert selection.winner.hyperparameters == {"training.learning_rate": winner}
+    assert selection.winner.runs[1].model == model and selection.winner.runs[1].step == (20 if model == "final" else 10)
+    table = selection_table(selection).set_index("training.learning_rate")
+    assert table.loc[3e-3, ["final_seed_1", "best_seed_1"]].tolist() == [0.6, 0.9]
+    assert table.loc[1e-3, ["mean_final_eval_accuracy", "mean_best_eval_accuracy"]].tolist() == [0.7, 0.8]
+    seeds, mean, metric = ranking_columns(selection_table(selection))
+    assert (seeds, mean, metric) == (
+        [f"{model}_seed_1", f"{model}_seed_2"],
+        f"mean_{model}_eval_accuracy",
+        "eval_accuracy",
+    )
+
+
+def test_only_the_winners_and_the_defaults_final_models_are_scored_on_the_test_split(tmp_path):
+    from hfsweep.driver.results.select import candidates_from, score_on_test, selection_table
+
+    configurations = [{"training.learning_rate": lr} for lr in (1e-3, 3e-3, 1e-4)]
+    runs = retrained_runs(tmp_path, {1e-3: (0.8, 0.8), 3e-3: (0.7, 0.7), 1e-4: (0.6, 0.6)})
+    found = candidates_from(runs, {**SELECTED, **SEARCHED}, configurations)
+    selection = rank(found, "eval_accuracy", "max", 0.95, defaults={"training.learning_rate": 1e-4})
+    scored = []
+
+    def score(checkpoint: str) -> dict:
+        scored.append(checkpoint)
+        return {"test_accuracy": 0.5 + 0.1 * len(scored)}
+
+    record = score_on_test(selection, "validation", score)
+    assert sorted(scored) == sorted(
+        str(tmp_path / f"{lr}-{seed}" / "checkpoint-20") for lr in (1e-3, 1e-4) for seed in (1, 2)
+    ), "the final models of the winner and the defaults, each seed's, once, and no other run's"
+    assert record["split"] == "validation" and record["model"] == "final"
+    assert record["winner"]["seeds"] == [1, 2] and record["winner"]["mean"] == {"test_accuracy": pytest.approx(0.65)}
+    assert record["defaults"]["mean"] == {"test_accuracy": pytest.approx(0.85)}
+    table = selection_table(selection).set_index("training.learning_rate")
+    assert table["mean_test_accuracy"].notna().tolist() == [True, False, True]
+    assert table.loc[1e-4, ["test_seed_1", "test_seed_2"]].tolist() == pytest.approx([0.8, 0.9])

@@ -32,6 +32,9 @@ class BestTrial:
     checkpoint_bytes: int = 0  # the best checkpoint on disk (an adapter's: a small share of a whole model's)
     seed: Optional[int] = None  # with select.top_k: the winner's median seed, whose checkpoint this is
     selection: dict = field(default_factory=dict)  # with select.top_k: the winner's mean, interval and paired test
+    # which model of its trial: the best checkpoint by the validation metric, or the final one (run_glue.py's)
+    model: str = "best"
+    test: dict = field(default_factory=dict)  # with data.test_split: the final models' scores on it (held_out)
 
 
 def lookup(config: dict, path: str):
@@ -66,6 +69,22 @@ def best_of_trial(result: tune.Result, cfg: dict) -> BestTrial:
         step=metrics["step"],
         checkpoint_path=(path := read_pointer(checkpoint)),
         checkpoint_bytes=directory_bytes(path),
+    )
+
+
+def final_of_trial(result: tune.Result, cfg: dict) -> BestTrial:
+    """One trial's final model: the checkpoint of its last report (the Trainer saves and evaluates
+    at its last step), and that report's value of the sweep metric."""
+    metrics = result.metrics
+    return BestTrial(
+        trial_id=metrics["trial_id"],
+        hyperparameters={p: lookup(metrics["config"], p) for p in searched_paths(cfg)},
+        metric=cfg["metric"],
+        value=metrics[cfg["metric"]],
+        step=metrics["step"],
+        checkpoint_path=(path := read_pointer(result.checkpoint)),
+        checkpoint_bytes=directory_bytes(path),
+        model="final",
     )
 
 

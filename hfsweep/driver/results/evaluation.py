@@ -1,6 +1,6 @@
-"""A saved model scored on another validation set (MNLI's mismatched split, `extra_validation`):
-the set tokenized as the sweep's validation split was, with the checkpoint's own tokenizer, and
-scored by the sweep's eval metrics through the Trainer class the trials used."""
+"""A saved model scored on another split (MNLI's mismatched split, `extra_validation`; the held-out
+`data.test_split`): the split tokenized as the sweep's validation split was, with the checkpoint's
+own tokenizer, and scored by the sweep's eval metrics through the Trainer class the trials used."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from hfsweep.contract import TrainingRecipe
 from hfsweep.data.prepare import raw_splits, write_validation
 from hfsweep.driver.preflight import task_of
 
-SPEED_METRICS = ("runtime", "samples_per_second", "steps_per_second")  # the Trainer's timings, not scores
+# the Trainer's timings, not scores
+SPEED_METRICS = ("runtime", "samples_per_second", "steps_per_second", "model_preparation_time")
 
 
-def scores(metrics: dict) -> dict:
-    """The eval_* scores of a report, without the Trainer's timings."""
-    return {k: v for k, v in metrics.items() if k.startswith("eval_") and not k.endswith(SPEED_METRICS)}
+def scores(metrics: dict, prefix: str = "eval") -> dict:
+    """The PREFIX_* scores of a report (eval_*, test_*), without the Trainer's timings."""
+    return {k: v for k, v in metrics.items() if k.startswith(f"{prefix}_") and not k.endswith(SPEED_METRICS)}
 
 
 def extra_validation_sets(cfg: dict) -> dict:
@@ -35,9 +36,10 @@ def extra_validation_sets(cfg: dict) -> dict:
     return sets
 
 
-def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: DataConfig, raw) -> dict:
-    """The eval_* scores of the model in `checkpoint_path` on the validation split of `raw` (the
-    raw splits of `data_cfg`), in this process (on a GPU when it has one)."""
+def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: DataConfig, raw, split: str = "validation") -> dict:
+    """The scores of the model in `checkpoint_path` on `split` of `raw` (the raw splits of
+    `data_cfg`), in this process (on a GPU when it has one): eval_* on the validation split,
+    test_* on the test split."""
     import datasets
     import torch
     from transformers import PrinterCallback
@@ -52,7 +54,7 @@ def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: DataConfig, r
         TrainingRecipe.of(cfg), data=data_cfg, use_gpu=torch.cuda.is_available(), strategy_training_args={}
     )
     with tempfile.TemporaryDirectory() as folder:
-        validation_path = write_validation(raw["validation"], task, tokenizer, data_cfg, folder)
+        validation_path = write_validation(raw[split], task, tokenizer, data_cfg, folder)
         trainer = build_trainer(
             recipe,
             task,
@@ -66,7 +68,8 @@ def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: DataConfig, r
             validation_path=validation_path,
         )
         trainer.remove_callback(PrinterCallback)  # the caller tabulates the scores
-        return scores(trainer.evaluate())
+        prefix = "eval" if split == "validation" else split
+        return scores(trainer.evaluate(metric_key_prefix=prefix), prefix)
 
 
 def evaluate_model(model, tokenizer, validation_path: str, batch_size: int = 16, data_collator=None) -> float:

@@ -32,6 +32,7 @@ from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
 from hfsweep.contract import COST_METRICS, MAX_STEPS  # noqa: E402
 from hfsweep.driver.results.anytime import anytime_curve, plot_anytime, summary_row  # noqa: E402
 from hfsweep.driver.results.best import BestTrial, lookup, searched_paths  # noqa: E402
+from hfsweep.driver.results.held_out import held_out_lines  # noqa: E402
 from hfsweep.driver.results.insight import (  # noqa: E402
     export_study,
     importance_section,
@@ -207,6 +208,7 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     selection = Path(run_dir, run_files.SELECT_DIR, run_files.SELECTION_TABLE)
     heading = f"\n## Selection over seeds ({run_files.SELECT_DIR}/)\n\n"
     tail = heading + selection.read_text() if selection.is_file() else ""
+    tail += test_section(run_dir, cfg)
     curves = {trial_id: history for analysis in analyses for trial_id, history in analysis.trial_dataframes.items()}
     progress = anytime_section(curves, table, cfg, os.path.join(run_dir, run_files.ANYTIME_PLOT))
     kept = f"\nCheckpoints: {checkpoints_line(run_dir, checkpoint_disk_use(curves.values()))}.\n"
@@ -229,6 +231,15 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     if optuna_storage:
         export_study(table, curves, cfg, run_dir, optuna_storage)
     return table
+
+
+def test_section(run_dir: str, cfg: dict) -> str:
+    """results.md's account of the held-out test split, from best.json (written before the report)."""
+    test = run_files.read_best(run_dir).get("test") if Path(run_dir, run_files.BEST_FILE).is_file() else None
+    if not test:
+        return ""
+    lines = held_out_lines(test, first_objective(cfg)[0])
+    return f"\n## Held-out test split\n\n{lines[0]}\n\n" + "\n".join(f"- {line.strip()}" for line in lines[1:]) + "\n"
 
 
 def experiment_analyses(run_dir: str, cfg: dict) -> list:
@@ -350,7 +361,8 @@ def summary(best: BestTrial, run_dir: str, untrained_loss: Optional[float] = Non
     """The console's account of the best trial (`perplexity`: the task's loss is a token loss)."""
     lines = [f"Best trial {best.trial_id} at step {best.step}:"]
     lines += [f"  {path} = {value}" for path, value in best.hyperparameters.items()]
-    lines.append(f"  {best.metric} = {best.value:.4f}")
+    model = "its final model" if best.model == "final" else "its best checkpoint by validation"
+    lines.append(f"  {best.metric} = {best.value:.4f} ({model})")
     if best.metric == "eval_loss":
         if perplexity:
             lines.append(f"  perplexity = {math.exp(best.value):.2f}")
@@ -376,7 +388,9 @@ def search_lines(
         gain = (best.value - value) * (1 if first_objective(cfg)[1] == "max" else -1)
         relative = f" ({gain / abs(value):+.1%})" if value else ""
         verdict = f"the best is {gain:+.4g} better{relative}" if gain > 0 else "no searched trial beat it"
-        lines.append(f"  defaults trial:  {best.metric} = {value:.4f} (the config's own values); {verdict}")
+        lines.append(
+            f"  defaults trial:  {best.metric} = {value:.4f} (its best checkpoint; the config's own values); {verdict}"
+        )
     elif defaults_trial.wanted(cfg):
         lines.append("  defaults trial:  did not report; no gain over the config's own values to state")
     if startup is not None and drawn_at_random is not None:

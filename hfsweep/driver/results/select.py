@@ -3,7 +3,9 @@ re-trained once per seed as one sweep in RUN_DIR/select/ (a grid over configurat
 to its last step, as replay trains), and the winner is the configuration with the best mean, not the
 best single run: fine-tuning results vary with the seed as much as with many hyperparameters
 (Dodge et al. 2020). Each mean comes with a Student t interval, and the winner is tested against
-the runner-up with a t-test paired by seed."""
+the runner-up with a t-test paired by seed. Every run is scored at both its final model (run_glue.py's
+convention) and its best checkpoint by the validation metric; `select.model` says which one ranks,
+is exported and headlines, and every column says which one it holds."""
 
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ import pandas as pd
 from scipy import stats
 
 from hfsweep.config.paths import nested
-from hfsweep.driver.results.best import BestTrial, best_of_trial
+from hfsweep.driver.results.best import BestTrial, best_of_trial, final_of_trial
+from hfsweep.driver.results.held_out import held_out_name, held_out_record, mean_scores, over_seeds, scored
 from hfsweep.driver.results.rerun import RUN_TO_THE_END
 from hfsweep.driver.results.tables import markdown
 from hfsweep.run_dir import SELECTION_FILE, SELECTION_TABLE
@@ -71,16 +74,23 @@ def confidence_interval(values: list[float], confidence: float) -> tuple[float, 
     return mean, mean - half, mean + half
 
 
+MODELS = ("final", "best")  # a run's final model and its best checkpoint, as select.model names them
+
+
 @dataclass
 class Candidate:
-    """One configuration's results over seeds: seed -> its best value of the metric, and its trials."""
+    """One configuration's results over seeds: seed -> the ranked model's value of the metric, and its
+    trials; both models' values, the final models, and their test scores (held_out)."""
 
     hyperparameters: dict
     scores: dict
-    runs: dict = field(default_factory=dict)  # seed -> BestTrial
+    runs: dict = field(default_factory=dict)  # seed -> the ranked model's BestTrial
     mean: float = math.nan
     low: float = math.nan
     high: float = math.nan
+    values: dict = field(default_factory=lambda: {model: {} for model in MODELS})  # model -> seed -> value
+    finals: dict = field(default_factory=dict)  # seed -> the final model's BestTrial
+    test: dict = field(default_factory=dict)  # seed -> its final model's test scores
 
 
 @dataclass
@@ -93,6 +103,7 @@ class Selection:
     p_value: float  # the paired t-test of winner against runner-up; nan without one, or under 2 seeds in common
     defaults: Optional[Candidate] = None  # the config's own values, re-trained beside the top K
     defaults_p_value: float = math.nan  # the paired t-test of winner against the defaults
+    model: str = "final"  # the model the scores are of: select.model
 
     @property
     def winner(self) -> Candidate:
@@ -113,10 +124,16 @@ def paired_p_value(a: Candidate, b: Candidate) -> tuple[list[int], float]:
 
 
 def rank(
-    candidates: list[Candidate], metric: str, mode: str, confidence: float, defaults: Optional[dict] = None
+    candidates: list[Candidate],
+    metric: str,
+    mode: str,
+    confidence: float,
+    defaults: Optional[dict] = None,
+    model: str = "final",
 ) -> Selection:
-    """Rank configurations by their mean over seeds; test the winner against the runner-up, and
-    against the `defaults` configuration, paired by seed."""
+    """Rank configurations by their mean over seeds (of `model`, the scores `candidates_from` made
+    theirs); test the winner against the runner-up, and against the `defaults` configuration,
+    paired by seed."""
     scored = [c for c in candidates if c.scores]
     if not scored:
         raise RuntimeError("select: no re-trained run finished; see the errors above.")
@@ -124,28 +141,44 @@ def rank(
         c.mean, c.low, c.high = confidence_interval(list(c.scores.values()), confidence)
     ranked = sorted(scored, key=lambda c: c.mean, reverse=mode == "max")
     paired, p_value = paired_p_value(ranked[0], ranked[1]) if len(ranked) > 1 else ([], math.nan)
-    selection = Selection(ranked, metric, mode, confidence, paired, p_value)
+    selection = Selection(ranked, metric, mode, confidence, paired, p_value, model=model)
     selection.defaults = next((c for c in scored if defaults is not None and c.hyperparameters == defaults), None)
     if selection.defaults is not None and selection.defaults is not ranked[0]:
         selection.defaults_p_value = paired_p_value(ranked[0], selection.defaults)[1]
     return selection
 
 
-def candidates_from(results, sub: dict, configurations: list[dict]) -> list[Candidate]:
-    """The re-training's runs grouped by configuration: each run's best checkpoint and its score."""
+def candidates_from(results, sub: dict, configurations: list[dict], model: str = "final") -> list[Candidate]:
+    """The re-training's runs grouped by configuration: each run's final model and best checkpoint
+    with their scores; `model`'s rank."""
     candidates = [Candidate(hyperparameters=c, scores={}) for c in configurations]
     for result in results:
         if not result.best_checkpoints:
             continue
-        run = best_of_trial(result, sub)
-        seed = run.hyperparameters.pop("seed")
-        candidate = next(c for c in candidates if c.hyperparameters == run.hyperparameters)
-        candidate.scores[seed], candidate.runs[seed] = run.value, run
+        runs = {"final": final_of_trial(result, sub), "best": best_of_trial(result, sub)}
+        seed = runs["final"].hyperparameters.pop("seed")
+        runs["best"].hyperparameters.pop("seed")
+        candidate = next(c for c in candidates if c.hyperparameters == runs["final"].hyperparameters)
+        for name, run in runs.items():
+            candidate.values[name][seed] = run.value
+        candidate.finals[seed] = runs["final"]
+        candidate.scores[seed], candidate.runs[seed] = runs[model].value, runs[model]
     return candidates
 
 
+def score_on_test(selection: Selection, split: str, score) -> dict:
+    """The final models of the winner and of the defaults, each seed's, scored on the test split
+    (into their candidates' `test`, which selection.csv shows); best.json's record of them."""
+    records = {}
+    for who, candidate in (("winner", selection.winner), ("defaults", selection.defaults)):
+        if candidate is not None and not candidate.test:  # the defaults may have won
+            candidate.test = {seed: scored(run, score) for seed, run in sorted(candidate.finals.items())}
+        records[who] = over_seeds(candidate.test) if candidate is not None else None
+    return held_out_record(split, records["winner"], records["defaults"])
+
+
 def winner_checkpoint(selection: Selection) -> BestTrial:
-    """best.json's entry: the winner's median seed's best checkpoint, with the selection's numbers."""
+    """best.json's entry: the winner's median seed's model of `select.model`, with the selection's numbers."""
     seed = selection.median_seed()
     winner = selection.winner
     return dataclasses.replace(
@@ -157,6 +190,7 @@ def winner_checkpoint(selection: Selection) -> BestTrial:
             "mean": winner.mean,
             "interval": [winner.low, winner.high],
             "confidence": selection.confidence,
+            "model": selection.model,
             "runner_up": selection.ranked[1].hyperparameters if len(selection.ranked) > 1 else None,
             "paired_seeds": selection.paired_seeds,
             "p_value": selection.p_value,
@@ -165,24 +199,45 @@ def winner_checkpoint(selection: Selection) -> BestTrial:
 
 
 def selection_table(selection: Selection) -> pd.DataFrame:
-    """One row per configuration, best mean first: its values, score per seed, mean and interval."""
+    """One row per configuration, best mean first: its values, then per model (`MODELS`, the ranked
+    one first) its score per seed and mean, the ranked model's interval, and the final models' test
+    scores where they were scored (a test split: the winner's and the defaults')."""
     seeds = sorted({s for c in selection.ranked for s in c.scores})
-    ci = f"ci{selection.confidence:.0%}"
-    return pd.DataFrame(
-        [
-            {
-                "rank": i + 1,
-                **c.hyperparameters,
-                "defaults": c is selection.defaults,
-                **{f"seed_{s}": c.scores.get(s) for s in seeds},
-                "n": len(c.scores),
-                f"mean_{selection.metric}": c.mean,
-                f"{ci}_low": c.low,
-                f"{ci}_high": c.high,
-            }
-            for i, c in enumerate(selection.ranked)
-        ]
-    )
+    ci = f"{selection.model}_ci{selection.confidence:.0%}"
+    models = sorted(MODELS, key=lambda m: m != selection.model)
+    rows = []
+    for i, c in enumerate(selection.ranked):
+        row = {"rank": i + 1, **c.hyperparameters, "defaults": c is selection.defaults, "n": len(c.scores)}
+        for model in models:
+            row.update({f"{model}_seed_{s}": c.values[model].get(s) for s in seeds})
+            row[f"mean_{model}_{selection.metric}"] = c.mean if model == selection.model else mean(c.values[model])
+        row.update({f"{ci}_low": c.low, f"{ci}_high": c.high})
+        if c.test:
+            name = held_out_name(selection.metric)
+            row.update({f"test_seed_{s}": c.test[s].get(name) for s in seeds if s in c.test})
+            row.update({f"mean_{k}": v for k, v in mean_scores(c.test).items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def mean(values: dict) -> float:
+    return float(np.mean(list(values.values()))) if values else math.nan
+
+
+def ranking_columns(table: pd.DataFrame) -> tuple[list[str], str, str]:
+    """A selection.csv's per-seed columns and mean column of the ranked model (the one with the
+    interval, `final_ci95_low`), and the metric; in a table written before both models were
+    scored, the best checkpoint's (`seed_1`, `mean_METRIC`)."""
+    ranked = next((m for m in MODELS if any(c.startswith(f"{m}_ci") for c in table)), None)
+    prefix = f"{ranked}_" if ranked else ""
+    (mean_column,) = [c for c in table if c.startswith(f"mean_{prefix}")]
+    seeds = [c for c in table if c.startswith(f"{prefix}seed_")]
+    return seeds, mean_column, mean_column.removeprefix(f"mean_{prefix}")
+
+
+def hyperparameter_columns(table: pd.DataFrame) -> list[str]:
+    """A selection.csv's searched keys: the columns between `rank` and `defaults`."""
+    return list(table.columns[1 : table.columns.get_loc("defaults")])
 
 
 def paired_test_line(selection: Selection) -> str:
@@ -210,8 +265,23 @@ def defaults_lines(selection: Selection) -> list[str]:
     )
     return [
         f"against the defaults ({describe(d.hyperparameters)}: {d.mean:.4f}): the winner is {gain:+.4g} better "
-        f"in mean {selection.metric}; paired t-test by seed p = {p}"
+        f"in mean {selection.metric} of the {model_words(selection.model)}; paired t-test by seed p = {p}"
     ]
+
+
+def model_words(model: str) -> str:
+    """What a score's model is, in the words the summary and tables use."""
+    return {"final": "final models", "best": "best checkpoints (by validation)"}[model]
+
+
+def other_model_line(selection: Selection) -> str:
+    """The winner's (and the defaults') mean at the model that does not rank: both are stated."""
+    other = next(m for m in MODELS if m != selection.model)
+    means = [("winner", selection.winner)]
+    if selection.defaults is not None and selection.defaults is not selection.winner:
+        means.append(("defaults", selection.defaults))
+    values = "; ".join(f"{who} {mean(c.values[other]):.4f}" for who, c in means)
+    return f"at the {model_words(other)} instead, mean {selection.metric}: {values}"
 
 
 def single_seed_line(selection: Selection) -> str | None:
@@ -235,9 +305,11 @@ def write_selection(selection: Selection, out: str) -> str:
     table = selection_table(selection)
     table.to_csv(os.path.join(out, SELECTION_FILE), index=False)
     lines = [
-        f"Winner by mean {selection.metric} over seeds ({selection.mode}), "
-        f"best/ from its median seed {selection.median_seed()}; {paired_test_line(selection)}.",
+        f"Winner by mean {selection.metric} of the {model_words(selection.model)} over seeds ({selection.mode}, "
+        f"select.model={selection.model}), best/ from its median seed {selection.median_seed()}'s {selection.model} "
+        f"model; {paired_test_line(selection)}.",
         *defaults_lines(selection),
+        other_model_line(selection),
         *filter(None, [single_seed_line(selection)]),
         "",
         *[
@@ -261,7 +333,8 @@ def selection_summary(selection: Selection, best_dir: str) -> str:
     run = selection.winner.runs[seed]
     lines = [
         f"Selection over seeds {', '.join(map(str, sorted({s for c in selection.ranked for s in c.scores})))}: "
-        f"mean {selection.metric} ± half-width of its {selection.confidence:.0%} Student t interval"
+        f"mean {selection.metric} of the {model_words(selection.model)} (select.model={selection.model}) ± "
+        f"half-width of its {selection.confidence:.0%} Student t interval"
     ]
     lines += [
         f"  {'winner:' if i == 0 else f'{i + 1}.    '} {describe(c.hyperparameters)}: "
@@ -269,10 +342,10 @@ def selection_summary(selection: Selection, best_dir: str) -> str:
         for i, c in enumerate(selection.ranked)
     ]
     lines.append(f"  {paired_test_line(selection)}")
-    lines += [f"  {line}" for line in defaults_lines(selection)]
+    lines += [f"  {line}" for line in (*defaults_lines(selection), other_model_line(selection))]
     lines += [f"  {line}" for line in filter(None, [single_seed_line(selection)])]
     lines.append(
-        f"  exported model:  {best_dir} (the winner's median seed {seed}: trial {run.trial_id}, "
-        f"{run.metric} = {run.value:.4f} at step {run.step})"
+        f"  exported model:  {best_dir} (the winner's median seed {seed}: trial {run.trial_id}, its {run.model} "
+        f"model, {run.metric} = {run.value:.4f} at step {run.step})"
     )
     return "\n".join(lines)

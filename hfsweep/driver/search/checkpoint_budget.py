@@ -157,12 +157,14 @@ def build_checkpoint_budget(cfg: dict) -> Optional[CheckpointBudget]:
     if keep is None:
         return None
     metric, mode = first_objective(cfg)
+    # a test split scores the winner's and the defaults' final models after a search that does not select
+    final_scored = bool(cfg["data"]["test_split"]) and not cfg["select"]["top_k"]
     return CheckpointBudget(
         metric,
         mode,
         keep,
         defer=is_population_training(cfg),
-        keep_latest=is_multi_objective(cfg),
+        keep_latest=is_multi_objective(cfg) or final_scored,
         tally_path=os.path.join(cfg["cluster"]["storage_path"], CHECKPOINTS_FILE),
     )
 
