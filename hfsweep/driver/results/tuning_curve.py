@@ -37,7 +37,7 @@ RAN_TO_THE_END = ("completed", "early-stopped")  # trials.ended: its step budget
 
 
 def is_draw(table: pd.DataFrame) -> pd.Series:
-    """The rows that are random draws: all but the defaults trial, and trials a budget left unstarted."""
+    """The rows that are random draws: neither the defaults trial nor one a budget left unstarted."""
     defaults = table[DEFAULTS_COLUMN].astype(bool) if DEFAULTS_COLUMN in table else False
     return ~defaults & (table["ended"] != "never started")
 
@@ -63,11 +63,13 @@ def why_no_curve(table: pd.DataFrame, cfg: dict) -> Optional[str]:
             f"best scores are not those of independent draws run to the end ({fix})."
         )
     draws = table[is_draw(table)] if len(table) else table
-    cut = draws[~draws["ended"].isin(RAN_TO_THE_END)] if len(draws) else draws
+    if not len(draws):
+        return "No tuning curve: no random trial ran."
+    cut = draws[~draws["ended"].isin(RAN_TO_THE_END)]
     if len(cut):
         why = ", ".join(f"{n} {ended}" for ended, n in cut["ended"].value_counts().items())
         return f"No tuning curve: {len(cut)} of the {len(draws)} random trials did not run to the end ({why})."
-    if not len(draws) or draws[f"best_{metric}"].isna().any():
+    if draws[f"best_{metric}"].isna().any():
         return f"No tuning curve: not every random trial reported {metric}."
     return None
 
@@ -138,8 +140,12 @@ def tuning_curve_section(table: pd.DataFrame, cfg: dict, run_dir: str) -> str:
     unbounded = (
         f" An infinite bound is one that {len(scores)} trials cannot set." if np.isinf(curve.values).any() else ""
     )
-    ties = len(scores) - len(np.unique(scores))
-    tied = f" {ties} trials tie with another's score; the bands' coverage is exact only without ties." if ties else ""
+    distinct = len(np.unique(scores))
+    tied = (
+        f" The scores hold {distinct} distinct values: the bands are exact only without ties."
+        if distinct < len(scores)
+        else ""
+    )
     return (
         f"\n## Tuning curve ({run_files.TUNING_CURVE_PLOT})\n\nThe median best {metric} of a random search of k "
         f"trials, k = 1 … {len(scores)}, estimated from this sweep's {len(scores)} random trials{left_out}, with "
