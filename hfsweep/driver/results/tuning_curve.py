@@ -104,10 +104,10 @@ def plot_tuning_curve(curve: pd.DataFrame, scores, metric: str, path: str) -> No
     edges = (low - pad, high + pad)
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.fill_between(
-        curve["trials"], curve["lower"].clip(*edges), curve["upper"].clip(*edges), alpha=0.25, step="post",
+        curve["trials"], curve["lower"].clip(*edges), curve["upper"].clip(*edges), alpha=0.25, step="mid",
         label=f"simultaneous {CONFIDENCE:.0%} band",
     )  # fmt: skip
-    ax.step(curve["trials"], curve["median"], where="post", label="median")
+    ax.step(curve["trials"], curve["median"], where="mid", label="median")
     ax.set_ylim(*edges)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("trials drawn at random (k)")
