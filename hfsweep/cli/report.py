@@ -1,7 +1,9 @@
 """Regenerate a sweep's table and plots: `python -m hfsweep.report RUN_DIR`.
 
 RUN_DIR is the directory a sweep wrote (the Hydra run directory, holding resolved_config.yaml);
-the sweep may be finished or still running. `--optuna-storage URL` also writes the sweep into that
+the sweep may be finished or still running. A random search under FIFO also gets its tuning curve
+(tuning_curve.csv and .png: the median best score of k trials, with 95% bands); any other sweep a
+line saying why not. `--optuna-storage URL` also writes the sweep into that
 Optuna storage as the study 'NAME RUN_DIR' (replacing a study of that name), for `optuna-dashboard URL`.
 `python -m hfsweep.report DIR1 DIR2 ... --compare OUT` draws the sweeps' anytime curves (best so far
 against trial-hours and wall time) on one plot in OUT, with each curve's area and trial-hours to
@@ -19,6 +21,7 @@ from hfsweep.config.loading import read_config
 from hfsweep.driver.results.anytime import plot_anytime, summary_row
 from hfsweep.driver.results.insight import study_name
 from hfsweep.driver.results.report import sweep_anytime, write_report
+from hfsweep.driver.results.tuning_curve import why_no_curve
 from hfsweep.driver.search import live_study
 from hfsweep.run_dir import (
     ANYTIME_COMPARISON,
@@ -29,6 +32,8 @@ from hfsweep.run_dir import (
     PARALLEL_PLOT,
     PARETO_PLOT,
     RESOLVED_CONFIG,
+    TUNING_CURVE,
+    TUNING_CURVE_PLOT,
     holds_sweep,
 )
 
@@ -73,9 +78,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     table = write_report(run_dir, args.optuna_storage)
     print(table.to_string(index=False))
-    plots = [CURVES_PLOT, HYPERPARAMETERS_PLOT, ANYTIME_PLOT, IMPORTANCE_PLOT, PARALLEL_PLOT, PARETO_PLOT]
+    plots = [
+        CURVES_PLOT,
+        HYPERPARAMETERS_PLOT,
+        ANYTIME_PLOT,
+        TUNING_CURVE_PLOT,
+        IMPORTANCE_PLOT,
+        PARALLEL_PLOT,
+        PARETO_PLOT,
+    ]
     written = [name for name in plots if os.path.isfile(os.path.join(run_dir, name))]
     print(f"Wrote results.csv, results.md, {', '.join(written)} in {run_dir}")
+    print(why_no_curve(table, read_config(run_dir)) or f"The tuning curve's points are in {TUNING_CURVE}.")
     if args.optuna_storage:
         print(
             f"Wrote the Optuna study '{study_name(read_config(run_dir), run_dir)}' ({len(table)} trials) into "

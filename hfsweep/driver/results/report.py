@@ -42,6 +42,7 @@ from hfsweep.driver.results.insight import (  # noqa: E402
 )
 from hfsweep.driver.results.pareto import pareto_optimal, plot_pareto  # noqa: E402
 from hfsweep.driver.results.tables import markdown  # noqa: E402
+from hfsweep.driver.results.tuning_curve import tuning_curve_section  # noqa: E402
 from hfsweep.driver.search import defaults_trial  # noqa: E402
 from hfsweep.driver.search.budget import trial_cost_usd  # noqa: E402
 from hfsweep.driver.search.checkpoint_budget import checkpoint_disk_use, checkpoints_line  # noqa: E402
@@ -196,7 +197,8 @@ def plot_hyperparameters(table: pd.DataFrame, cfg: dict, path: str) -> None:
 
 def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataFrame:
     """Write results.csv, results.md, curves.png and hyperparameters.png into the run directory,
-    importance.png and parallel.png when trials differ (results.md says why not otherwise),
+    tuning_curve.csv and .png for a random search under FIFO, importance.png and parallel.png when
+    trials differ (results.md says why not otherwise, for each),
     pareto.png with several objectives; with `optuna_storage`, the sweep as an Optuna study there.
     An extended sweep's trials are all in them."""
     cfg = read_config(run_dir)
@@ -211,9 +213,10 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     tail += test_section(run_dir, cfg)
     curves = {trial_id: history for analysis in analyses for trial_id, history in analysis.trial_dataframes.items()}
     progress = anytime_section(curves, table, cfg, os.path.join(run_dir, run_files.ANYTIME_PLOT))
+    tuning = tuning_curve_section(table, cfg, run_dir)
     kept = f"\nCheckpoints: {checkpoints_line(run_dir, checkpoint_disk_use(curves.values()))}.\n"
     Path(run_dir, run_files.RESULTS_TABLE).write_text(
-        markdown(table) + cost_line(table, cfg) + kept + progress + section + tail
+        markdown(table) + cost_line(table, cfg) + kept + progress + tuning + section + tail
     )
     plot_curves(curves, cfg, os.path.join(run_dir, run_files.CURVES_PLOT))
     plot_hyperparameters(table, cfg, os.path.join(run_dir, run_files.HYPERPARAMETERS_PLOT))
