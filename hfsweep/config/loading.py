@@ -166,6 +166,15 @@ def import_object(dotted: str):
     raise ImportError(f"cannot import '{dotted}'")
 
 
+def check_importable(dotted: str) -> None:
+    """Raise ImportError where `import_object` would, without loading a name its package lists
+    lazily: `transformers.Trainer` imports torch, and through peft bitsandbytes, whose CPU notice
+    reaches the console; seconds that a refusal should not take."""
+    head, _, name = dotted.rpartition(".")
+    if not head or name not in dir(import_object(head)):
+        import_object(dotted)
+
+
 def unknown_key_error(key: str, known, what: str, fix: str = "remove it or fix the spelling") -> ConfigError:
     """One line for a key that does not exist, with the closest existing key when there is one."""
     close = difflib.get_close_matches(key.rsplit(".", 1)[-1], list(known), n=1)

@@ -220,6 +220,7 @@ IN_A_REAL_PROCESS = {
     "loop=accelerate callbacks=early_stopping",
     "budget.trial_hours=0",
     "search_alg.warm_start=/no/such/run",
+    "search_alg=optuna",
     "search_alg=optuna search_space=learning_rate_loguniform search_alg.storage=sqlite:///{data}/earlier.db",
     "peft=lora peft.r=0",
     " ".join([*PAIRS, "data.path={data}/mixed_labels"]),
@@ -375,6 +376,18 @@ REFUSED = [
         "training.num_train_epochs=3.",
     ),
     (["+training.output_dir=/x"], "training.output_dir: hfsweep sets this itself; remove it from the config."),
+    (
+        ["training.max_steps=-1"],
+        "training.max_steps: -1 leaves ASHAScheduler no last rung (its scheduler.max_t is training.max_steps); set "
+        "training.max_steps, e.g. training.max_steps=100, or use scheduler=asha_epochs (rungs in epochs) or "
+        "scheduler=fifo.",
+    ),
+    (
+        ["scheduler=asha_epochs", "training.max_steps=100"],
+        "scheduler.time_attr: ASHAScheduler places its rungs in epochs, and training.max_steps=100 ends every trial "
+        "at that step whatever its epochs; set training.max_steps=-1 (each trial trains training.num_train_epochs), "
+        "or use scheduler=asha (rungs in steps).",
+    ),
     # data
     (
         ["data.block_size=512"],
@@ -445,17 +458,19 @@ REFUSED = [
     (
         ["model=roberta_tiny", "+search_space.task_options.mlm_probability={sampler:choice,values:[often,0.3]}"],
         "search_space.task_options.mlm_probability: 'often' is not a value task_options.mlm_probability takes "
-        "(Value 'often' of type 'str' could not be converted to Float).",
+        "(Value 'often' of type 'str' could not be converted to Float); search only values it takes, or drop the key.",
     ),
     (
         ["model=roberta_tiny", "+search_space.task_options.mlm_probability={sampler:choice,values:[1.7,0.3]}"],
         "search_space.task_options.mlm_probability: 1.7 is not a value task_options.mlm_probability takes "
-        "(must be above 0 and at most 1 (the share of tokens masked), not 1.7).",
+        "(must be above 0 and at most 1 (the share of tokens masked), not 1.7); search only values it takes, or drop "
+        "the key.",
     ),
     (
         ["model=roberta_tiny", "+search_space.task_options.eval_mlm_probability={sampler:uniform,low:0.1,high:2}"],
         "search_space.task_options.eval_mlm_probability: 2 is not a value task_options.eval_mlm_probability takes "
-        "(must be above 0 and at most 1 (the share of tokens masked), not 2.0).",
+        "(must be above 0 and at most 1 (the share of tokens masked), not 2.0); search only values it takes, or drop "
+        "the key.",
     ),
     (["data.chunk_rows=0"], "data.chunk_rows: must be a positive integer, not 0; e.g. data.chunk_rows=10000."),
     (
@@ -544,6 +559,13 @@ REFUSED = [
         "use eval_metrics=[squad_v2] metric=eval_f1, or drop the flag.",
     ),
     (
+        ["+experiment=bert_squad_offline", "data.path={data}/good"]
+        + ["+search_space.task_options.version_2_with_negative={sampler:grid,values:[false,true]}"],
+        "search_space.task_options.version_2_with_negative: True is not a value task_options.version_2_with_negative "
+        "takes (predicts empty answers (SQuAD 2.0), which squad (v1.1) cannot score); search only values it takes, "
+        "or drop the key.",
+    ),
+    (
         ["model=bert_tiny", "data.max_length=256"],
         "data.max_length (256): larger than the model's 128 positions; lower it (data.max_length=128) or raise the "
         "model's positions.",
@@ -624,6 +646,26 @@ REFUSED = [
         ["search_alg.warm_start=/no/such/run"],
         "search_alg.warm_start: '/no/such/run' holds no sweep (resolved_config.yaml is missing); pass an earlier "
         "sweep's run directory.",
+    ),
+    (
+        ["search_alg=optuna"],  # the default space is a grid
+        "search_space.training.learning_rate: OptunaSearch cannot walk a grid; set search_space.training.learning_rate."
+        "sampler=choice (its values drawn by OptunaSearch), or use search_alg=grid.",
+    ),
+    (
+        ["search_space=bert_paper", "search_alg=optuna", "search_alg.defaults_trial=false"],
+        "search_space.training.learning_rate: OptunaSearch cannot walk a grid; set search_space.training.learning_rate."
+        "sampler=choice (its values drawn by OptunaSearch), or use search_alg=grid.",
+    ),
+    (
+        ["search_alg=optuna", "search_space=learning_rate_loguniform", "search_alg.startup_trials=abc"],
+        "search_alg.startup_trials: must be a whole number of trials, at least 0, not 'abc'; e.g. "
+        "search_alg.startup_trials=4, or null (a third of the trials).",
+    ),
+    (
+        ["search_alg=hyperopt", "search_space=learning_rate_loguniform", "search_alg.startup_trials=-3"],
+        "search_alg.startup_trials: must be a whole number of trials, at least 0, not -3; e.g. "
+        "search_alg.startup_trials=4, or null (a third of the trials).",
     ),
     (
         ["scheduler=pbt", "scheduler.time_attr=epoch", "training.max_steps=-1", "+scheduler.synch=true"]
@@ -884,6 +926,29 @@ def test_a_launch_checks_each_job_once_before_its_sweep_and_a_multirun_checks_ev
         ("preflight", 2),
         ("sweep", 2),
     ]
+
+
+@pytest.mark.process
+def test_the_default_preflight_imports_no_trainer_so_a_refusal_stays_fast_and_quiet(tmp_path):
+    """A config that passes every check up to the last costs no import of transformers' Trainer:
+    it imports torch and, through peft, bitsandbytes, whose CPU notice came first in refusals
+    that then took 11-13 s. In a fresh process, as the CLI's preflight runs."""
+    code = (
+        "import sys; from tests.conftest import resolved_config; from hfsweep.driver.preflight import preflight; "
+        f"preflight(resolved_config([], {str(tmp_path / 'run')!r}, {str(tmp_path / 'cache')!r})); "
+        "print(sorted(m for m in ('torch', 'transformers.trainer', 'peft') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"
+
+
+def test_a_lazily_listed_target_is_checked_without_loading_it():
+    from hfsweep.config.loading import check_importable
+
+    check_importable("transformers.Trainer")
+    with pytest.raises(ImportError, match=r"^'transformers' has no 'Trainr'$"):
+        check_importable("transformers.Trainr")
 
 
 def test_a_checkout_that_its_python_has_not_installed_is_refused_before_ray_starts(monkeypatch):
