@@ -386,10 +386,13 @@ def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -
     saved = _saved(run_dir)
     cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
     changed = sorted(changed_keys(saved, cfg))
+    priced = cfg["budget"].get("usd") is not None  # a USD budget is pickled with its price
     restored = [
         key
         for key in changed
-        if key in RESTORED_BY_TUNE or key.startswith(tuple(f"{group}." for group in RESTORED_BY_TUNE))
+        if key in RESTORED_BY_TUNE
+        or key.startswith(tuple(f"{group}." for group in RESTORED_BY_TUNE))
+        or (priced and key in BUDGET_PRICES)
     ]
     if restored:
         raise ConfigError(
@@ -421,6 +424,7 @@ RESTORED_BY_TUNE = (
     "mode",
     "name",
 )
+BUDGET_PRICES = ("cluster.price_per_cpu_hour", "cluster.price_per_gpu_hour")
 EXTENDABLE = ("num_samples", "search_space.")  # what an extension of a finished sweep may change
 
 

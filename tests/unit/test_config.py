@@ -1043,15 +1043,24 @@ def test_a_sweep_saved_before_task_options_resumes_with_its_family_options_moved
 
 
 @pytest.mark.parametrize(
-    "override", ["budget.trial_hours=10", "scheduler.grace_period=5", "num_samples=3", "search_alg.random_state=7"]
+    "override",
+    [
+        "budget.trial_hours=10",
+        "scheduler.grace_period=5",
+        "num_samples=3",
+        "search_alg.random_state=7",
+        "cluster.price_per_cpu_hour=3",
+    ],
 )
 def test_resume_refuses_what_tune_restores_as_saved_even_with_force(tmp_path, override):
-    """Tune's restore brings back the pickled scheduler, searcher, stoppers and budget: an override
-    of them would be thrown away, so it is refused in one line, --force or not."""
+    """Tune's restore brings back the pickled scheduler, searcher, stoppers and budget (a USD
+    budget with its price): an override of them would be thrown away, so it is refused in one
+    line, --force or not."""
     from hfsweep.config.loading import saved_config
     from hfsweep.run_dir import write_config
 
-    write_config(str(tmp_path), resolved_config([], tmp_path / "run", tmp_path))
+    saved = ["budget.usd=5", "cluster.price_per_cpu_hour=2"] if "price" in override else []
+    write_config(str(tmp_path), resolved_config(saved, tmp_path / "run", tmp_path))
     key = override.lstrip("+").split("=")[0]
     with pytest.raises(ConfigError, match=rf"^resume: {re.escape(key)} cannot change on resume, --force or not"):
         saved_config(str(tmp_path), [override.lstrip("+")], force=True)
