@@ -41,6 +41,7 @@ from hfsweep.driver.results.report import selection_spend_lines, sweep_summary, 
 from hfsweep.driver.results.select import (
     candidates_from,
     rank,
+    retrained,
     selection_config,
     selection_points,
     selection_summary,
@@ -433,10 +434,10 @@ def select_over_seeds(
             f"re-train the top {cfg['select']['top_k']} over seeds"
         )
         return
-    configurations = top_configurations(results, cfg, cfg["select"]["top_k"])
+    top = top_configurations(results, cfg, cfg["select"]["top_k"])
     defaults = defaults_values(cfg) if defaults_trial_wanted(cfg) else None
-    if defaults is not None and not any(is_defaults(c, defaults) for c in configurations):
-        configurations.append(defaults)  # re-trained beside the top K, over the same seeds
+    beside = defaults is not None and not any(is_defaults(c, defaults) for c in top)
+    configurations = [*top, *([defaults] if beside else [])]  # the defaults re-trained beside the top K
     sub = selection_config(cfg, configurations, out)
     param_space = compile_search_space(sub["search_space"], sub)
     seeds = sub["select"]["seeds"]
@@ -448,7 +449,7 @@ def select_over_seeds(
     else:
         os.makedirs(out, exist_ok=True)
         write_config(out, sub)
-        print(f"hfsweep: select: re-training the {len(configurations)} best configurations over seeds {seeds} in {out}")
+        print(f"hfsweep: select: re-training {retrained(len(top), beside)} over seeds {seeds} in {out}")
         points = selection_points(cfg, configurations)
         setup = SearchSetup(searcher_arguments={"points_to_evaluate": points}, num_samples=len(points))
         stopper = build_stopper(sub, *filter(None, [budget]))

@@ -9,7 +9,14 @@ import pytest
 from scipy import stats
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.driver.results.select import Candidate, confidence_interval, rank, selection_config, selection_points
+from hfsweep.driver.results.select import (
+    Candidate,
+    confidence_interval,
+    rank,
+    retrained,
+    selection_config,
+    selection_points,
+)
 
 LUCKY = {"training.learning_rate": 3e-3}  # the single best run, and the worst mean
 STEADY = {"training.learning_rate": 1e-3}
@@ -151,3 +158,9 @@ def test_a_selection_that_cannot_run_is_refused_in_one_line(tmp_path, cache_dir,
     with pytest.raises(ConfigError) as err:
         check_search(cfg)
     assert str(err.value) == message
+
+
+def test_the_selection_says_what_it_retrains_counting_the_defaults_apart():
+    """The defaults trial's configuration, re-trained beside the top K, is not one of the best."""
+    assert retrained(2, with_defaults=False) == "the 2 best configurations"
+    assert retrained(1, with_defaults=True) == "the best configuration and the defaults trial's"
