@@ -409,6 +409,7 @@ def finish(
 
 
 UNFINISHED = ("running", "pending")  # what results.csv says of trials a Ctrl-C left (Tune's fit returns after it)
+CUT_SHORT = ("stopped by scheduler/stopper", "never started")  # a selection's runs, by the budget (no scheduler)
 
 
 def select_over_seeds(
@@ -460,6 +461,14 @@ def select_over_seeds(
     rerun_table = write_report(out)
     for line in selection_spend_lines(rerun_table, search_cost, budget):
         print(line)
+    cut = int(rerun_table["ended"].isin((*UNFINISHED, *CUT_SHORT)).sum())
+    if cut:  # a mean over seeds cut short at different steps ranks no configuration
+        why = f"the sweep's budget ({budget.reason})" if budget is not None and budget.reason else "an interruption"
+        print(
+            f"hfsweep: select: {cut} of {len(rerun_table)} runs were cut short by {why}: no winner is picked, and "
+            f"best/ stays the search's best trial"
+        )
+        return
     candidates = candidates_from(reruns, sub, configurations)
     defaults = next((c for c in configurations if defaults is not None and is_defaults(c, defaults)), None)
     selection = rank(candidates, cfg["metric"], cfg["mode"], cfg["select"]["confidence"], defaults)
