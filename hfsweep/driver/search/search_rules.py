@@ -30,13 +30,13 @@ PEFT_SHAPE_KEYS = (
 
 def check_search(cfg: dict) -> None:
     _validate_time_attr(cfg)
-    _validate_last_rung(cfg)
-    _validate_searcher(cfg)
     _validate_one_metric_users(cfg)
     _validate_bohb(cfg)
     _validate_population_training(cfg)
     _validate_select(cfg)
     _validate_warm_started_study(cfg)
+    _validate_last_rung(cfg)
+    _validate_searcher(cfg)
 
 
 # Searched, these make a step a different amount of data in each trial (or a trial a different number of steps).
