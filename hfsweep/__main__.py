@@ -66,7 +66,7 @@ def cli() -> None:
     `PreflightEveryJob`), and a bad config by the preflight in `main`, before Ray starts."""
     sys.argv[1:] = normalise_overrides(sys.argv[1:])  # Hydra's app reads sys.argv
     quiet_transformers_integrations()
-    quiet_bitsandbytes_cpu_notice()  # where the sweep's process imports transformers' Trainer (e.g. select)
+    quiet_bitsandbytes_cpu_notice()  # the driver imports the Trainer too: the untrained baseline, the export
     raise_hydra_errors()
     try:
         check_hfsweep_installed()  # before Hydra's app, which reads hfsweep's configs from the installed package
