@@ -16,7 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from hfsweep.cli.launch import fail, raise_hydra_errors
-from hfsweep.compat import quiet_transformers_integrations
+from hfsweep.compat import quiet_bitsandbytes_cpu_notice, quiet_transformers_integrations
 from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema in the ConfigStore)
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import composition_error, hydra_errors, normalise_overrides, resolve, searched_overrides
@@ -66,6 +66,7 @@ def cli() -> None:
     `PreflightEveryJob`), and a bad config by the preflight in `main`, before Ray starts."""
     sys.argv[1:] = normalise_overrides(sys.argv[1:])  # Hydra's app reads sys.argv
     quiet_transformers_integrations()
+    quiet_bitsandbytes_cpu_notice()  # the driver imports the Trainer too: the untrained baseline, the export
     raise_hydra_errors()
     try:
         check_hfsweep_installed()  # before Hydra's app, which reads hfsweep's configs from the installed package

@@ -51,6 +51,16 @@ def quiet_ray_process() -> None:
     logging.getLogger(PLACEMENT_GROUP_CLEANER_LOGGER).setLevel(logging.ERROR)
 
 
+BITSANDBYTES_CPU_LOGGER = "bitsandbytes.backends.cpu.ops"
+
+
+def quiet_bitsandbytes_cpu_notice() -> None:
+    """bitsandbytes, imported by peft wherever transformers' Trainer is (peft is imported if
+    installed), warns on CPU that it "Failed to load CPU gemm_4bit_forward": a 4-bit kernel that a
+    CPU sweep never uses (a quantized base needs a CUDA GPU), once per worker, nothing to act on."""
+    logging.getLogger(BITSANDBYTES_CPU_LOGGER).setLevel(logging.ERROR)
+
+
 GCS_PORT_ENV = "RAY_GCS_SERVER_PORT"  # read by `ray.init` when it starts a new local Ray
 
 

@@ -47,8 +47,15 @@ def storage_problem(url: str) -> str | None:
     return problem and f"--optuna-storage {url}: {problem}; give a URL such as sqlite:///sweep.db."
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument error in one line, as every other refusal (argparse prints its usage first)."""
+
+    def error(self, message: str):
+        self.exit(2, f"hfsweep.report: error: {message}; see {self.prog} --help.\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hfsweep.report", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m hfsweep.report", description=__doc__.splitlines()[0])
     parser.add_argument(
         "run_dirs",
         nargs="+",
@@ -67,6 +74,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hfsweep.report: error: {missing[0]} holds no sweep ({RESOLVED_CONFIG} is missing).", file=sys.stderr)
         return 2
     if args.compare:
+        if os.path.exists(args.compare) and not os.path.isdir(args.compare):
+            print(
+                f"hfsweep.report: error: --compare {args.compare}: is a file; give the folder to write the "
+                f"comparison in, e.g. --compare comparison.",
+                file=sys.stderr,
+            )
+            return 2
         return compare(args.run_dirs, args.compare)
     if len(args.run_dirs) > 1:
         print("hfsweep.report: error: several run directories are compared with --compare OUT.", file=sys.stderr)
@@ -98,20 +112,30 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def labels(run_dirs: list[str]) -> list[str]:
+    """Each run directory's name on the plot: its last two parts (a method's name and its search
+    seed, as experiments lay them out), more where two would be named alike."""
+    parts = [os.path.normpath(run_dir).split(os.sep) for run_dir in run_dirs]
+    depth = 2
+    while True:
+        names = [os.path.join(*p[-depth:]) for p in parts]
+        if len(set(names)) == len(names) or depth >= max(map(len, parts)):  # or one directory given twice
+            return names
+        depth += 1
+
+
 def compare(run_dirs: list[str], out: str) -> int:
-    """The sweeps' anytime curves on one plot; each labelled by its run directory's last two parts
-    (a method's name and its search seed, as experiments lay them out)."""
+    """The sweeps' anytime curves on one plot, each labelled by `labels`."""
     import pandas as pd
 
     from hfsweep.config.objectives import first_objective
     from hfsweep.driver.results.tables import markdown
 
     curves, rows, metrics = {}, [], set()
-    for run_dir in run_dirs:
+    for run_dir, label in zip(run_dirs, labels(run_dirs)):
         curve, target, cfg = sweep_anytime(run_dir)
         metric, mode = first_objective(cfg)
         metrics.add((metric, mode))
-        label = os.path.join(*os.path.normpath(run_dir).split(os.sep)[-2:])
         curves[label] = curve
         rows.append(summary_row(label, curve, target, mode))
     if len(metrics) > 1:

@@ -166,6 +166,15 @@ def import_object(dotted: str):
     raise ImportError(f"cannot import '{dotted}'")
 
 
+def check_importable(dotted: str) -> None:
+    """Raise ImportError where `import_object` would, without loading a name its package lists
+    lazily: `transformers.Trainer` imports torch, and through peft bitsandbytes, whose CPU notice
+    reaches the console; seconds that a refusal should not take."""
+    head, _, name = dotted.rpartition(".")
+    if not head or name not in dir(import_object(head)):
+        import_object(dotted)
+
+
 def unknown_key_error(key: str, known, what: str, fix: str = "remove it or fix the spelling") -> ConfigError:
     """One line for a key that does not exist, with the closest existing key when there is one."""
     close = difflib.get_close_matches(key.rsplit(".", 1)[-1], list(known), n=1)
@@ -377,10 +386,13 @@ def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -
     saved = _saved(run_dir)
     cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
     changed = sorted(changed_keys(saved, cfg))
+    priced = cfg["budget"].get("usd") is not None  # a USD budget is pickled with its price
     restored = [
         key
         for key in changed
-        if key in RESTORED_BY_TUNE or key.startswith(tuple(f"{group}." for group in RESTORED_BY_TUNE))
+        if key in RESTORED_BY_TUNE
+        or key.startswith(tuple(f"{group}." for group in RESTORED_BY_TUNE))
+        or (priced and key in BUDGET_PRICES)
     ]
     if restored:
         raise ConfigError(
@@ -412,6 +424,7 @@ RESTORED_BY_TUNE = (
     "mode",
     "name",
 )
+BUDGET_PRICES = ("cluster.price_per_cpu_hour", "cluster.price_per_gpu_hour")
 EXTENDABLE = ("num_samples", "search_space.")  # what an extension of a finished sweep may change
 
 

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import import_object, training_argument_names, unknown_key_error
+from hfsweep.config.loading import check_importable, training_argument_names, unknown_key_error
 from hfsweep.config.objectives import first_objective, objectives
 from hfsweep.config.resources import price_key
 from hfsweep.config.schema import ClusterConfig, typed
@@ -59,7 +59,7 @@ def _validate_targets(node, path: str = "") -> None:
         target = node.get("_target_")
         if isinstance(target, str):
             try:
-                import_object(target)
+                check_importable(target)
             except ImportError as err:
                 raise ConfigError(
                     f"{path}._target_: cannot import '{target}' ({err}); "

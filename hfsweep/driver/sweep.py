@@ -42,6 +42,7 @@ from hfsweep.driver.results.report import selection_spend_lines, sweep_summary, 
 from hfsweep.driver.results.select import (
     candidates_from,
     rank,
+    retrained,
     score_on_test,
     selection_config,
     selection_points,
@@ -413,6 +414,7 @@ def finish(
 
 
 UNFINISHED = ("running", "pending")  # what results.csv says of trials a Ctrl-C left (Tune's fit returns after it)
+CUT_SHORT = ("stopped by scheduler/stopper", "never started")  # a selection's runs, by the budget (no scheduler)
 
 
 def select_over_seeds(
@@ -438,10 +440,10 @@ def select_over_seeds(
             f"re-train the top {cfg['select']['top_k']} over seeds"
         )
         return
-    configurations = top_configurations(results, cfg, cfg["select"]["top_k"])
+    top = top_configurations(results, cfg, cfg["select"]["top_k"])
     defaults = defaults_values(cfg) if defaults_trial_wanted(cfg) else None
-    if defaults is not None and not any(is_defaults(c, defaults) for c in configurations):
-        configurations.append(defaults)  # re-trained beside the top K, over the same seeds
+    beside = defaults is not None and not any(is_defaults(c, defaults) for c in top)
+    configurations = [*top, *([defaults] if beside else [])]  # the defaults re-trained beside the top K
     sub = selection_config(cfg, configurations, out)
     param_space = compile_search_space(sub["search_space"], sub)
     seeds = sub["select"]["seeds"]
@@ -453,7 +455,7 @@ def select_over_seeds(
     else:
         os.makedirs(out, exist_ok=True)
         write_config(out, sub)
-        print(f"hfsweep: select: re-training the {len(configurations)} best configurations over seeds {seeds} in {out}")
+        print(f"hfsweep: select: re-training {retrained(len(top), beside)} over seeds {seeds} in {out}")
         points = selection_points(cfg, configurations)
         setup = SearchSetup(searcher_arguments={"points_to_evaluate": points}, num_samples=len(points))
         stopper = build_stopper(sub, *filter(None, [budget]))
@@ -464,6 +466,14 @@ def select_over_seeds(
     rerun_table = write_report(out)
     for line in selection_spend_lines(rerun_table, search_cost, budget):
         print(line)
+    cut = int(rerun_table["ended"].isin((*UNFINISHED, *CUT_SHORT)).sum())
+    if cut:  # a mean over seeds cut short at different steps ranks no configuration
+        why = f"the sweep's budget ({budget.reason})" if budget is not None and budget.reason else "an interruption"
+        print(
+            f"hfsweep: select: {cut} of {len(rerun_table)} runs were cut short by {why}: no winner is picked, and "
+            f"best/ stays the search's best trial"
+        )
+        return
     model = cfg["select"]["model"]
     candidates = candidates_from(reruns, sub, configurations, model)
     defaults = next((c for c in configurations if defaults is not None and is_defaults(c, defaults)), None)

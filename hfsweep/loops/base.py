@@ -62,9 +62,10 @@ class HFTrainerLoop(Loop):
         takes a worker's Ray Data shard (TRL's own takes only a `datasets` Dataset)."""
         import sys
 
-        # imported by the config check if the Trainer subclasses it
-        sft_module = sys.modules.get("trl.trainer.sft_trainer")
+        if target.startswith("transformers."):  # not TRL's; importing it would take torch and peft (seconds)
+            return
         trainer = import_object(target)
+        sft_module = sys.modules.get("trl.trainer.sft_trainer")  # imported with the Trainer if it subclasses it
         if sft_module is None or not (isinstance(trainer, type) and issubclass(trainer, sft_module.SFTTrainer)):
             return
         if task.name != "sft":

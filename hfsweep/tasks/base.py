@@ -5,7 +5,7 @@ checks of a config before Ray starts. Built-in tasks subclass `Task`, one module
 
 from __future__ import annotations
 
-from hfsweep.config.schema import DataConfig, SweepConfig
+from hfsweep.config.schema import SweepConfig
 from hfsweep.contract import IGNORED, EvalContext  # noqa: F401  (what task modules share with the loops)
 from hfsweep.tasks.data_hooks import DataHooks, batch_collator, quiet_progress, rows  # noqa: F401  (the same)
 from hfsweep.tasks.metric_hooks import MetricHooks
@@ -41,13 +41,14 @@ class Task(DataHooks, ModelHooks, MetricHooks):
         """Everything this family decides about a config, before Ray starts (the preflight calls it
         once): its data settings (`check_config`), the validation split kept whole where its
         metrics match rows in order, no stream where it reads the whole split first, examples that
-        fit the model's positions, and sweep metrics its evaluation reports."""
+        fit the model's positions, sweep metrics its evaluation reports, and its options' fit with them
+        (`check_metrics`)."""
         from hfsweep.config.errors import ConfigError
         from hfsweep.tasks.metrics import check_objective_metric
 
         data = sweep.data
         self.check_config(data)
-        self.check_searched_options(sweep.search_space.get("task_options") or {}, data)
+        self.check_searched_options(sweep.search_space.get("task_options") or {}, sweep)
         if self.needs_whole_validation and "validation" in data.datasets_to_split:
             raise ConfigError(
                 f"data.datasets_to_split: model.task={self.name} matches its predictions to the validation split's "
@@ -71,11 +72,13 @@ class Task(DataHooks, ModelHooks, MetricHooks):
 
         for metric, _ in objectives_of(sweep.metric, sweep.mode):
             check_objective_metric(sweep, self, metric)
+        self.check_metrics(sweep)
 
-    def check_searched_options(self, searched: dict, data_cfg: DataConfig) -> None:
+    def check_searched_options(self, searched: dict, sweep: SweepConfig) -> None:
         """Every value a search may give an option (`search_space.task_options.*`: a grid's or
         choice's values, a range's bounds) checked as the same value set on the command line is:
-        its type by the dataclass field's annotation (`with_options`), its range by `check_config`."""
+        its type by the dataclass field's annotation (`with_options`), its range by `check_config`,
+        its fit with the sweep's metrics by `check_metrics`."""
         from hfsweep.config.errors import ConfigError
         from hfsweep.config.loading import iter_leaves
         from hfsweep.tasks import with_options
@@ -85,10 +88,12 @@ class Task(DataHooks, ModelHooks, MetricHooks):
             values = (spec.get("values") or ()) if chosen else [spec[b] for b in ("low", "high") if b in spec]
             for value in values:
                 try:
-                    with_options(self, {key: value}).check_config(data_cfg)
+                    task = with_options(self, {key: value})
+                    task.check_config(sweep.data)
+                    task.check_metrics(sweep)
                 except ConfigError as err:
                     reason = str(err).removeprefix(f"task_options.{key}: ").split("; ")[0]
                     raise ConfigError(
                         f"search_space.task_options.{key}: {value!r} is not a value "
-                        f"task_options.{key} takes ({reason})."
+                        f"task_options.{key} takes ({reason}); search only values it takes, or drop the key."
                     ) from err

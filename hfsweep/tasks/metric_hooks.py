@@ -22,6 +22,10 @@ class MetricHooks:
     # perplexity: reported as eval_perplexity, and `perplexity` may be one of its eval_metrics.
     reports_perplexity = False
 
+    def check_metrics(self, sweep) -> None:
+        """Raise ConfigError where its options do not fit the sweep's metrics (the Task checks the
+        options it is given and each value a search may give one); by default any fit."""
+
     def predictions_and_references(self, eval_pred, context: EvalContext) -> tuple:
         """The evaluation output (`EvalPrediction`: logits or generated ids, and labels) as the
         predictions and references `evaluate`'s metrics take, and the number of classes (or None)."""

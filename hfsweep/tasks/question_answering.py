@@ -124,11 +124,10 @@ class QuestionAnswering(Task):
                 f"data.max_length={length}; e.g. task_options.doc_stride={length // 3}."
             )
 
-    def check(self, sweep: SweepConfig) -> None:
-        """The family's checks, and its metric with its flag: squad_v2 reads the no-answer
-        probability predicted only with `version_2_with_negative`, and squad (v1.1) scores against
-        gold answers that v2's empty predictions and unanswerable questions do not have."""
-        super().check(sweep)
+    def check_metrics(self, sweep: SweepConfig) -> None:
+        """Its metric with its flag: squad_v2 reads the no-answer probability predicted only with
+        `version_2_with_negative`, and squad (v1.1) scores against gold answers that v2's empty
+        predictions and unanswerable questions do not have."""
         if sweep.compute_metrics:
             return
         names = {parse_entry(entry).name for entry in sweep.eval_metrics}

@@ -21,11 +21,12 @@ def train_loop(config: dict) -> None:
     spawn) while this worker imports torch and transformers for the loop.
     """
     # imported here, on the worker: the controller unpickling this module imports nothing more
-    from hfsweep.compat import quiet_transformers_integrations
+    from hfsweep.compat import quiet_bitsandbytes_cpu_notice, quiet_transformers_integrations
     from hfsweep.loops.base import get_loop
 
     ray.train.get_dataset_shard("train")
     quiet_transformers_integrations()
+    quiet_bitsandbytes_cpu_notice()
     job = config["job"]  # a TrainJob (hfsweep.contract), built by the trial
     get_loop(job.recipe.loop).train(job)
 

@@ -48,6 +48,8 @@ def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_
     assert search.loc[search["defaults"], "training.learning_rate"].tolist() == [1e-4]
     top = search.sort_values("best_eval_loss")["training.learning_rate"].head(2).tolist()
     retrained = [*top, *([1e-4] if 1e-4 not in top else [])]
+    beside = " and the defaults trial's" if 1e-4 not in top else ""
+    assert f"hfsweep: select: re-training the 2 best configurations{beside} over seeds [1, 2]" in proc.stdout
     reruns = pd.read_csv(run_dir / "select" / "results.csv")
     assert len(reruns) == 2 * len(retrained) and set(reruns["ended"]) == {"completed"}
     ran = sorted(zip(reruns["training.learning_rate"], reruns["seed"]))

@@ -46,3 +46,46 @@ def test_the_summary_says_when_the_final_best_was_first_found():
     assert highest["hours_to_best"] == pytest.approx(20 / 3600) and highest["trial_hours"] == pytest.approx(60 / 3600)
     assert lowest["hours_to_best"] == pytest.approx(60 / 3600)
     assert lowest["hours_to_defaults"] == pytest.approx(40 / 3600)
+
+
+def sweeps(root, *names) -> list[str]:
+    """Run directories that `python -m hfsweep.report` takes for sweeps (they hold resolved_config.yaml)."""
+    import yaml
+
+    dirs = []
+    for name in names:
+        (root / name).mkdir(parents=True)
+        (root / name / "resolved_config.yaml").write_text(yaml.safe_dump({"metric": "eval_loss", "mode": "min"}))
+        dirs.append(str(root / name))
+    return dirs
+
+
+def test_two_sweeps_whose_run_directories_end_alike_keep_a_curve_each(tmp_path, monkeypatch):
+    from hfsweep.cli import report
+
+    drawn = {}
+    curve = anytime_curve(HISTORIES, "eval_loss", "min", resources=2)
+    monkeypatch.setattr(report, "sweep_anytime", lambda run_dir: (curve, None, {"metric": "eval_loss", "mode": "min"}))
+    monkeypatch.setattr(report, "plot_anytime", lambda curves, metric, path: drawn.update(curves))
+    run_dirs = sweeps(tmp_path, "round1/tpe/seed_1", "round2/tpe/seed_1", "round2/random/seed_1")
+    assert report.main([*run_dirs, "--compare", str(tmp_path / "out")]) == 0
+    assert sorted(drawn) == ["round1/tpe/seed_1", "round2/random/seed_1", "round2/tpe/seed_1"]
+    assert pd.read_csv(tmp_path / "out" / "anytime.csv")["sweep"].is_unique
+
+
+def test_a_compare_folder_that_is_a_file_or_missing_is_refused_in_one_line(tmp_path, capsys):
+    from hfsweep.cli.report import main
+
+    run_dirs = sweeps(tmp_path, "a", "b")
+    (tmp_path / "a" / "results.csv").write_text("trial_id\n")
+    assert main([*run_dirs, "--compare", str(tmp_path / "a" / "results.csv")]) == 2
+    assert capsys.readouterr().err == (
+        f"hfsweep.report: error: --compare {tmp_path / 'a' / 'results.csv'}: is a file; give the folder to write the "
+        f"comparison in, e.g. --compare comparison.\n"
+    )
+    with pytest.raises(SystemExit) as ended:
+        main([*run_dirs, "--compare"])
+    assert ended.value.code == 2
+    assert capsys.readouterr().err == (
+        "hfsweep.report: error: argument --compare: expected one argument; see python -m hfsweep.report --help.\n"
+    )

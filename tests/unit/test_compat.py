@@ -4,6 +4,8 @@ need a running Ray are in tests/e2e/test_compat_e2e.py."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import logging
 from types import SimpleNamespace
 
@@ -206,3 +208,21 @@ def test_median_stopping_rules_records_are_its_results_not_a_copy_of_the_rule():
     compat.restore_scheduler_records(restored, records, resumed)
     assert [r["eval_loss"] for r in restored._results[resumed[0]]] == [1.0]
     assert restored._results[resumed[1]] == [], "a trial the save did not know gets the factory's empty list"
+
+
+def test_the_bitsandbytes_cpu_notice_is_silenced_on_its_logger(caplog):
+    """peft imports bitsandbytes wherever transformers' Trainer is imported (every worker), and on
+    CPU it warns of a 4-bit kernel a CPU sweep never uses. (Its module's logger, where installed.)"""
+    if importlib.util.find_spec("bitsandbytes") is not None:
+        ops = importlib.import_module("bitsandbytes.backends.cpu.ops")
+        assert ops.logger.name == compat.BITSANDBYTES_CPU_LOGGER, "bitsandbytes' CPU notice moved to another logger"
+    logger = logging.getLogger(compat.BITSANDBYTES_CPU_LOGGER)
+    previous = logger.level
+    try:
+        compat.quiet_bitsandbytes_cpu_notice()
+        caplog.clear()  # the import's own notice
+        with caplog.at_level(logging.INFO):
+            logger.warning("Failed to load CPU gemm_4bit_forward from kernels-community")
+        assert not caplog.records, "the notice is still logged after quiet_bitsandbytes_cpu_notice"
+    finally:
+        logger.setLevel(previous)

@@ -221,6 +221,7 @@ IN_A_REAL_PROCESS = {
     "budget.trial_hours=0",
     "search_alg.defaults_trial=maybe",
     "search_alg.warm_start=/no/such/run",
+    "search_alg=optuna",
     "search_alg=optuna search_space=learning_rate_loguniform search_alg.storage=sqlite:///{data}/earlier.db",
     "peft=lora peft.r=0",
     " ".join([*PAIRS, "data.path={data}/mixed_labels"]),
@@ -376,6 +377,18 @@ REFUSED = [
         "training.num_train_epochs=3.",
     ),
     (["+training.output_dir=/x"], "training.output_dir: hfsweep sets this itself; remove it from the config."),
+    (
+        ["training.max_steps=-1"],
+        "training.max_steps: -1 leaves ASHAScheduler no last rung (its scheduler.max_t is training.max_steps); set "
+        "training.max_steps, e.g. training.max_steps=100, or use scheduler=asha_epochs (rungs in epochs) or "
+        "scheduler=fifo.",
+    ),
+    (
+        ["scheduler=asha_epochs", "training.max_steps=100"],
+        "scheduler.time_attr: ASHAScheduler places its rungs in epochs, and training.max_steps=100 ends every trial "
+        "at that step whatever its epochs; set training.max_steps=-1 (each trial trains training.num_train_epochs), "
+        "or use scheduler=asha (rungs in steps).",
+    ),
     # data
     (
         ["data.block_size=512"],
@@ -467,17 +480,19 @@ REFUSED = [
     (
         ["model=roberta_tiny", "+search_space.task_options.mlm_probability={sampler:choice,values:[often,0.3]}"],
         "search_space.task_options.mlm_probability: 'often' is not a value task_options.mlm_probability takes "
-        "(Value 'often' of type 'str' could not be converted to Float).",
+        "(Value 'often' of type 'str' could not be converted to Float); search only values it takes, or drop the key.",
     ),
     (
         ["model=roberta_tiny", "+search_space.task_options.mlm_probability={sampler:choice,values:[1.7,0.3]}"],
         "search_space.task_options.mlm_probability: 1.7 is not a value task_options.mlm_probability takes "
-        "(must be above 0 and at most 1 (the share of tokens masked), not 1.7).",
+        "(must be above 0 and at most 1 (the share of tokens masked), not 1.7); search only values it takes, or drop "
+        "the key.",
     ),
     (
         ["model=roberta_tiny", "+search_space.task_options.eval_mlm_probability={sampler:uniform,low:0.1,high:2}"],
         "search_space.task_options.eval_mlm_probability: 2 is not a value task_options.eval_mlm_probability takes "
-        "(must be above 0 and at most 1 (the share of tokens masked), not 2.0).",
+        "(must be above 0 and at most 1 (the share of tokens masked), not 2.0); search only values it takes, or drop "
+        "the key.",
     ),
     (["data.chunk_rows=0"], "data.chunk_rows: must be a positive integer, not 0; e.g. data.chunk_rows=10000."),
     (
@@ -564,6 +579,13 @@ REFUSED = [
         ["+experiment=bert_squad_offline", "data.path={data}/good", "task_options.version_2_with_negative=true"],
         "task_options.version_2_with_negative: predicts empty answers (SQuAD 2.0), which squad (v1.1) cannot score; "
         "use eval_metrics=[squad_v2] metric=eval_f1, or drop the flag.",
+    ),
+    (
+        ["+experiment=bert_squad_offline", "data.path={data}/good"]
+        + ["+search_space.task_options.version_2_with_negative={sampler:grid,values:[false,true]}"],
+        "search_space.task_options.version_2_with_negative: True is not a value task_options.version_2_with_negative "
+        "takes (predicts empty answers (SQuAD 2.0), which squad (v1.1) cannot score); search only values it takes, "
+        "or drop the key.",
     ),
     (
         ["model=bert_tiny", "data.max_length=256"],
@@ -661,6 +683,26 @@ REFUSED = [
         ["search_alg.warm_start=/no/such/run"],
         "search_alg.warm_start: '/no/such/run' holds no sweep (resolved_config.yaml is missing); pass an earlier "
         "sweep's run directory.",
+    ),
+    (
+        ["search_alg=optuna"],  # the default space is a grid
+        "search_space.training.learning_rate: OptunaSearch cannot walk a grid; set search_space.training.learning_rate."
+        "sampler=choice (its values drawn by OptunaSearch), or use search_alg=grid.",
+    ),
+    (
+        ["search_space=bert_paper", "search_alg=optuna", "search_alg.defaults_trial=false"],
+        "search_space.training.learning_rate: OptunaSearch cannot walk a grid; set search_space.training.learning_rate."
+        "sampler=choice (its values drawn by OptunaSearch), or use search_alg=grid.",
+    ),
+    (
+        ["search_alg=optuna", "search_space=learning_rate_loguniform", "search_alg.startup_trials=abc"],
+        "search_alg.startup_trials: must be a whole number of trials, at least 0, not 'abc'; e.g. "
+        "search_alg.startup_trials=4, or null (a third of the trials).",
+    ),
+    (
+        ["search_alg=hyperopt", "search_space=learning_rate_loguniform", "search_alg.startup_trials=-3"],
+        "search_alg.startup_trials: must be a whole number of trials, at least 0, not -3; e.g. "
+        "search_alg.startup_trials=4, or null (a third of the trials).",
     ),
     (
         ["scheduler=pbt", "scheduler.time_attr=epoch", "training.max_steps=-1", "+scheduler.synch=true"]
@@ -923,6 +965,29 @@ def test_a_launch_checks_each_job_once_before_its_sweep_and_a_multirun_checks_ev
     ]
 
 
+@pytest.mark.process
+def test_the_default_preflight_imports_no_trainer_so_a_refusal_stays_fast_and_quiet(tmp_path):
+    """A config that passes every check up to the last costs no import of transformers' Trainer:
+    it imports torch and, through peft, bitsandbytes, whose CPU notice came first in refusals
+    that then took 11-13 s. In a fresh process, as the CLI's preflight runs."""
+    code = (
+        "import sys; from tests.conftest import resolved_config; from hfsweep.driver.preflight import preflight; "
+        f"preflight(resolved_config([], {str(tmp_path / 'run')!r}, {str(tmp_path / 'cache')!r})); "
+        "print(sorted(m for m in ('torch', 'transformers.trainer', 'peft') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"
+
+
+def test_a_lazily_listed_target_is_checked_without_loading_it():
+    from hfsweep.config.loading import check_importable
+
+    check_importable("transformers.Trainer")
+    with pytest.raises(ImportError, match=r"^'transformers' has no 'Trainr'$"):
+        check_importable("transformers.Trainr")
+
+
 def test_a_checkout_that_its_python_has_not_installed_is_refused_before_ray_starts(monkeypatch):
     """Run from a checkout, `python -m hfsweep` imports hfsweep from the current folder; Ray's
     workers start elsewhere, so every trial would fail on `import hfsweep` (a GLUE resume did)."""
@@ -1015,15 +1080,24 @@ def test_a_sweep_saved_before_task_options_resumes_with_its_family_options_moved
 
 
 @pytest.mark.parametrize(
-    "override", ["budget.trial_hours=10", "scheduler.grace_period=5", "num_samples=3", "search_alg.random_state=7"]
+    "override",
+    [
+        "budget.trial_hours=10",
+        "scheduler.grace_period=5",
+        "num_samples=3",
+        "search_alg.random_state=7",
+        "cluster.price_per_cpu_hour=3",
+    ],
 )
 def test_resume_refuses_what_tune_restores_as_saved_even_with_force(tmp_path, override):
-    """Tune's restore brings back the pickled scheduler, searcher, stoppers and budget: an override
-    of them would be thrown away, so it is refused in one line, --force or not."""
+    """Tune's restore brings back the pickled scheduler, searcher, stoppers and budget (a USD
+    budget with its price): an override of them would be thrown away, so it is refused in one
+    line, --force or not."""
     from hfsweep.config.loading import saved_config
     from hfsweep.run_dir import write_config
 
-    write_config(str(tmp_path), resolved_config([], tmp_path / "run", tmp_path))
+    saved = ["budget.usd=5", "cluster.price_per_cpu_hour=2"] if "price" in override else []
+    write_config(str(tmp_path), resolved_config(saved, tmp_path / "run", tmp_path))
     key = override.lstrip("+").split("=")[0]
     with pytest.raises(ConfigError, match=rf"^resume: {re.escape(key)} cannot change on resume, --force or not"):
         saved_config(str(tmp_path), [override.lstrip("+")], force=True)

@@ -521,3 +521,39 @@ def test_the_typed_tokenizer_config_finds_the_tokenizer_the_resolved_dict_named(
     cached = tmp_path / "tokenizers" / hashlib.sha256(blob.encode()).hexdigest()[:16]
     path = tokenizer_for(typed(TokenizerConfig, settings), train, lambda row: [row["text"]], ["text"], str(tmp_path))
     assert path == str(cached) and load_tokenizer(path).tokenize("these words")
+
+
+def prepare_apart_data(cfg: dict):
+    """The sweep's data prepared as `sweep.run` prepares it on the driver: in a spawned process."""
+    from hfsweep.data.prepare import prepare_apart
+    from hfsweep.driver.preflight import task_of
+
+    return prepare_apart(
+        typed(DataConfig, cfg["data"]), typed(ModelConfig, cfg["model"]), cfg["cache_dir"], task_of(cfg)
+    )
+
+
+@pytest.mark.process
+def test_the_driver_prepares_apart_gaining_no_thread_and_a_refusal_comes_back_whole(tmp_path):
+    """`prepare_apart` tokenizes in a spawned process, so the driver holds no tokenizer thread when
+    it starts Ray (its fork with a `preexec_fn` is unsafe beside threads): in a fresh process, as
+    the CLI's driver, its threads are as many after as before. The data is the one `prepare` makes
+    in process, and a refusal raised in the spawned process comes back as the same ConfigError."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os; from tests.unit.test_data import data_config, prepare_apart_data; "
+        "before = len(os.listdir('/proc/self/task')); "
+        f"prepare_apart_data(data_config({str(tmp_path)!r}, num_proc=2)); "
+        "print(len(os.listdir('/proc/self/task')) - before)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "0", "tokenizing started threads in the driver"
+    assert prepare_data(data_config(tmp_path)) == prepare_apart_data(data_config(tmp_path))  # one cached data
+
+    folder = write_glue_pairs(tmp_path / "mrpc", counts={"train": 20, "dev": 10})
+    columns = {"text_column": "#1 String", "pair_column": "#2 String", "label_column": "Quality"}
+    with pytest.raises(ConfigError, match=r"^data\.path: cannot parse '.*/train\.tsv' as csv \(ParserError: "):
+        prepare_apart_data(classification_config(tmp_path / "cache", folder, **columns))

@@ -29,6 +29,7 @@ from hfsweep.driver.search.schedulers import (
     build_search_alg,
     build_stopper,
 )
+from hfsweep.driver.search.search_rules import check_search
 from hfsweep.driver.search.search_space import compile_search_space
 from tests.conftest import CONF_DIR, resolved_config
 
@@ -141,12 +142,15 @@ def test_seeded_searcher_samples_the_same_configs_twice(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["optuna", "hyperopt"])
-def test_model_based_searchers_are_concurrency_limited_and_refuse_grid(name, tmp_path):
+def test_model_based_searchers_are_concurrency_limited_and_refuse_grid_before_ray(name, tmp_path):
+    """The grid is refused by the preflight's search rules, before Ray starts and a run directory is
+    written, not by `build_search_alg` in the sweep."""
     cfg = config(tmp_path, f"search_alg={name}", LOGUNIFORM_LR)
+    check_search(cfg)
     searcher = build_search_alg(cfg, max_concurrent=3)
     assert isinstance(searcher, ConcurrencyLimiter) and searcher.max_concurrent == 3
-    with pytest.raises(ConfigError, match=r"cannot take sampler 'grid'; use 'choice'"):
-        build_search_alg(config(tmp_path, f"search_alg={name}"), max_concurrent=3)
+    with pytest.raises(ConfigError, match=r"^search_space\.training\.learning_rate: \w+ cannot walk a grid; set "):
+        check_search(config(tmp_path, f"search_alg={name}"))
 
 
 @pytest.mark.parametrize("name", ["grid", "random"])

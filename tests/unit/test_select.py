@@ -9,7 +9,14 @@ import pytest
 from scipy import stats
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.driver.results.select import Candidate, confidence_interval, rank, selection_config, selection_points
+from hfsweep.driver.results.select import (
+    Candidate,
+    confidence_interval,
+    rank,
+    retrained,
+    selection_config,
+    selection_points,
+)
 
 LUCKY = {"training.learning_rate": 3e-3}  # the single best run, and the worst mean
 STEADY = {"training.learning_rate": 1e-3}
@@ -229,3 +236,40 @@ def test_only_the_winners_and_the_defaults_final_models_are_scored_on_the_test_s
     table = selection_table(selection).set_index("training.learning_rate")
     assert table["mean_test_accuracy"].notna().tolist() == [True, False, True]
     assert table.loc[1e-4, ["test_seed_1", "test_seed_2"]].tolist() == pytest.approx([0.8, 0.9])
+
+
+def test_the_selection_says_what_it_retrains_counting_the_defaults_apart():
+    """The defaults trial's configuration, re-trained beside the top K, is not one of the best."""
+    assert retrained(2, with_defaults=False) == "the 2 best configurations"
+    assert retrained(1, with_defaults=True) == "the best configuration and the defaults trial's"
+
+
+@pytest.mark.parametrize("ended", ["stopped by scheduler/stopper", "never started", "running"])
+def test_a_selection_cut_short_picks_no_winner_and_keeps_the_search_best(tmp_path, monkeypatch, capsys, ended):
+    """A budget that runs out during the selection (or a Ctrl-C) leaves runs at different steps: their
+    means rank no configuration, so best/ is not replaced. Tune's fit is replaced by a table of
+    how the re-training's runs ended."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from hfsweep.driver import sweep
+    from tests.conftest import resolved_config
+
+    cfg = resolved_config(["select.top_k=2", "search_alg.defaults_trial=false"], tmp_path / "run", tmp_path)
+    cfg["cluster"]["storage_path"] = str(tmp_path / "run")
+    budget = SimpleNamespace(reason=None, summary=lambda: "$1.02 of $1 used")
+    spent = "its USD budget (budget.usd=1: $1.02 spent)"
+    monkeypatch.setattr(sweep, "top_configurations", lambda results, cfg, k: [STEADY, LUCKY])
+    monkeypatch.setattr(sweep, "build_stopper", lambda *args: None)
+    monkeypatch.setattr(sweep, "searcher_cap", lambda cfg: None)
+    monkeypatch.setattr(sweep, "build_tuner", lambda plan, cap: None)
+    monkeypatch.setattr(sweep, "tune_fit", lambda tuner: setattr(budget, "reason", spent))  # spent while selecting
+    monkeypatch.setattr(sweep, "write_report", lambda out: pd.DataFrame({"ended": ["completed"] * 3 + [ended]}))
+    monkeypatch.setattr(sweep, "candidates_from", lambda *args: pytest.fail("ranked runs cut short"))
+    sweep.select_over_seeds(None, cfg, None, None, budget if ended != "running" else None)
+    why = f"the sweep's budget ({spent})" if ended != "running" else "an interruption"
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"hfsweep: select: 1 of 4 runs were cut short by {why}: no winner is picked, and best/ stays the search's "
+        f"best trial"
+    )

@@ -352,11 +352,6 @@ def selection_spend_lines(rerun_table: pd.DataFrame, search_cost: Optional[pd.Se
         )
     if budget is not None:
         lines.append(f"  budget:          {budget.summary()}, the selection included")
-        if budget.reason:
-            lines.append(
-                f"  budget:          the selection ended on {budget.reason}; runs stopped then count with their "
-                f"last report"
-            )
     return lines
 
 

@@ -40,6 +40,13 @@ def top_configurations(results, cfg: dict, k: int) -> list[dict]:
     return configurations[:k]
 
 
+def retrained(best: int, with_defaults: bool) -> str:
+    """What a selection re-trains, in words: its `best` configurations, and the defaults trial's
+    counted apart where it is re-trained beside them, not as one of the best."""
+    what = "the best configuration" if best == 1 else f"the {best} best configurations"
+    return f"{what} and the defaults trial's" if with_defaults else what
+
+
 def selection_config(cfg: dict, configurations: list[dict], out: str) -> dict:
     """The sweep's config re-training each configuration once per `select.seeds`: a grid over
     their values and the seeds, of which `selection_points` are run."""

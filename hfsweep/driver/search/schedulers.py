@@ -15,7 +15,7 @@ from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 from ray.tune.stopper import CombinedStopper
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import iter_leaves, target_name
+from hfsweep.config.loading import target_name
 from hfsweep.config.objectives import is_multi_objective
 from hfsweep.contract import EPOCH, MAX_STEPS, REPORTED_AT
 from hfsweep.driver.search.defaults_trial import added_trials
@@ -85,11 +85,6 @@ def build_search_alg(cfg: dict, max_concurrent: Optional[int], extra: Optional[d
         ) from err
     if cls is BasicVariantGenerator:
         return instantiate_at("search_alg", node, max_concurrent=max_concurrent or 0, **extra)  # 0: no cap
-    grids = [path for path, spec in iter_leaves(cfg["search_space"]) if spec["sampler"] == "grid"]
-    if grids:
-        raise ConfigError(
-            f"search_space.{grids[0]}: search_alg {cls.__name__} cannot take sampler 'grid'; use 'choice'."
-        )
     if is_multi_objective(cfg):
         extra.update(metric=cfg["metric"], mode=cfg["mode"])
     searcher = instantiate_at("search_alg", node, **extra)

@@ -38,6 +38,8 @@ def check_search(cfg: dict) -> None:
     _validate_population_training(cfg)
     _validate_select(cfg)
     _validate_warm_started_study(cfg)
+    _validate_last_rung(cfg)
+    _validate_searcher(cfg)
 
 
 # Searched, these make a step a different amount of data in each trial (or a trial a different number of steps).
@@ -74,6 +76,52 @@ def _validate_time_attr(cfg: dict) -> None:
             f"scheduler.time_attr: {name} compares trials at the same step, and search_space.{varying[0]} makes a "
             f"step a different amount of data in each trial; use scheduler=asha_epochs (time in epochs), or "
             f"scheduler=fifo."
+        )
+
+
+def _validate_last_rung(cfg: dict) -> None:
+    """A scheduler that stops trials at `max_t` (ASHA, HyperBand) counts in the unit the trials'
+    length is set in: epochs only when each trial's steps follow from its epochs, steps only when
+    training.max_steps gives them (ASHA's own "Max (time_attr) not valid!" names no fix)."""
+    node, steps = cfg["scheduler"], cfg["training"]["max_steps"]
+    if "max_t" not in node:
+        return
+    name = target_name(node)
+    if node.get("time_attr") == "epoch" and steps != -1:
+        raise ConfigError(
+            f"scheduler.time_attr: {name} places its rungs in epochs, and training.max_steps={steps} ends every "
+            f"trial at that step whatever its epochs; set training.max_steps=-1 (each trial trains "
+            f"training.num_train_epochs), or use scheduler=asha (rungs in steps)."
+        )
+    max_t = node["max_t"]
+    if isinstance(max_t, bool) or not isinstance(max_t, (int, float)) or max_t <= 0:
+        if steps == -1:
+            raise ConfigError(
+                f"training.max_steps: -1 leaves {name} no last rung (its scheduler.max_t is "
+                f"training.max_steps); set training.max_steps, e.g. training.max_steps=100, or use "
+                f"scheduler=asha_epochs (rungs in epochs) or scheduler=fifo."
+            )
+        raise ConfigError(f"scheduler.max_t: must be above 0, not {max_t}; e.g. scheduler.max_t={steps}.")
+
+
+def _validate_searcher(cfg: dict) -> None:
+    """A model-based searcher draws each value from a range or a list, never a grid (only Tune's
+    variant generator walks one), and its random start-up is a count of trials."""
+    node = cfg["search_alg"]
+    if _is_a(node["_target_"], "ray.tune.search.BasicVariantGenerator"):
+        return
+    name = target_name(node)
+    grids = [path for path, spec in iter_leaves(cfg["search_space"]) if spec["sampler"] == "grid"]
+    if grids:
+        raise ConfigError(
+            f"search_space.{grids[0]}: {name} cannot walk a grid; set search_space.{grids[0]}.sampler=choice "
+            f"(its values drawn by {name}), or use search_alg=grid."
+        )
+    startup = node.get("startup_trials")
+    if startup is not None and (isinstance(startup, bool) or not isinstance(startup, int) or startup < 0):
+        raise ConfigError(
+            f"search_alg.startup_trials: must be a whole number of trials, at least 0, not {startup!r}; e.g. "
+            f"search_alg.startup_trials=4, or null (a third of the trials)."
         )
 
 
