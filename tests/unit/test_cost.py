@@ -248,3 +248,39 @@ def test_a_budget_pickled_before_the_shared_ledger_resumes_with_what_it_spent():
     assert not stopper.stop_all() and stopper.summary().startswith("0.3056 of 0.5")
     stopper("c3", {"time_total_s": 450.0})
     assert stopper.stop_all() and callback.reason.startswith("its trial-hours budget")
+
+
+def test_samples_budget_ends_the_sweep_at_the_report_that_spends_it_and_counts_on_after_a_resume(tmp_path, monkeypatch):
+    import pickle
+
+    from hfsweep.driver.search import budget as budget_module
+
+    budget = build_budget(config(tmp_path, "budget.train_samples=1000"))
+    pickled = pickle.dumps(budget)  # tuner.pkl holds the budget as it was built
+    budget("a", {"time_total_s": 1.0, "train_samples": 400})
+    budget("a", {"time_total_s": 2.0, "train_samples": 600})  # a trial's latest report counts, not the sum
+    assert not budget.stop_all() and budget.summary() == "600 of 1000 training samples used"
+    saved = budget.get_state()  # what Tune saves with the callbacks' state
+    monkeypatch.setattr(budget_module, "_SPENDS", {})  # a new process resumes the sweep
+    callback, stopper = pickle.loads(pickled), pickle.loads(pickled)
+    callback.set_state(saved)
+    stopper("b", {"time_total_s": 1.0, "train_samples": 399})
+    assert not stopper.stop_all()
+    stopper("b", {"time_total_s": 2.0, "train_samples": 400})
+    assert stopper.stop_all()
+    assert stopper.reason == "its training-samples budget (budget.train_samples=1000: 1000 seen)"
+    assert callback.get_state()["trial_samples"] == {"a": 600, "b": 400}
+
+
+def test_a_budget_state_saved_before_samples_were_counted_resumes(tmp_path):
+    budget = build_budget(config(tmp_path, "budget.train_samples=10"))
+    budget.set_state({"spent_s": 5.0, "trial_s": {"a": 3.0}, "reason": None})
+    assert budget.samples_used() == 0 and not budget.stop_all()
+
+
+def test_a_samples_budget_below_one_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        preflight(config(tmp_path, "budget.train_samples=-5"))
+    assert str(err.value) == (
+        "budget.train_samples: must be positive, not -5; e.g. budget.train_samples=100000, or null for none."
+    )
