@@ -284,3 +284,41 @@ def test_a_samples_budget_below_one_is_refused_in_one_line(tmp_path):
     assert str(err.value) == (
         "budget.train_samples: must be positive, not -5; e.g. budget.train_samples=100000, or null for none."
     )
+
+
+def fake_trial(trial_id: str, learning_rate: float, **last):
+    """A finished Tune trial as `trial_table` reads it: its config, status and last report."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        trial_id=trial_id,
+        config={"training": {"learning_rate": learning_rate}},
+        status="TERMINATED",
+        last_result={"trainer_finished": True, "time_total_s": 10.0, **last},
+        path="/nonexistent",
+        run_metadata=SimpleNamespace(error_filename=None),
+    )
+
+
+def test_results_give_each_trials_training_samples_and_the_search_in_defaults_runs(tmp_path):
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from hfsweep.driver.results.report import samples_line, trial_table
+
+    cfg = config(tmp_path, "search_alg.defaults_trial=true")  # the config's own learning rate: 1e-3
+    trials = [  # the defaults trial stopped by the scheduler at 20 of its 60 steps of 8 samples
+        fake_trial("d", 1e-3, step=20, max_steps=60, train_samples=160, trainer_finished=False),
+        fake_trial("a", 3e-3, step=60, max_steps=60, train_samples=480),
+        fake_trial("b", 1e-4, step=60, max_steps=60, train_samples=480),
+    ]
+    history = pd.DataFrame({"step": [20], "eval_loss": [1.0]})
+    table = trial_table(SimpleNamespace(trials=trials, trial_dataframes={"d": history}), cfg)
+    assert table.set_index("trial_id")["train_samples"].to_dict() == {"d": 160, "a": 480, "b": 480}
+    assert samples_line(table) == (
+        "1120 training samples over 3 trials (train_samples in results.csv), 2.33x one defaults run (480 samples)"
+    )
+    before = [fake_trial("a", 3e-3, step=60)]  # a run directory from before reports carried samples
+    old = trial_table(SimpleNamespace(trials=before, trial_dataframes={}), cfg)
+    assert "train_samples" not in old and samples_line(old) == ""
