@@ -144,11 +144,13 @@ TRAINABLE_PARAMS = "trainable_params"
 MFU = "mfu"  # only on a GPU of a known peak: an estimate, 6 x parameters x tokens/s over the bf16 peak
 COST_METRICS = (TOKENS_PER_SECOND, SAMPLES_PER_SECOND, PEAK_MEMORY, TRAINABLE_PARAMS, MFU)
 
-# Every report also carries the trial's own step budget and how many passes over the training set
-# it has made: with `training.max_steps=-1` each trial's steps follow from its epochs and batch size,
-# and a scheduler whose time is `epoch` compares trials at the same amount of data.
+# Every report also carries the trial's own step budget, how many passes over the training set it
+# has made and how many training samples it has seen: with `training.max_steps=-1` each trial's steps
+# follow from its epochs and batch size, a scheduler whose time is `epoch` compares trials at the same
+# amount of data, and `budget.train_samples` counts what trials consumed on any machine.
 MAX_STEPS = "max_steps"
 EPOCH = "epoch"
+TRAIN_SAMPLES = "train_samples"
 # and when it was made, in seconds since the epoch: Tune's own `timestamp` is whole seconds, too coarse
 # to order a trial's start against the end of one that finished a moment before (`drawn_at_random`).
 REPORTED_AT = "reported_at"
@@ -166,8 +168,12 @@ def steps_for_epochs(training: dict, workers: int, train_examples: int) -> int:
     )
 
 
-def epochs_done(step: int, training: dict, workers: int, train_examples: int) -> float:
-    return step * examples_per_step(training, workers) / train_examples
+def progress(step: int, training: dict, workers: int, train_examples: int) -> dict:
+    """A report's account of the data a trial has trained on by `step`: its passes over the training
+    set and its training samples. The step counts from the trial's start, a restored trial's from its
+    checkpoint's, so work lost to a restore is not counted."""
+    samples = step * examples_per_step(training, workers)
+    return {EPOCH: samples / train_examples, TRAIN_SAMPLES: samples}
 
 
 def combine_ranks(reports: list[dict]) -> dict:

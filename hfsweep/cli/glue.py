@@ -17,11 +17,14 @@ selection's seeds (× 100), the winner's gain, the t-test paired by seed, and th
 part in trial-hours: the search, the selection, and one defaults run (the mean of the defaults'
 re-trainings), with the search's multiple of it and the multiple at which the search first reached
 its best score (from the run's `anytime_curve.csv`): the budget that would have found the same winner.
+Where the runs' results.csv hold `train_samples`, the same in training samples, which no machine's
+speed changes (runs from before reports carried them have none: their files cannot give them).
 
 With `--methods METHODS_DIR --defaults FAIR_DIR/TASK`, METHODS_DIR holds one search per
 METHOD/sSEED folder (`experiments/glue/rte_search_methods.sh`'s runs, or their committed
 artefacts: `results.csv`, `best.json`, `anytime_curve.csv`, `replay/replay.csv`), and gets
-`methods.csv` and `methods.md`: per search its trials, trial-hours and best score on the search's
+`methods.csv` and `methods.md`: per search its trials, trial-hours (and training samples, with its
+multiple of one defaults run, where results.csv holds them) and best score on the search's
 own training seed, when it found it, and its winner re-trained over the replay's seeds (its own
 replay, or that of a search that found the same configuration; at the best checkpoint and at the
 end), each against the defaults' re-trainings on the same seeds in the fair test's selection
@@ -45,6 +48,7 @@ import pandas as pd
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import read_config
+from hfsweep.contract import TRAIN_SAMPLES
 from hfsweep.driver.results.tables import markdown
 from hfsweep.run_dir import (
     ANYTIME_CURVE,
@@ -181,6 +185,22 @@ def trial_hours(results_csv: Path) -> float:
     return float(table["time_total_s"].sum()) / 3600
 
 
+def train_samples(runs: pd.DataFrame) -> pd.Series:
+    """Each run's training samples (a results table's `train_samples`); nan where the table is from
+    before reports carried them."""
+    return runs.get(TRAIN_SAMPLES, pd.Series(float("nan"), index=runs.index))
+
+
+def samples_seen(results_csv: Path) -> float:
+    """The trials' training samples, summed; nan where results.csv has none."""
+    return train_samples(pd.read_csv(results_csv)).sum(min_count=1)
+
+
+def drop_unknown_samples(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The table without the samples columns none of its runs could give: absent, not invented."""
+    return table.drop(columns=[c for c in columns if table[c].isna().all()])
+
+
 def hours_to_best(run: Path) -> float:
     """The trial-hours the search had spent when it found its final best (its anytime curve,
     `anytime_curve.csv`); nan for a run without one (written before the curve was kept). Every
@@ -228,7 +248,9 @@ def fair_row(task: str, run: Path) -> dict:
     defaults_won = bool(winner["defaults"])  # one configuration: nothing to test
     p_value = stats.ttest_rel(ours, theirs).pvalue if len(paired) > 1 and not defaults_won else float("nan")
     search_h = trial_hours(run / RESULTS_FILE)
-    defaults_run_h = defaults_runs(run)["time_total_s"].mean() / 3600
+    defaults = defaults_runs(run)
+    defaults_run_h = defaults["time_total_s"].mean() / 3600
+    search_samples, defaults_run_samples = samples_seen(run / RESULTS_FILE), train_samples(defaults).mean()
     return {
         "task": NAMES[task],
         "metric": metric.removeprefix("eval_"),
@@ -245,7 +267,42 @@ def fair_row(task: str, run: Path) -> dict:
         "defaults_run_trial_hours": defaults_run_h,
         "search_over_defaults_run": search_h / defaults_run_h,
         "best_found_over_defaults_run": hours_to_best(run) / defaults_run_h,
+        "search_samples": search_samples,
+        "selection_samples": samples_seen(run / SELECT_DIR / RESULTS_FILE),
+        "defaults_run_samples": defaults_run_samples,
+        "search_over_defaults_run_samples": search_samples / defaults_run_samples,
     }
+
+
+FAIR_SAMPLES = ["search_samples", "selection_samples", "defaults_run_samples", "search_over_defaults_run_samples"]
+
+
+def fair_cells(row) -> dict:
+    """One task's row of fair.md; the samples cells where the runs counted them."""
+    cells = {
+        "task": row.task,
+        "metric": row.metric,
+        "winner": row.winner,
+        f"winner (mean ± std, {row.seeds} seeds)": f"{row.winner_mean:.1f} ± {row.winner_std:.1f}",
+        "defaults": f"{row.defaults_mean:.1f} ± {row.defaults_std:.1f}",
+        "gain": f"{row.winner_mean - row.defaults_mean:+.1f}",
+        "paired p": "–" if pd.isna(row.p_value) else f"{row.p_value:.3g}",
+        "trial-hours: search + selection": f"{row.search_trial_hours:.1f} + {row.selection_trial_hours:.1f}",
+        "search / one defaults run": f"{row.search_over_defaults_run:.1f}×",
+    }
+    if hasattr(row, "search_samples"):
+        cells["samples: search + selection"] = f"{count(row.search_samples)} + {count(row.selection_samples)}"
+        cells["search / one defaults run, in samples"] = multiple(row.search_over_defaults_run_samples)
+    cells["winner found after"] = multiple(row.best_found_over_defaults_run)
+    return cells
+
+
+def count(value: float) -> str:
+    return "–" if pd.isna(value) else f"{value:.0f}"
+
+
+def multiple(value: float) -> str:
+    return "–" if pd.isna(value) else f"{value:.1f}×"
 
 
 def write_fair_tables(fair_dir: str) -> str:
@@ -255,23 +312,14 @@ def write_fair_tables(fair_dir: str) -> str:
     if not runs:
         raise ConfigError(f"glue: '{fair_dir}' holds no TASK/{SELECT_DIR}/{SELECTION_FILE}; pass run_fair.sh's OUT.")
     table = pd.DataFrame([fair_row(task, run) for task, run in runs.items()])
+    table = drop_unknown_samples(table, FAIR_SAMPLES)
     table.to_csv(os.path.join(fair_dir, FAIR_TABLE[0]), index=False)
-    shown = pd.DataFrame(
-        {
-            "task": row.task,
-            "metric": row.metric,
-            "winner": row.winner,
-            f"winner (mean ± std, {row.seeds} seeds)": f"{row.winner_mean:.1f} ± {row.winner_std:.1f}",
-            "defaults": f"{row.defaults_mean:.1f} ± {row.defaults_std:.1f}",
-            "gain": f"{row.winner_mean - row.defaults_mean:+.1f}",
-            "paired p": "–" if pd.isna(row.p_value) else f"{row.p_value:.3g}",
-            "trial-hours: search + selection": f"{row.search_trial_hours:.1f} + {row.selection_trial_hours:.1f}",
-            "search / one defaults run": f"{row.search_over_defaults_run:.1f}×",
-            "winner found after": "–"
-            if pd.isna(row.best_found_over_defaults_run)
-            else f"{row.best_found_over_defaults_run:.1f}×",
-        }
-        for row in table.itertuples()
+    shown = pd.DataFrame(fair_cells(row) for row in table.itertuples())
+    samples = (
+        " Samples: the training samples the trials saw (each trial's steps × examples per step), the same on any "
+        "machine; in samples: the search's over the mean of the defaults' re-trainings'."
+        if "search_samples" in table
+        else ""
     )
     path = os.path.join(fair_dir, FAIR_TABLE[1])
     Path(path).write_text(
@@ -279,7 +327,8 @@ def write_fair_tables(fair_dir: str) -> str:
         f"seed (– where the defaults won the search: one configuration, nothing to test). One defaults run: the "
         f"mean trial-hours of the defaults' re-trainings in the selection. Winner found "
         f"after: the search's trial-hours when its best score was first reached (its {ANYTIME_CURVE}), in defaults "
-        f"runs: a budget that large would have handed back the same winner; – where the curve was not kept.\n"
+        f"runs: a budget that large would have handed back the same winner; – where the curve was not kept."
+        f"{samples}\n"
     )
     return path
 
@@ -324,6 +373,8 @@ def methods_row(run: Path, retrained: Path, defaults: pd.DataFrame) -> dict:
         "search": run.name,
         "trials": len(pd.read_csv(run / RESULTS_FILE)),
         "trial_hours": trial_hours(run / RESULTS_FILE),
+        "samples": samples_seen(run / RESULTS_FILE),
+        "samples_over_defaults_run": samples_seen(run / RESULTS_FILE) / train_samples(defaults).mean(),
         "best_own_seed": best["value"],
         "found_after_hours": hours_to_best(run),
         "winner": ", ".join(f"{k.rsplit('.', 1)[-1]}={v:g}" for k, v in best["hyperparameters"].items()),
@@ -351,17 +402,25 @@ def write_methods_tables(methods_dir: str, fair_run: str) -> str:
         )
     defaults = defaults_runs(Path(fair_run))
     table = pd.DataFrame([methods_row(run, retrained[run], defaults) for run in runs])
+    table = drop_unknown_samples(table, ["samples", "samples_over_defaults_run"])
     table.to_csv(os.path.join(methods_dir, METHODS_TABLE[0]), index=False)
 
     def cell(row, label: str) -> str:
         p_value = "–" if pd.isna(row[f"{label}_p"]) else f"{row[f'{label}_p']:.2g}"
         return f"{row[f'{label}_mean']:.1f} ± {row[f'{label}_std']:.1f} ({row[f'{label}_gain']:+.1f}, p {p_value})"
 
+    def samples(row) -> dict:
+        if "samples" not in row:
+            return {}
+        seen, times = count(row["samples"]), multiple(row["samples_over_defaults_run"])
+        return {"samples (× one defaults run)": f"{seen} ({times})"}
+
     shown = pd.DataFrame(
         {
             "search": f"{row['method']} {row['search']}",
             "trials": row["trials"],
             "trial-hours": f"{row['trial_hours']:.2f}",
+            **samples(row),
             "best, own seed (found after)": f"{100 * row['best_own_seed']:.1f} ({row['found_after_hours']:.2f} h)",
             "winner": row["winner"]
             + (
@@ -387,13 +446,19 @@ def write_methods_tables(methods_dir: str, fair_run: str) -> str:
         f"{row.best_mean:.1f} at the best checkpoint, {row.final_mean:.1f} at the end\n"
         for method, row in per_method.iterrows()
     )
+    samples_note = (
+        " Samples: the search's training samples, and their multiple of one defaults run (the mean of the "
+        "defaults' re-trainings)."
+        if "samples" in table
+        else ""
+    )
     path = os.path.join(methods_dir, METHODS_TABLE[1])
     Path(path).write_text(
         f"{markdown(shown)}\n{metric} × 100 on the validation set. Best, own seed: the search's best on its training "
         f"seed and the trial-hours it had spent when it first reached it. Re-trained: the winner over the replay's "
         f"seeds, mean ± std, with its gain over the defaults' re-trainings on the same seeds (the fair test's "
         f"selection, seeds {seeds}: {baseline['best']} at the best checkpoint, {baseline['final']} at the end) and "
-        f"the t-test paired by seed.\n\n{method_lines}"
+        f"the t-test paired by seed.{samples_note}\n\n{method_lines}"
     )
     return path
 

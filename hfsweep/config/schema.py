@@ -194,6 +194,9 @@ class BudgetConfig(ReadOnly):
     wall_clock_s: Optional[float] = None  # seconds since the first trial was scheduled
     trial_hours: Optional[float] = None  # sum over trials of run time x the GPUs (CPUs on a CPU sweep) each holds
     usd: Optional[float] = None  # trial_hours x the price of a GPU-hour (a CPU-hour on a CPU sweep)
+    # the sum over trials of the training samples each has seen (its steps x examples per step): the
+    # same on any machine, so a budget of N defaults runs is N x one defaults run's samples
+    train_samples: Optional[int] = None
 
 
 @dataclass

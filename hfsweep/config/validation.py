@@ -156,7 +156,7 @@ def _validate_best_model_metric(cfg: dict) -> None:
 
 
 def _validate_budget(budget: dict, cluster: ClusterConfig) -> None:
-    for key, example in (("wall_clock_s", 3600), ("trial_hours", 8), ("usd", 100)):
+    for key, example in (("wall_clock_s", 3600), ("trial_hours", 8), ("usd", 100), ("train_samples", 100000)):
         if budget[key] is not None and budget[key] <= 0:
             raise ConfigError(
                 f"budget.{key}: must be positive, not {budget[key]}; e.g. budget.{key}={example}, or null for none."
@@ -165,7 +165,7 @@ def _validate_budget(budget: dict, cluster: ClusterConfig) -> None:
         price = getattr(cluster, key)
         if price is not None and price < 0:
             raise ConfigError(f"cluster.{key}: must be at least 0, not {price}; e.g. cluster.{key}=2.5.")
-    budgets = [key for key in ("wall_clock_s", "trial_hours", "usd") if budget[key] is not None]
+    budgets = [key for key, value in budget.items() if value is not None]
     if budgets and str(cluster.address or "").startswith("ray://"):
         raise ConfigError(
             f"budget.{budgets[0]}: a budget is counted by Tune's loop, which runs on the cluster under "

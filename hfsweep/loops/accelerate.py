@@ -29,14 +29,13 @@ from transformers.trainer_pt_utils import nested_concat, nested_numpify
 from transformers.utils import find_labels
 
 from hfsweep.contract import (
-    EPOCH,
     IGNORED,
     MAX_STEPS,
     EvalContext,
     TrainJob,
     checkpoint_dir_name,
     checkpoint_step,
-    epochs_done,
+    progress,
 )
 from hfsweep.loops.common import (
     WhatRan,
@@ -247,7 +246,7 @@ def train_loop_per_worker(job: TrainJob) -> None:
                     **cost.metrics(),
                     "step": step,
                     MAX_STEPS: training["max_steps"],
-                    EPOCH: epochs_done(step, training, world_size, job.train_examples),
+                    **progress(step, training, world_size, job.train_examples),
                     "trainer_finished": step >= training["max_steps"],
                 },
                 task,

@@ -19,7 +19,7 @@ from ray.train.huggingface.transformers import prepare_trainer
 from transformers import PrinterCallback, Seq2SeqTrainingArguments, Trainer, TrainerCallback, TrainingArguments
 
 from hfsweep.config.loading import import_object
-from hfsweep.contract import EPOCH, MAX_STEPS, EvalContext, TrainingRecipe, TrainJob, checkpoint_dir_name, epochs_done
+from hfsweep.contract import MAX_STEPS, EvalContext, TrainingRecipe, TrainJob, checkpoint_dir_name, progress
 from hfsweep.loops.common import (
     WhatRan,
     apply_hyperparameters,
@@ -45,12 +45,12 @@ class ReportCheckpointCallback(TrainerCallback):
     training costs (`cost`: hfsweep's throughput wins over the Trainer's own) and the checkpoint the
     Trainer just wrote.
 
-    `extra` holds what other callbacks add to the next report; `epoch_of(step)` is how many passes
-    over the training set `step` steps make.
+    `extra` holds what other callbacks add to the next report; `progress_of(step)` is the data
+    `step` steps have trained on (`hfsweep.contract.progress`).
     """
 
-    def __init__(self, extra: dict, trial_started_at: float, in_process: bool, ran: WhatRan, cost: Cost, epoch_of):
-        self.extra, self.ran, self.cost, self.epoch_of = extra, ran, cost, epoch_of
+    def __init__(self, extra: dict, trial_started_at: float, in_process: bool, ran: WhatRan, cost: Cost, progress_of):
+        self.extra, self.ran, self.cost, self.progress_of = extra, ran, cost, progress_of
         self.trial_started_at = trial_started_at
         self.in_process = in_process
 
@@ -69,9 +69,8 @@ class ReportCheckpointCallback(TrainerCallback):
         metrics.update(self.ran.metrics())
         metrics.update(self.cost.metrics())
         metrics["step"], metrics[MAX_STEPS] = state.global_step, state.max_steps
-        metrics[EPOCH] = self.epoch_of(
-            state.global_step
-        )  # the Trainer's own counts passes of an iterable it cannot size
+        # ours, not the Trainer's epoch: it counts passes of an iterable it cannot size
+        metrics.update(self.progress_of(state.global_step))
         # The Trainer ends itself at max_steps or when a callback (early stopping) says so.
         metrics["trainer_finished"] = bool(control.should_training_stop or state.global_step >= state.max_steps)
         checkpoint_dir = None
@@ -194,7 +193,7 @@ def train_loop_per_worker(job: TrainJob) -> None:
         in_process,
         WhatRan(model),
         Cost(model, task),
-        epoch_of=lambda step: epochs_done(step, recipe.training, workers, job.train_examples),
+        progress_of=lambda step: progress(step, recipe.training, workers, job.train_examples),
     )
     callbacks = [StopOnDivergence(), reporter]
     callbacks += [instantiate(node) for node in recipe.callbacks.values()]

@@ -248,3 +248,77 @@ def test_a_budget_pickled_before_the_shared_ledger_resumes_with_what_it_spent():
     assert not stopper.stop_all() and stopper.summary().startswith("0.3056 of 0.5")
     stopper("c3", {"time_total_s": 450.0})
     assert stopper.stop_all() and callback.reason.startswith("its trial-hours budget")
+
+
+def test_samples_budget_ends_the_sweep_at_the_report_that_spends_it_and_counts_on_after_a_resume(tmp_path, monkeypatch):
+    import pickle
+
+    from hfsweep.driver.search import budget as budget_module
+
+    budget = build_budget(config(tmp_path, "budget.train_samples=1000"))
+    pickled = pickle.dumps(budget)  # tuner.pkl holds the budget as it was built
+    budget("a", {"time_total_s": 1.0, "train_samples": 400})
+    budget("a", {"time_total_s": 2.0, "train_samples": 600})  # a trial's latest report counts, not the sum
+    assert not budget.stop_all() and budget.summary() == "600 of 1000 training samples used"
+    saved = budget.get_state()  # what Tune saves with the callbacks' state
+    monkeypatch.setattr(budget_module, "_SPENDS", {})  # a new process resumes the sweep
+    callback, stopper = pickle.loads(pickled), pickle.loads(pickled)
+    callback.set_state(saved)
+    stopper("b", {"time_total_s": 1.0, "train_samples": 399})
+    assert not stopper.stop_all()
+    stopper("b", {"time_total_s": 2.0, "train_samples": 400})
+    assert stopper.stop_all()
+    assert stopper.reason == "its training-samples budget (budget.train_samples=1000: 1000 seen)"
+    assert callback.get_state()["trial_samples"] == {"a": 600, "b": 400}
+
+
+def test_a_budget_state_saved_before_samples_were_counted_resumes(tmp_path):
+    budget = build_budget(config(tmp_path, "budget.train_samples=10"))
+    budget.set_state({"spent_s": 5.0, "trial_s": {"a": 3.0}, "reason": None})
+    assert budget.samples_used() == 0 and not budget.stop_all()
+
+
+def test_a_samples_budget_below_one_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        preflight(config(tmp_path, "budget.train_samples=-5"))
+    assert str(err.value) == (
+        "budget.train_samples: must be positive, not -5; e.g. budget.train_samples=100000, or null for none."
+    )
+
+
+def fake_trial(trial_id: str, learning_rate: float, **last):
+    """A finished Tune trial as `trial_table` reads it: its config, status and last report."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        trial_id=trial_id,
+        config={"training": {"learning_rate": learning_rate}},
+        status="TERMINATED",
+        last_result={"trainer_finished": True, "time_total_s": 10.0, **last},
+        path="/nonexistent",
+        run_metadata=SimpleNamespace(error_filename=None),
+    )
+
+
+def test_results_give_each_trials_training_samples_and_the_search_in_defaults_runs(tmp_path):
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from hfsweep.driver.results.report import samples_line, trial_table
+
+    cfg = config(tmp_path, "search_alg.defaults_trial=true")  # the config's own learning rate: 1e-3
+    trials = [  # the defaults trial stopped by the scheduler at 20 of its 60 steps of 8 samples
+        fake_trial("d", 1e-3, step=20, max_steps=60, train_samples=160, trainer_finished=False),
+        fake_trial("a", 3e-3, step=60, max_steps=60, train_samples=480),
+        fake_trial("b", 1e-4, step=60, max_steps=60, train_samples=480),
+    ]
+    history = pd.DataFrame({"step": [20], "eval_loss": [1.0]})
+    table = trial_table(SimpleNamespace(trials=trials, trial_dataframes={"d": history}), cfg)
+    assert table.set_index("trial_id")["train_samples"].to_dict() == {"d": 160, "a": 480, "b": 480}
+    assert samples_line(table) == (
+        "1120 training samples over 3 trials (train_samples in results.csv), 2.33x one defaults run (480 samples)"
+    )
+    before = [fake_trial("a", 3e-3, step=60)]  # a run directory from before reports carried samples
+    old = trial_table(SimpleNamespace(trials=before, trial_dataframes={}), cfg)
+    assert "train_samples" not in old and samples_line(old) == ""

@@ -232,6 +232,42 @@ def test_the_fair_table_says_when_the_defaults_won_the_search(tmp_path, capsys):
     (line,) = [line for line in capsys.readouterr().out.splitlines() if "CoLA" in line]
     cells = [cell.strip() for cell in line.strip("|").split("|")]
     assert cells[5:7] == ["+0.0", "–"]
+    assert "search_samples" not in row, "runs from before reports carried samples: none invented"
+
+
+def test_the_fair_table_counts_each_parts_training_samples_where_the_runs_report_them(tmp_path, capsys):
+    """The same search, with results.csv's train_samples: its multiple of one defaults run in samples."""
+    select = tmp_path / "cola" / "select"
+    select.mkdir(parents=True)
+    pd.DataFrame(
+        {"training.learning_rate": [5e-5, 1e-5], "time_total_s": [1800.0, 900.0], "train_samples": [3000, 1500]}
+    ).to_csv(tmp_path / "cola" / "results.csv", index=False)
+    pd.DataFrame(
+        {
+            "rank": [1],
+            "training.learning_rate": [5e-5],
+            "defaults": [True],
+            **{f"seed_{s}": [v] for s, v in zip((1, 2, 3), [0.32, 0.27, 0.29])},
+            "n": [3],
+            "mean_eval_matthews_correlation": [0.2933],
+        }
+    ).to_csv(select / "selection.csv", index=False)
+    pd.DataFrame(
+        {
+            "training.learning_rate": [5e-5] * 3,
+            "seed": [1, 2, 3],
+            "time_total_s": [900.0, 1000.0, 1100.0],  # one machine's speed varies; the samples do not
+            "train_samples": [3000] * 3,
+        }
+    ).to_csv(select / "results.csv", index=False)
+
+    assert glue.main(["--fair", str(tmp_path)]) == 0
+    (row,) = pd.read_csv(tmp_path / "fair.csv").to_dict("records")
+    assert (row["search_samples"], row["selection_samples"], row["defaults_run_samples"]) == (4500, 9000, 3000)
+    assert row["search_over_defaults_run_samples"] == pytest.approx(1.5)
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if "CoLA" in line]
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    assert cells[7:] == ["0.8 + 0.8", "2.7×", "4500 + 9000", "1.5×", "–"]
 
 
 def methods_search(

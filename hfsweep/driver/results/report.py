@@ -29,7 +29,7 @@ from hfsweep.config.loading import read_config  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
 from hfsweep.config.resources import billed_resources, price_key  # noqa: E402
 from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
-from hfsweep.contract import COST_METRICS, MAX_STEPS  # noqa: E402
+from hfsweep.contract import COST_METRICS, MAX_STEPS, TRAIN_SAMPLES  # noqa: E402
 from hfsweep.driver.results.anytime import anytime_curve, plot_anytime, summary_row  # noqa: E402
 from hfsweep.driver.results.best import BestTrial, lookup, searched_paths  # noqa: E402
 from hfsweep.driver.results.held_out import held_out_lines  # noqa: E402
@@ -102,7 +102,8 @@ def before_exploit_column(metric: str) -> str:
 def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
     """One row per trial: hyperparameters (PBT's: those it ended with), status, iterations, best
     and last value of each objective (and its best before PBT first exploited it), what its
-    training cost (its last report's, and `cost_usd` when the cluster has a price), why it ended;
+    training cost (its last report's: its step budget and training samples seen, throughput, and
+    `cost_usd` when the cluster has a price), why it ended;
     with several objectives, whether it is Pareto-optimal; whether it started from the config's
     own values."""
     rows, cluster, strategy = [], typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"])
@@ -125,6 +126,8 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
             "status": trial.status,
             "iterations": trial.last_result.get("training_iteration", 0),
             "step": trial.last_result.get("step", 0),
+            MAX_STEPS: trial.last_result.get(MAX_STEPS),
+            TRAIN_SAMPLES: trial.last_result.get(TRAIN_SAMPLES),
             "time_total_s": trial.last_result.get("time_total_s"),
             **scores,
             **{name: trial.last_result.get(name) for name in COST_METRICS},
@@ -136,7 +139,10 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
             row[defaults_trial.DEFAULTS_COLUMN] = defaults_trial.is_defaults(first, defaults)
         rows.append(row)
     table = pd.DataFrame(rows)
-    unreported = [c for c in (*COST_METRICS, "cost_usd") if c in table and table[c].isna().all()]  # mfu on CPU
+    # mfu on CPU; the step budget and samples in a run directory from before reports carried them
+    unreported = [
+        c for c in (*COST_METRICS, "cost_usd", MAX_STEPS, TRAIN_SAMPLES) if c in table and table[c].isna().all()
+    ]
     never_exploited = [] if any_exploited else [before_exploit_column(metric) for metric, _ in objectives(cfg)]
     table = table.drop(columns=[c for c in unreported + never_exploited if c in table])
     if is_multi_objective(cfg) and len(table):
@@ -154,6 +160,22 @@ def cost_line(table: pd.DataFrame, cfg: dict) -> str:
         f"\nTotal cost: ${table['cost_usd'].sum():.4g} over {len(table)} trials (each trial's hours x the "
         f"{'GPUs' if cluster.use_gpu else 'CPUs'} it holds x cluster.{key}={getattr(cluster, key):g}).\n"
     )
+
+
+def samples_line(table: pd.DataFrame) -> str:
+    """The sweep's cost in training samples, which no machine's speed changes, and its multiple of
+    one defaults run: the defaults trial's max_steps x its examples per step, the samples its full
+    run takes even where the scheduler stopped it. Empty for a run from before reports carried them."""
+    if TRAIN_SAMPLES not in table:
+        return ""
+    total = table[TRAIN_SAMPLES].sum()
+    line = f"{total:.0f} training samples over {len(table)} trials ({TRAIN_SAMPLES} in results.csv)"
+    ran = defaults_rows(table)
+    ran = ran[ran["step"] > 0]
+    if len(ran) and MAX_STEPS in table and pd.notna(ran[MAX_STEPS].iloc[0]):
+        one_run = ran[TRAIN_SAMPLES].iloc[0] / ran["step"].iloc[0] * ran[MAX_STEPS].iloc[0]
+        line += f", {total / one_run:.2f}x one defaults run ({one_run:.0f} samples)"
+    return line
 
 
 LEGEND_MAX_TRIALS = 20  # curves.png names its trials up to this many
@@ -215,8 +237,10 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     progress = anytime_section(curves, table, cfg, os.path.join(run_dir, run_files.ANYTIME_PLOT))
     tuning = tuning_curve_section(table, cfg, run_dir)
     kept = f"\nCheckpoints: {checkpoints_line(run_dir, checkpoint_disk_use(curves.values()))}.\n"
+    samples = samples_line(table)
+    samples = f"\nSamples: {samples}.\n" if samples else ""
     Path(run_dir, run_files.RESULTS_TABLE).write_text(
-        markdown(table) + cost_line(table, cfg) + kept + progress + tuning + section + tail
+        markdown(table) + cost_line(table, cfg) + samples + kept + progress + tuning + section + tail
     )
     plot_curves(curves, cfg, os.path.join(run_dir, run_files.CURVES_PLOT))
     plot_hyperparameters(table, cfg, os.path.join(run_dir, run_files.HYPERPARAMETERS_PLOT))
@@ -254,11 +278,16 @@ def experiment_analyses(run_dir: str, cfg: dict) -> list:
     ]
 
 
+def defaults_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The defaults trial's row (none when the sweep ran none)."""
+    column = defaults_trial.DEFAULTS_COLUMN
+    return table[table[column].astype(bool)] if column in table else table.iloc[:0]
+
+
 def defaults_score(table: pd.DataFrame, metric: str) -> Optional[float]:
     """The defaults trial's best value of `metric` from the config's own values (before PBT first
     exploited it), when the sweep ran one and it reported."""
-    column = defaults_trial.DEFAULTS_COLUMN
-    ran = table[table[column].astype(bool)] if column in table else table.iloc[:0]
+    ran = defaults_rows(table)
     best = before_exploit_column(metric) if before_exploit_column(metric) in table else f"best_{metric}"
     return float(ran[best].iloc[0]) if len(ran) and pd.notna(ran[best].iloc[0]) else None
 
@@ -329,6 +358,8 @@ def sweep_summary(
         lines.append(
             f"  cost:            ${table['cost_usd'].sum():.4g} for {len(table)} trials (cost_usd in results.csv)"
         )
+    if samples_line(table):
+        lines.append(f"  samples:         {samples_line(table)}")
     if budget is not None:
         lines.append(f"  budget:          {budget.summary()}")
     if budget is not None and budget.reason:

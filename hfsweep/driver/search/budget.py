@@ -1,14 +1,16 @@
-"""The sweep's budget (`budget.wall_clock_s`, `budget.trial_hours`, `budget.usd`): a Tune stopper that
-ends the whole sweep once any is spent, and what trials cost.
+"""The sweep's budget (`budget.wall_clock_s`, `budget.trial_hours`, `budget.usd`,
+`budget.train_samples`): a Tune stopper that ends the whole sweep once any is spent, and what trials
+cost.
 
 Tune acts on a stopper's `stop_all` as on its own `time_budget_s`: the searcher is finished, so
 no trial starts after, and every trial still running or pending is stopped at once, ending
 TERMINATED with its last report (and checkpoint) as its result. A trial's time is Tune's
 `time_total_s`, known at each of its reports, so the trial-hours (and their price) are counted at
-reports; the wall clock is checked at every step of Tune's loop. The budget is also a Tune
-callback, to follow the reports' checkpoints: Tune saves a report's checkpoint after the report,
-and a trial stopped in between would lose it, so `stop_all` waits until no report's checkpoint is
-being saved.
+reports, as are its training samples (`train_samples`, which a restored trial counts from its
+checkpoint's step, as Tune counts its time from the checkpoint's); the wall clock is checked at
+every step of Tune's loop. The budget is also a Tune callback, to follow the reports' checkpoints:
+Tune saves a report's checkpoint after the report, and a trial stopped in between would lose it,
+so `stop_all` waits until no report's checkpoint is being saved.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ray.tune.result import SHOULD_CHECKPOINT
 
 from hfsweep.config.resources import billed_resources, price_key
 from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
+from hfsweep.contract import TRAIN_SAMPLES
 
 
 @dataclass
@@ -32,6 +35,7 @@ class Spend:
     spent_s: float = 0.0  # wall clock, as Tune's TimeoutStopper counts it: from the first check, across a resume
     last_check: Optional[float] = None
     trial_s: dict = field(default_factory=dict)  # trial id -> its time_total_s at its latest report
+    trial_samples: dict = field(default_factory=dict)  # trial id -> its train_samples at its latest report
     reason: Optional[str] = None  # what was spent, once it was
     saving: set = field(default_factory=set)  # trials whose latest report's checkpoint Tune has not saved yet
 
@@ -44,16 +48,18 @@ _SPENDS: dict[str, Spend] = {}
 def spent_before(analyses: list) -> dict:
     """What a sweep's earlier experiments spent, in `SweepBudget.get_state`'s form, so that
     `resume --extend` counts it against the same budget: each trial's time_total_s at its last
-    report, and each experiment's wall clock from its first trial's start to its last report."""
-    trial_s, spent_s = {}, 0.0
+    report (and its training samples), and each experiment's wall clock from its first trial's start
+    to its last report."""
+    trial_s, trial_samples, spent_s = {}, {}, 0.0
     for analysis in analyses:
         reported = [trial for trial in analysis.trials if trial.last_result]
         trial_s.update({trial.trial_id: trial.last_result.get("time_total_s", 0.0) for trial in reported})
+        trial_samples.update({trial.trial_id: trial.last_result.get(TRAIN_SAMPLES, 0) for trial in reported})
         if reported:
             spent_s += max(trial.run_metadata.last_result_time for trial in reported) - min(
                 trial.run_metadata.start_time for trial in reported
             )
-    return {"spent_s": spent_s, "trial_s": trial_s, "reason": None}
+    return {"spent_s": spent_s, "trial_s": trial_s, "trial_samples": trial_samples, "reason": None}
 
 
 def trial_cost_usd(cluster: ClusterConfig, strategy: StrategyConfig, time_total_s: float) -> Optional[float]:
@@ -64,7 +70,8 @@ def trial_cost_usd(cluster: ClusterConfig, strategy: StrategyConfig, time_total_
 
 
 class SweepBudget(tune.Stopper, tune.Callback):
-    usd = price = None  # what a budget pickled before budget.usd existed (a sweep to resume) reads
+    # what a budget pickled before budget.usd or budget.train_samples existed (a sweep to resume) reads
+    usd = price = train_samples = None
 
     def __init__(
         self,
@@ -73,9 +80,10 @@ class SweepBudget(tune.Stopper, tune.Callback):
         resources_per_trial: float,
         usd: Optional[float] = None,
         price_per_resource_hour: Optional[float] = None,
+        train_samples: Optional[int] = None,
     ):
         self.wall_clock_s, self.trial_hours, self.resources = wall_clock_s, trial_hours, resources_per_trial
-        self.usd, self.price = usd, price_per_resource_hour
+        self.usd, self.price, self.train_samples = usd, price_per_resource_hour, train_samples
         self.key = uuid.uuid4().hex
 
     def __setstate__(self, state: dict) -> None:
@@ -105,6 +113,8 @@ class SweepBudget(tune.Stopper, tune.Callback):
 
     def __call__(self, trial_id: str, result: dict) -> bool:
         self.spend.trial_s[trial_id] = result.get("time_total_s", 0.0)
+        if TRAIN_SAMPLES in result:
+            self.spend.trial_samples[trial_id] = result[TRAIN_SAMPLES]
         return False
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
@@ -125,6 +135,9 @@ class SweepBudget(tune.Stopper, tune.Callback):
     def usd_used(self) -> float:
         return self.trial_hours_used() * self.price
 
+    def samples_used(self) -> int:
+        return sum(self.spend.trial_samples.values())
+
     def stop_all(self) -> bool:
         spend, now = self.spend, time.time()
         if spend.last_check is not None:
@@ -138,16 +151,32 @@ class SweepBudget(tune.Stopper, tune.Callback):
             )
         if spend.reason is None and self.usd is not None and self.usd_used() >= self.usd:
             spend.reason = f"its USD budget (budget.usd={self.usd:g}: ${self.usd_used():.3g} spent)"
+        if spend.reason is None and self.train_samples is not None and self.samples_used() >= self.train_samples:
+            spend.reason = (
+                f"its training-samples budget (budget.train_samples={self.train_samples}: {self.samples_used()} seen)"
+            )
         return spend.reason is not None and not spend.saving
 
     def get_state(self) -> dict:
         """What was spent, saved by Tune with the experiment's callbacks at every experiment
         checkpoint (the stopper itself is pickled once, when the Tuner is built)."""
-        return {"spent_s": self.spend.spent_s, "trial_s": dict(self.spend.trial_s), "reason": self.spend.reason}
+        spend = self.spend
+        return {
+            "spent_s": spend.spent_s,
+            "trial_s": dict(spend.trial_s),
+            "trial_samples": dict(spend.trial_samples),
+            "reason": spend.reason,
+        }
 
     def set_state(self, state: dict) -> None:
-        """A resumed sweep counts on from what was spent, not the time it lay stopped."""
-        _SPENDS[self.key] = Spend(spent_s=state["spent_s"], trial_s=dict(state["trial_s"]), reason=state["reason"])
+        """A resumed sweep counts on from what was spent, not the time it lay stopped (a state saved
+        before samples were counted has none)."""
+        _SPENDS[self.key] = Spend(
+            spent_s=state["spent_s"],
+            trial_s=dict(state["trial_s"]),
+            trial_samples=dict(state.get("trial_samples", {})),
+            reason=state["reason"],
+        )
 
     def summary(self) -> str:
         """The summary's line: what was spent of each budget."""
@@ -161,6 +190,8 @@ class SweepBudget(tune.Stopper, tune.Callback):
             )
         if self.usd is not None:
             spent.append(f"${self.usd_used():.4g} of ${self.usd:g}")
+        if self.train_samples is not None:
+            spent.append(f"{self.samples_used()} of {self.train_samples} training samples")
         return "; ".join(spent) + " used"
 
 
@@ -168,7 +199,7 @@ def build_budget(cfg: dict) -> Optional[SweepBudget]:
     """The budget stopper, or None when the config sets no budget. A trial's resources are its
     GPUs on a GPU sweep, else its CPUs."""
     budget, cluster = cfg["budget"], typed(ClusterConfig, cfg["cluster"])
-    if budget["wall_clock_s"] is None and budget["trial_hours"] is None and budget["usd"] is None:
+    if all(value is None for value in budget.values()):
         return None
     return SweepBudget(
         budget["wall_clock_s"],
@@ -176,4 +207,5 @@ def build_budget(cfg: dict) -> Optional[SweepBudget]:
         billed_resources(cluster, typed(StrategyConfig, cfg["strategy"])),
         budget["usd"],
         getattr(cluster, price_key(cluster)),
+        budget["train_samples"],
     )
