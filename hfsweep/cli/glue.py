@@ -11,8 +11,9 @@ MULTIRUN_DIR is a finished `python -m hfsweep -m +experiment=glue glue=cola,sst2
 - `glue.md`: one row per task, `mean ± std` per official metric, and the GLUE score.
 
 With `--fair`, FAIR_DIR holds one folder per GLUE task (`experiments/glue/run_fair.sh`'s runs, or
-their committed artefacts: `results.csv` and `select/selection.csv` and `select/results.csv`), and
-gets `fair.csv` and `fair.md`: per task the winner's and the defaults' mean and std over the
+their committed artefacts: `results.csv` and `select/selection.csv` and `select/results.csv`), or per
+task one folder per search seed (TASK/sSEED, each such a run), and gets `fair.csv` and `fair.md`:
+per search the winner's and the defaults' mean and std over the
 selection's seeds (× 100), the winner's gain, the t-test paired by seed, and the compute of each
 part in trial-hours: the search, the selection, and one defaults run (the mean of the defaults'
 re-trainings), with the search's multiple of it and the multiple at which the search first reached
@@ -27,6 +28,12 @@ replay, or that of a search that found the same configuration; at the best check
 end), each against the defaults' re-trainings on the same seeds in the fair test's selection
 (FAIR_DIR/TASK/select/), with the t-test paired by seed; then per method, the mean over its
 searches' re-trainings.
+
+Both then pool their searches, per task (`fair_pooled.csv`) or per method and model
+(`methods_pooled.csv`), below their table: the mean over searches of each winner's mean gain over
+the defaults on the same seeds, a 95% interval over both the search seed and the training seed,
+and the share of searches whose winner beat the defaults (`hfsweep.driver.results.pooled` says
+why a two-level bootstrap).
 
 A task's score is the mean of its official metrics (MRPC and QQP: F1 and accuracy; STS-B: Pearson
 and Spearman; MNLI: accuracy on the matched and on the mismatched validation set); the GLUE score
@@ -328,7 +335,9 @@ def pooled_text(pooled: pd.DataFrame) -> str:
         f"over the defaults on the same training seeds, in points, with a 95% interval from a two-level bootstrap "
         f"(searches drawn with replacement, then training seeds within each, a seed's pair kept together; "
         f"{RESAMPLES:,} resamples): it covers both which search ran and which seeds re-trained. With one search "
-        f"it covers training seeds only. A search beats the defaults when its winner's mean gain is above zero.\n"
+        f"it covers training seeds only; with few searches or seeds a bootstrap interval is too narrow, so read it "
+        f"with its number of searches and the paired p above. "
+        f"A search beats the defaults when its winner's mean gain is above zero.\n"
     )
 
 

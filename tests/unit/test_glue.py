@@ -392,3 +392,41 @@ def test_the_methods_table_pools_a_methods_searches_against_the_defaults(tmp_pat
         f"{final['gain']:+.1f} [{final['low']:+.1f}, {final['high']:+.1f}]",
         "1 of 2",
     ]
+
+
+def test_the_fair_table_takes_several_searches_per_task_and_pools_them(tmp_path, capsys):
+    """run_fair.sh's OUT with one run per search seed, OUT/TASK/sSEED: a row per search, one verdict per task."""
+    defaults = [0.55, 0.56, 0.57]
+    searched = {"s1": [0.60, 0.62, 0.61], "s2": [0.56, 0.56, 0.58]}
+    for search, winner in searched.items():
+        run = tmp_path / "rte" / search
+        (run / "select").mkdir(parents=True)
+        pd.DataFrame({"training.learning_rate": [5e-5, 2e-5], "time_total_s": [1800.0, 1800.0]}).to_csv(
+            run / "results.csv", index=False
+        )
+        pd.DataFrame(
+            {
+                "rank": [1, 2],
+                "training.learning_rate": [2e-5, 5e-5],
+                "defaults": [False, True],
+                **{f"seed_{s}": [w, d] for s, w, d in zip((1, 2, 3), winner, defaults)},
+                "n": [3, 3],
+                "mean_eval_accuracy": [sum(winner) / 3, sum(defaults) / 3],
+            }
+        ).to_csv(run / "select" / "selection.csv", index=False)
+        pd.DataFrame(
+            {"training.learning_rate": [2e-5] * 3 + [5e-5] * 3, "seed": [1, 2, 3] * 2, "time_total_s": [900.0] * 6}
+        ).to_csv(run / "select" / "results.csv", index=False)
+
+    assert glue.main(["--fair", str(tmp_path)]) == 0
+    assert pd.read_csv(tmp_path / "fair.csv")["search"].tolist() == ["s1", "s2"]
+    (pooled,) = pd.read_csv(tmp_path / "fair_pooled.csv").to_dict("records")
+    expected = pooled_gain(gains({s: [100 * (w - d) for w, d in zip(g, defaults)] for s, g in searched.items()}))
+    assert pooled["task"] == "RTE" and pooled["searches"] == 2 and pooled["beat_share"] == 1.0
+    assert [pooled["gain"], pooled["low"], pooled["high"]] == pytest.approx(
+        [expected.gain, expected.low, expected.high]
+    )
+    assert expected.gain == pytest.approx((5.0 + 2 / 3) / 2) and expected.low < 2 / 3 + 0.5 < 5 - 0.5 < expected.high
+    out = capsys.readouterr().out
+    assert first_row(out, "RTE s1").split("|")[6].strip() == "+5.0"
+    assert f"| RTE    |          2 | +2.8 [{expected.low:+.1f}, {expected.high:+.1f}]" in out

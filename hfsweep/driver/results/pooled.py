@@ -14,8 +14,9 @@ Why a bootstrap and not a mixed model: with 1–6 searches of 3 seeds each, a ra
 between-search variance is often estimated at zero (a singular fit) and its interval then ignores
 the search seed, the very thing it is for; the bootstrap needs no normality and no variance
 estimate, and it is honest about small samples by being as wide as the searches disagree. Its
-known cost: with very few searches the percentile interval is too narrow (2 searches give at most
-3 distinct search-level draws), so a user reads the number of searches beside it. With one search
+known cost: with few searches or seeds the percentile interval is too narrow (2 searches give 3
+distinct search-level draws, 3 seeds 10 distinct seed draws), so a user reads the number of
+searches, and the paired t-test, beside it. With one search
 the search level draws that search every time: the interval covers training seeds only.
 """
 
