@@ -40,6 +40,8 @@ ANYTIME_COMPARISON = ("anytime.csv", "anytime.md")  # `hfsweep.report --compare 
 GLUE_TABLE = ("glue.csv", "glue.md")  # `hfsweep.glue`: the paper table, in the multirun's folder
 FAIR_TABLE = ("fair.csv", "fair.md")  # `hfsweep.glue --fair`: winner against defaults, in run_fair.sh's OUT
 METHODS_TABLE = ("methods.csv", "methods.md")  # `hfsweep.glue --methods`: each search's winner against defaults
+FAIR_POOLED = "fair_pooled.csv"  # `hfsweep.glue --fair`: per task, the searches' pooled gain over the defaults
+METHODS_POOLED = "methods_pooled.csv"  # `hfsweep.glue --methods`: the same per method and model
 
 
 def last_column(metric: str) -> str:

@@ -11,8 +11,9 @@ MULTIRUN_DIR is a finished `python -m hfsweep -m +experiment=glue glue=cola,sst2
 - `glue.md`: one row per task, `mean ± std` per official metric, and the GLUE score.
 
 With `--fair`, FAIR_DIR holds one folder per GLUE task (`experiments/glue/run_fair.sh`'s runs, or
-their committed artefacts: `results.csv` and `select/selection.csv` and `select/results.csv`), and
-gets `fair.csv` and `fair.md`: per task the winner's and the defaults' mean and std over the
+their committed artefacts: `results.csv` and `select/selection.csv` and `select/results.csv`), or per
+task one folder per search seed (TASK/sSEED, each such a run), and gets `fair.csv` and `fair.md`:
+per search the winner's and the defaults' mean and std over the
 selection's seeds (× 100), the winner's gain, the t-test paired by seed, and the compute of each
 part in trial-hours: the search, the selection, and one defaults run (the mean of the defaults'
 re-trainings), with the search's multiple of it and the multiple at which the search first reached
@@ -30,6 +31,12 @@ replay, or that of a search that found the same configuration; at the best check
 end), each against the defaults' re-trainings on the same seeds in the fair test's selection
 (FAIR_DIR/TASK/select/), with the t-test paired by seed; then per method, the mean over its
 searches' re-trainings.
+
+Both then pool their searches, per task (`fair_pooled.csv`) or per method and model
+(`methods_pooled.csv`), below their table: the mean over searches of each winner's mean gain over
+the defaults on the same seeds, a 95% interval over both the search seed and the training seed,
+and the share of searches whose winner beat the defaults (`hfsweep.driver.results.pooled` says
+why a two-level bootstrap).
 
 A task's score is the mean of its official metrics (MRPC and QQP: F1 and accuracy; STS-B: Pearson
 and Spearman; MNLI: accuracy on the matched and on the mismatched validation set); the GLUE score
@@ -49,12 +56,15 @@ import pandas as pd
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import read_config
 from hfsweep.contract import TRAIN_SAMPLES
+from hfsweep.driver.results.pooled import RESAMPLES, pooled_table
 from hfsweep.driver.results.tables import markdown
 from hfsweep.run_dir import (
     ANYTIME_CURVE,
     BEST_FILE,
+    FAIR_POOLED,
     FAIR_TABLE,
     GLUE_TABLE,
+    METHODS_POOLED,
     METHODS_TABLE,
     REPLAY_DIR,
     REPLAY_FILE,
@@ -234,8 +244,9 @@ def defaults_runs(run: Path) -> pd.DataFrame:
     return runs[(runs[values] == defaults[values]).all(axis=1)].astype({"seed": str}).set_index("seed")
 
 
-def fair_row(task: str, run: Path) -> dict:
-    """One task of the fair test: winner and defaults over the selection's seeds, and the compute."""
+def fair_row(task: str, search: str, run: Path) -> tuple[dict, pd.Series]:
+    """One search of the fair test: winner and defaults over the selection's seeds, and the compute;
+    and the winner's gains over the defaults by seed (× 100)."""
     from scipy import stats
 
     from hfsweep.driver.results.select import ranking_columns
@@ -251,8 +262,9 @@ def fair_row(task: str, run: Path) -> dict:
     defaults = defaults_runs(run)
     defaults_run_h = defaults["time_total_s"].mean() / 3600
     search_samples, defaults_run_samples = samples_seen(run / RESULTS_FILE), train_samples(defaults).mean()
-    return {
+    row = {
         "task": NAMES[task],
+        "search": search,
         "metric": metric.removeprefix("eval_"),
         "seeds": len(paired),
         "winner": ("the defaults: " if defaults_won else "")
@@ -272,6 +284,22 @@ def fair_row(task: str, run: Path) -> dict:
         "defaults_run_samples": defaults_run_samples,
         "search_over_defaults_run_samples": search_samples / defaults_run_samples,
     }
+    return row, paired_gains(
+        ours.rename(lambda s: s.removeprefix("seed_")), theirs.rename(lambda s: s.removeprefix("seed_"))
+    )
+
+
+def fair_searches(fair_dir: str) -> list[tuple[str, str, Path]]:
+    """(task, search, run) for each search with a selection: OUT/TASK itself (run_fair.sh's one
+    search per task), or else each of its search seeds' runs, OUT/TASK/sSEED."""
+    found = []
+    for task in OFFICIAL:
+        if Path(fair_dir, task, SELECT_DIR, SELECTION_FILE).is_file():
+            found.append((task, "", Path(fair_dir, task)))
+            continue
+        for selection in sorted(Path(fair_dir, task).glob(f"s*/{SELECT_DIR}/{SELECTION_FILE}")):
+            found.append((task, selection.parents[1].name, selection.parents[1]))
+    return found
 
 
 FAIR_SAMPLES = ["search_samples", "selection_samples", "defaults_run_samples", "search_over_defaults_run_samples"]
@@ -280,7 +308,7 @@ FAIR_SAMPLES = ["search_samples", "selection_samples", "defaults_run_samples", "
 def fair_cells(row) -> dict:
     """One task's row of fair.md; the samples cells where the runs counted them."""
     cells = {
-        "task": row.task,
+        "task": f"{row.task} {row.search}".strip(),
         "metric": row.metric,
         "winner": row.winner,
         f"winner (mean ± std, {row.seeds} seeds)": f"{row.winner_mean:.1f} ± {row.winner_std:.1f}",
@@ -306,14 +334,19 @@ def multiple(value: float) -> str:
 
 
 def write_fair_tables(fair_dir: str) -> str:
-    runs = {
-        task: Path(fair_dir, task) for task in OFFICIAL if Path(fair_dir, task, SELECT_DIR, SELECTION_FILE).is_file()
-    }
-    if not runs:
-        raise ConfigError(f"glue: '{fair_dir}' holds no TASK/{SELECT_DIR}/{SELECTION_FILE}; pass run_fair.sh's OUT.")
-    table = pd.DataFrame([fair_row(task, run) for task, run in runs.items()])
-    table = drop_unknown_samples(table, FAIR_SAMPLES)
+    searches = fair_searches(fair_dir)
+    if not searches:
+        raise ConfigError(
+            f"glue: '{fair_dir}' holds no TASK/{SELECT_DIR}/{SELECTION_FILE} or TASK/sSEED/{SELECT_DIR}/"
+            f"{SELECTION_FILE}; pass run_fair.sh's OUT."
+        )
+    rows, gains = zip(*(fair_row(task, search, run) for task, search, run in searches))
+    table = drop_unknown_samples(pd.DataFrame(rows), FAIR_SAMPLES)
     table.to_csv(os.path.join(fair_dir, FAIR_TABLE[0]), index=False)
+    pooled = pooled_table(
+        pd.concat(dict(zip(zip(table["task"], table["search"]), gains)), names=["task", "search", "seed"])
+    )
+    pooled.to_csv(os.path.join(fair_dir, FAIR_POOLED), index=False)
     shown = pd.DataFrame(fair_cells(row) for row in table.itertuples())
     samples = (
         " Samples: the training samples the trials saw (each trial's steps × examples per step), the same on any "
@@ -328,9 +361,39 @@ def write_fair_tables(fair_dir: str) -> str:
         f"mean trial-hours of the defaults' re-trainings in the selection. Winner found "
         f"after: the search's trial-hours when its best score was first reached (its {ANYTIME_CURVE}), in defaults "
         f"runs: a budget that large would have handed back the same winner; – where the curve was not kept."
-        f"{samples}\n"
+        f"{samples}\n\n{pooled_text(pooled)}"
     )
     return path
+
+
+def pooled_text(pooled: pd.DataFrame) -> str:
+    """The pooled verdict's table (`pooled_table`'s rows) and what its numbers mean."""
+    keys = list(pooled.columns[: list(pooled.columns).index("searches")])
+    shown = pd.DataFrame(
+        {
+            **{key: row[key] for key in keys},
+            "searches": row["searches"],
+            "pooled gain [95% interval]": f"{row['gain']:+.1f} [{row['low']:+.1f}, {row['high']:+.1f}]"
+            + (" (training seeds only)" if row["searches"] == 1 else ""),
+            "searches that beat the defaults": f"{round(row['beat_share'] * row['searches'])} of {row['searches']}",
+        }
+        for _, row in pooled.iterrows()
+    )
+    return (
+        f"{markdown(shown)}\nPooled over searches (search seeds): the mean over searches of each winner's mean gain "
+        f"over the defaults on the same training seeds, in points, with a 95% interval from a two-level bootstrap "
+        f"(searches drawn with replacement, then training seeds within each, a seed's pair kept together; "
+        f"{RESAMPLES:,} resamples): it covers both which search ran and which seeds re-trained. With one search "
+        f"it covers training seeds only; with few searches or seeds a bootstrap interval is too narrow, so read it "
+        f"with its number of searches and the paired p above. "
+        f"A search beats the defaults when its winner's mean gain is above zero.\n"
+    )
+
+
+def paired_gains(ours: pd.Series, defaults: pd.Series) -> pd.Series:
+    """`ours` minus `defaults` (× 100) on each seed both ran, indexed by seed."""
+    seeds = ours.index.intersection(defaults.index)
+    return 100 * (ours[seeds] - defaults[seeds])
 
 
 def compared(ours: pd.Series, defaults: pd.Series) -> tuple[float, float, float, float]:
@@ -338,9 +401,8 @@ def compared(ours: pd.Series, defaults: pd.Series) -> tuple[float, float, float,
     from scipy import stats
 
     seeds = ours.index.intersection(defaults.index)
-    gain = 100 * (ours[seeds].mean() - defaults[seeds].mean())
     p_value = stats.ttest_rel(ours[seeds], defaults[seeds]).pvalue if len(seeds) > 1 else float("nan")
-    return 100 * ours.mean(), 100 * ours.std(), gain, p_value
+    return 100 * ours.mean(), 100 * ours.std(), paired_gains(ours, defaults).mean(), p_value
 
 
 def retrained_in(run: Path) -> Path | None:
@@ -360,10 +422,15 @@ def retrained_in(run: Path) -> Path | None:
     )
 
 
-def methods_row(run: Path, retrained: Path, defaults: pd.DataFrame) -> dict:
+def scored_models(metric: str) -> list[tuple[str, str, str]]:
+    """Each model a replay scores: its label in methods.csv, its name, its replay.csv column."""
+    return [("best", "best checkpoint", f"best_{metric}"), ("final", "final model", last_column(metric))]
+
+
+def methods_row(run: Path, retrained: Path, defaults: pd.DataFrame) -> tuple[dict, pd.Series]:
     """One search of the methods comparison: its own view (trials, trial-hours, best on its
     training seed, when found) and its winner's re-trainings (in `retrained`'s replay) against
-    the defaults'."""
+    the defaults'; and the winner's gains over the defaults (× 100) by model and seed."""
     best = json.loads((run / BEST_FILE).read_text())
     metric = best["metric"]
     replay = pd.read_csv(retrained / REPLAY_DIR / REPLAY_FILE, dtype={"seed": str})
@@ -381,10 +448,13 @@ def methods_row(run: Path, retrained: Path, defaults: pd.DataFrame) -> dict:
         "seeds": " ".join(replay.index),
         "retrained_in": f"{retrained.parent.name}/{retrained.name}",
     }
-    for label, column in (("best", f"best_{metric}"), ("final", last_column(metric))):
-        mean, std, gain, p_value = compared(replay[column].astype(float), defaults[column].astype(float))
+    gains = {}
+    for label, model, column in scored_models(metric):
+        ours, theirs = replay[column].astype(float), defaults[column].astype(float)
+        mean, std, gain, p_value = compared(ours, theirs)
         row |= {f"{label}_mean": mean, f"{label}_std": std, f"{label}_gain": gain, f"{label}_p": p_value}
-    return row
+        gains[model] = paired_gains(ours, theirs)
+    return row, pd.concat(gains, names=["model", "seed"])
 
 
 def write_methods_tables(methods_dir: str, fair_run: str) -> str:
@@ -401,9 +471,12 @@ def write_methods_tables(methods_dir: str, fair_run: str) -> str:
             f"glue: '{fair_run}' holds no {SELECT_DIR}/{SELECTION_FILE}; pass the fair test's task folder."
         )
     defaults = defaults_runs(Path(fair_run))
-    table = pd.DataFrame([methods_row(run, retrained[run], defaults) for run in runs])
-    table = drop_unknown_samples(table, ["samples", "samples_over_defaults_run"])
+    rows, gains = zip(*(methods_row(run, retrained[run], defaults) for run in runs))
+    table = drop_unknown_samples(pd.DataFrame(rows), ["samples", "samples_over_defaults_run"])
     table.to_csv(os.path.join(methods_dir, METHODS_TABLE[0]), index=False)
+    by_search = pd.concat(dict(zip(zip(table["method"], table["search"]), gains)), names=["method", "search"])
+    pooled = pooled_table(by_search.reorder_levels(["method", "model", "search", "seed"]))
+    pooled.to_csv(os.path.join(methods_dir, METHODS_POOLED), index=False)
 
     def cell(row, label: str) -> str:
         p_value = "–" if pd.isna(row[f"{label}_p"]) else f"{row[f'{label}_p']:.2g}"
@@ -437,7 +510,7 @@ def write_methods_tables(methods_dir: str, fair_run: str) -> str:
     seeds = " ".join(sorted(defaults.index))
     baseline = {
         label: f"{100 * defaults[column].mean():.1f} ± {100 * defaults[column].std():.1f}"
-        for label, column in (("best", f"best_{metric}"), ("final", last_column(metric)))
+        for label, _, column in scored_models(metric)
     }
     per_method = table.groupby("method", sort=False)[["best_mean", "final_mean"]].mean()
     searches = table["method"].value_counts()
@@ -458,7 +531,7 @@ def write_methods_tables(methods_dir: str, fair_run: str) -> str:
         f"seed and the trial-hours it had spent when it first reached it. Re-trained: the winner over the replay's "
         f"seeds, mean ± std, with its gain over the defaults' re-trainings on the same seeds (the fair test's "
         f"selection, seeds {seeds}: {baseline['best']} at the best checkpoint, {baseline['final']} at the end) and "
-        f"the t-test paired by seed.{samples_note}\n\n{method_lines}"
+        f"the t-test paired by seed.{samples_note}\n\n{method_lines}\n{pooled_text(pooled)}"
     )
     return path
 

@@ -15,6 +15,7 @@ from scipy import stats
 from hfsweep.cli import glue
 from hfsweep.config.schema import ModelConfig, typed
 from hfsweep.data.tokenizers import load_tokenizer
+from hfsweep.driver.results.pooled import pooled_gain
 from hfsweep.models import build_model
 from hfsweep.tasks import get_task
 from tests.conftest import prepare_data, resolved_config
@@ -53,6 +54,11 @@ def test_the_markdown_table_holds_one_row_per_task_and_the_glue_score(tmp_path):
     assert "| RTE    | Acc                | 61.0 ± 1.4              | 61.0" in text
     assert "GLUE score (mean of the 2 task scores: STS-B, RTE): **69.2**" in text
     assert pd.read_csv(tmp_path / "glue.csv").shape == (3, 5)
+
+
+def first_row(out: str, label: str) -> str:
+    """The row of the first table (the per-search one, above the pooled verdict) that starts with `label`."""
+    return next(line for line in out.splitlines() if line.startswith(f"| {label} "))
 
 
 def finished_job(multirun: Path, number: int, eval_metrics: list, extra_validation: dict | None = None) -> Path:
@@ -184,21 +190,24 @@ def test_the_fair_table_pairs_the_winner_with_the_defaults_and_states_each_parts
     assert row["search_trial_hours"] == pytest.approx(3.0) and row["selection_trial_hours"] == pytest.approx(6.0)
     assert row["defaults_run_trial_hours"] == pytest.approx(0.5) and row["search_over_defaults_run"] == pytest.approx(6)
     assert row["best_found_over_defaults_run"] == pytest.approx(3)
-    (line,) = [line for line in capsys.readouterr().out.splitlines() if "STS-B" in line]
+    line = first_row(capsys.readouterr().out, "STS-B")
     cells = [cell.strip() for cell in line.strip("|").split("|")]
     scores = ["86.0 ± 1.0", "84.3 ± 1.5", "+1.7", f"{row['p_value']:.3g}"]
     assert cells == ["STS-B", "pearson", "learning_rate=1e-05", *scores, "3.0 + 6.0", "6.0×", "3.0×"]
+    (pooled,) = pd.read_csv(tmp_path / "fair_pooled.csv").to_dict("records")
+    assert pooled["searches"] == 1 and pooled["gain"] == pytest.approx(100 * (sum(winner) - sum(defaults)) / 3)
 
     (tmp_path / "stsb" / "anytime_curve.csv").unlink()  # a run from before the curve was kept
     assert glue.main(["--fair", str(tmp_path)]) == 0
-    (line,) = [line for line in capsys.readouterr().out.splitlines() if "STS-B" in line]
+    line = first_row(capsys.readouterr().out, "STS-B")
     assert line.strip("|").split("|")[-1].strip() == "–"
 
 
 def test_the_fair_table_needs_the_fair_tests_artefacts(tmp_path, capsys):
     assert glue.main(["--fair", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"hfsweep: error: glue: '{tmp_path}' holds no TASK/select/selection.csv; pass run_fair.sh's OUT."
+        f"hfsweep: error: glue: '{tmp_path}' holds no TASK/select/selection.csv or TASK/sSEED/select/selection.csv; "
+        "pass run_fair.sh's OUT."
     )
 
 
@@ -229,7 +238,7 @@ def test_the_fair_table_says_when_the_defaults_won_the_search(tmp_path, capsys):
     (row,) = pd.read_csv(tmp_path / "fair.csv").to_dict("records")
     assert row["winner"] == "the defaults: learning_rate=5e-05" and row["winner_mean"] == row["defaults_mean"]
     assert math.isnan(row["p_value"]) and row["search_over_defaults_run"] == pytest.approx(3)
-    (line,) = [line for line in capsys.readouterr().out.splitlines() if "CoLA" in line]
+    line = first_row(capsys.readouterr().out, "CoLA")
     cells = [cell.strip() for cell in line.strip("|").split("|")]
     assert cells[5:7] == ["+0.0", "–"]
     assert "search_samples" not in row, "runs from before reports carried samples: none invented"
@@ -265,7 +274,9 @@ def test_the_fair_table_counts_each_parts_training_samples_where_the_runs_report
     (row,) = pd.read_csv(tmp_path / "fair.csv").to_dict("records")
     assert (row["search_samples"], row["selection_samples"], row["defaults_run_samples"]) == (4500, 9000, 3000)
     assert row["search_over_defaults_run_samples"] == pytest.approx(1.5)
-    (line,) = [line for line in capsys.readouterr().out.splitlines() if "CoLA" in line]
+    line = [line for line in capsys.readouterr().out.splitlines() if "CoLA" in line][
+        0
+    ]  # the first table; the pooled one follows
     cells = [cell.strip() for cell in line.strip("|").split("|")]
     assert cells[7:] == ["0.8 + 0.8", "2.7×", "4500 + 9000", "1.5×", "–"]
 
@@ -345,3 +356,115 @@ def test_the_methods_table_sets_each_searchs_retrained_winner_against_the_defaul
 def test_the_methods_table_needs_a_retrained_winner_and_the_defaults_retrainings(tmp_path, capsys):
     assert glue.main(["--methods", str(tmp_path), "--defaults", str(tmp_path)]) == 2
     assert "holds no METHOD/sSEED/replay/replay.csv" in capsys.readouterr().err
+
+
+def gains(by_search: dict[str, list[float]]) -> pd.Series:
+    """Paired gains indexed by (search, training seed)."""
+    return pd.concat({search: pd.Series(g, index=range(1, len(g) + 1)) for search, g in by_search.items()})
+
+
+def test_equal_gains_pool_to_that_gain_with_no_width():
+    pooled = pooled_gain(gains({"s1": [2.0, 2.0, 2.0], "s2": [2.0, 2.0], "s3": [2.0]}))
+    assert (pooled.searches, pooled.beat_share) == (3, 1.0)
+    assert [pooled.gain, pooled.low, pooled.high] == pytest.approx([2.0, 2.0, 2.0])
+
+
+def test_searches_that_disagree_widen_the_interval_beyond_each_searchs_own():
+    """Each search alone: an interval over its training seeds; together: over which search ran too."""
+    by_search = {"s1": [1.0, 1.2, 0.8], "s2": [5.0, 5.2, 4.8], "s3": [-0.5, -0.3, -0.7]}
+    pooled = pooled_gain(gains(by_search))
+    assert pooled.gain == pytest.approx((1.0 + 5.0 - 0.5) / 3) and pooled.beat_share == pytest.approx(2 / 3)
+    for search, g in by_search.items():
+        alone = pooled_gain(gains({search: g}))
+        assert alone.low < alone.gain < alone.high  # the training seeds' spread
+        assert pooled.high - pooled.low > 5 * (alone.high - alone.low)
+    assert pooled.low < 0.5 and pooled.high > 3.5
+    assert pooled_gain(gains(by_search)) == pooled  # a fixed generator: the same files, the same interval
+
+
+def test_every_search_counts_once_however_many_seeds_retrained_its_winner():
+    pooled = pooled_gain(gains({"s1": [0.0, 0.0, 0.0], "s2": [6.0]}))
+    assert pooled.gain == pytest.approx(3.0) and pooled.beat_share == 0.5
+    assert [pooled.low, pooled.high] == pytest.approx([0.0, 6.0])  # each resample: both s1, both s2, or one each
+
+
+def test_the_methods_table_pools_a_methods_searches_against_the_defaults(tmp_path, capsys):
+    """Two searches of one method: each winner's gain over the defaults by seed, pooled over the searches."""
+    fair = tmp_path / "fair" / "rte"
+    (fair / "select").mkdir(parents=True)
+    pd.DataFrame({"rank": [1], "training.learning_rate": [5e-5], "defaults": [True], "seed_1": [0.5]}).to_csv(
+        fair / "select" / "selection.csv", index=False
+    )
+    defaults_final = [0.52, 0.55, 0.53]
+    pd.DataFrame(
+        {
+            "training.learning_rate": [5e-5] * 3,
+            "seed": [1, 2, 3],
+            "best_eval_accuracy": [0.54, 0.56, 0.57],
+            "last_eval_accuracy": defaults_final,
+            "time_total_s": [3600.0] * 3,
+        }
+    ).to_csv(fair / "select" / "results.csv", index=False)
+    methods = tmp_path / "rte_methods"
+    s1_final, s2_final = [0.60, 0.58, 0.59], [0.51, 0.55, 0.52]  # s2's winner loses or ties on every seed
+    for search, lr, final in (("s1", 2.6e-5, s1_final), ("s2", 3.4e-5, s2_final)):
+        replayed = {str(s): (0.6, f) for s, f in zip((1, 2, 3), final)}
+        methods_search(methods / "tpe" / search, lr, 0.6, replayed)
+
+    assert glue.main(["--methods", str(methods), "--defaults", str(fair)]) == 0
+    pooled = pd.read_csv(methods / "methods_pooled.csv").set_index(["method", "model"])
+    final = pooled.loc[("tpe", "final model")]
+    expected = pooled_gain(
+        gains({s: [100 * (o - d) for o, d in zip(f, defaults_final)] for s, f in (("s1", s1_final), ("s2", s2_final))})
+    )
+    assert final["searches"] == 2 and final["beat_share"] == 0.5
+    assert final["gain"] == pytest.approx(100 * (sum(s1_final) + sum(s2_final) - 2 * sum(defaults_final)) / 6)
+    assert final[["low", "high"]].tolist() == pytest.approx([expected.low, expected.high])
+    assert expected.low < -0.5 and expected.high > 5  # the two searches disagree: the interval spans both
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| tpe      | final model")]
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    assert cells == [
+        "tpe",
+        "final model",
+        "2",
+        f"{final['gain']:+.1f} [{final['low']:+.1f}, {final['high']:+.1f}]",
+        "1 of 2",
+    ]
+
+
+def test_the_fair_table_takes_several_searches_per_task_and_pools_them(tmp_path, capsys):
+    """run_fair.sh's OUT with one run per search seed, OUT/TASK/sSEED: a row per search, one verdict per task."""
+    defaults = [0.55, 0.56, 0.57]
+    searched = {"s1": [0.60, 0.62, 0.61], "s2": [0.56, 0.56, 0.58]}
+    for search, winner in searched.items():
+        run = tmp_path / "rte" / search
+        (run / "select").mkdir(parents=True)
+        pd.DataFrame({"training.learning_rate": [5e-5, 2e-5], "time_total_s": [1800.0, 1800.0]}).to_csv(
+            run / "results.csv", index=False
+        )
+        pd.DataFrame(
+            {
+                "rank": [1, 2],
+                "training.learning_rate": [2e-5, 5e-5],
+                "defaults": [False, True],
+                **{f"seed_{s}": [w, d] for s, w, d in zip((1, 2, 3), winner, defaults)},
+                "n": [3, 3],
+                "mean_eval_accuracy": [sum(winner) / 3, sum(defaults) / 3],
+            }
+        ).to_csv(run / "select" / "selection.csv", index=False)
+        pd.DataFrame(
+            {"training.learning_rate": [2e-5] * 3 + [5e-5] * 3, "seed": [1, 2, 3] * 2, "time_total_s": [900.0] * 6}
+        ).to_csv(run / "select" / "results.csv", index=False)
+
+    assert glue.main(["--fair", str(tmp_path)]) == 0
+    assert pd.read_csv(tmp_path / "fair.csv")["search"].tolist() == ["s1", "s2"]
+    (pooled,) = pd.read_csv(tmp_path / "fair_pooled.csv").to_dict("records")
+    expected = pooled_gain(gains({s: [100 * (w - d) for w, d in zip(g, defaults)] for s, g in searched.items()}))
+    assert pooled["task"] == "RTE" and pooled["searches"] == 2 and pooled["beat_share"] == 1.0
+    assert [pooled["gain"], pooled["low"], pooled["high"]] == pytest.approx(
+        [expected.gain, expected.low, expected.high]
+    )
+    assert expected.gain == pytest.approx((5.0 + 2 / 3) / 2) and expected.low < 2 / 3 + 0.5 < 5 - 0.5 < expected.high
+    out = capsys.readouterr().out
+    assert first_row(out, "RTE s1").split("|")[6].strip() == "+5.0"
+    assert f"| RTE    |          2 | +2.8 [{expected.low:+.1f}, {expected.high:+.1f}]" in out
