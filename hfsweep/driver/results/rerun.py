@@ -10,5 +10,5 @@ RUN_TO_THE_END = {
     "stopper": {},
     "callbacks": {},
     "num_samples": 1,
-    "budget": {"wall_clock_s": None, "trial_hours": None, "usd": None},
+    "budget": {"wall_clock_s": None, "trial_hours": None, "usd": None, "train_samples": None},
 }
