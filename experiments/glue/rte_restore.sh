@@ -30,10 +30,10 @@ for arm in uninterrupted restored; do
   rc=$?
   echo "=== $(date +%T) $arm: exit $rc"
   python - "$run" "$RUNS/$arm.csv" <<'PY'
-import glob, sys
+import glob, json, sys
 import pandas as pd
-(progress,) = glob.glob(f"{sys.argv[1]}/*/*/progress.csv")
-history = pd.read_csv(progress)
+(results,) = glob.glob(f"{sys.argv[1]}/*/run_trial_*/result.json")  # every key (progress.csv keeps its first header)
+history = pd.DataFrame([json.loads(line) for line in open(results) if line.strip()])
 columns = [c for c in ("step", "loss", "eval_loss", "eval_accuracy", "resumed_from") if c in history]
 history[columns].to_csv(sys.argv[2], index=False)
 PY
