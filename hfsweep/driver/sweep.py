@@ -65,7 +65,6 @@ from hfsweep.driver.search.schedulers import (
     startup_note,
     startup_trials,
 )
-from hfsweep.driver.search.search_rules import is_population_training
 from hfsweep.driver.search.search_space import compile_search_space
 from hfsweep.driver.search.warm_start import load_warm_start, searcher_arguments, warm_start_dirs
 from hfsweep.models import (
@@ -205,9 +204,10 @@ def build_tuner(plan: SweepPlan, cap: Optional[int]) -> tune.Tuner:
             name=cfg["name"],
             storage_path=cluster.storage_path,
             checkpoint_config=tune.CheckpointConfig(
-                # under PBT any trial's pointer may be exploited later: keep them all (a few bytes each;
-                # the checkpoint budget frees the weights they point to at the end)
-                num_to_keep=None if is_population_training(cfg) else cfg["checkpoints"]["keep_per_trial"],
+                # Tune keeps every pointer (a few bytes each; PBT may exploit any of them later), and the
+                # checkpoint budget frees the weights they point to: pruning them here would make Tune
+                # snapshot its state at every checkpoint, and warn about it
+                num_to_keep=None,
                 checkpoint_score_attribute=first_objective(cfg)[0],
                 checkpoint_score_order=first_objective(cfg)[1],
             ),

@@ -2,8 +2,8 @@
 
 Workers write Hugging Face checkpoints once, in place, and every report carries its path
 (`checkpoint_path`) next to the sweep metric. `CheckpointBudget` is a Tune callback on the driver
-that follows those reports and deletes checkpoint directories, while Tune's own
-`CheckpointConfig(num_to_keep=K)` prunes the pointer checkpoints that refer to them the same way.
+that follows those reports and deletes checkpoint directories; Tune keeps its pointer checkpoints
+(a few bytes each), since pruning them makes it snapshot its state at every checkpoint.
 What it freed is written to the run directory's `checkpoints.json` for the summary and results.md.
 """
 
