@@ -61,6 +61,22 @@ def first_row(out: str, label: str) -> str:
     return next(line for line in out.splitlines() if line.startswith(f"| {label} "))
 
 
+def write_defaults_won_selection(select: Path) -> None:
+    """CoLA's selection.csv where the search handed back the defaults: one configuration over seeds 1-3."""
+    pd.DataFrame(
+        {
+            "rank": [1],
+            "training.learning_rate": [5e-5],
+            "defaults": [True],
+            **{f"seed_{s}": [v] for s, v in zip((1, 2, 3), [0.32, 0.27, 0.29])},
+            "n": [3],
+            "mean_eval_matthews_correlation": [0.2933],
+            "ci95%_low": [0.2],
+            "ci95%_high": [0.4],
+        }
+    ).to_csv(select / "selection.csv", index=False)
+
+
 def finished_job(multirun: Path, number: int, eval_metrics: list, extra_validation: dict | None = None) -> Path:
     job = multirun / str(number)
     job.mkdir(parents=True)
@@ -218,18 +234,7 @@ def test_the_fair_table_says_when_the_defaults_won_the_search(tmp_path, capsys):
     pd.DataFrame({"training.learning_rate": [5e-5, 1e-5], "time_total_s": [1800.0, 900.0]}).to_csv(
         tmp_path / "cola" / "results.csv", index=False
     )
-    pd.DataFrame(
-        {
-            "rank": [1],
-            "training.learning_rate": [5e-5],
-            "defaults": [True],
-            **{f"seed_{s}": [v] for s, v in zip((1, 2, 3), [0.32, 0.27, 0.29])},
-            "n": [3],
-            "mean_eval_matthews_correlation": [0.2933],
-            "ci95%_low": [0.2],
-            "ci95%_high": [0.4],
-        }
-    ).to_csv(select / "selection.csv", index=False)
+    write_defaults_won_selection(select)
     pd.DataFrame({"training.learning_rate": [5e-5] * 3, "seed": [1, 2, 3], "time_total_s": [900.0] * 3}).to_csv(
         select / "results.csv", index=False
     )
@@ -251,16 +256,7 @@ def test_the_fair_table_counts_each_parts_training_samples_where_the_runs_report
     pd.DataFrame(
         {"training.learning_rate": [5e-5, 1e-5], "time_total_s": [1800.0, 900.0], "train_samples": [3000, 1500]}
     ).to_csv(tmp_path / "cola" / "results.csv", index=False)
-    pd.DataFrame(
-        {
-            "rank": [1],
-            "training.learning_rate": [5e-5],
-            "defaults": [True],
-            **{f"seed_{s}": [v] for s, v in zip((1, 2, 3), [0.32, 0.27, 0.29])},
-            "n": [3],
-            "mean_eval_matthews_correlation": [0.2933],
-        }
-    ).to_csv(select / "selection.csv", index=False)
+    write_defaults_won_selection(select)
     pd.DataFrame(
         {
             "training.learning_rate": [5e-5] * 3,
@@ -274,9 +270,7 @@ def test_the_fair_table_counts_each_parts_training_samples_where_the_runs_report
     (row,) = pd.read_csv(tmp_path / "fair.csv").to_dict("records")
     assert (row["search_samples"], row["selection_samples"], row["defaults_run_samples"]) == (4500, 9000, 3000)
     assert row["search_over_defaults_run_samples"] == pytest.approx(1.5)
-    line = [line for line in capsys.readouterr().out.splitlines() if "CoLA" in line][
-        0
-    ]  # the first table; the pooled one follows
+    line = first_row(capsys.readouterr().out, "CoLA")
     cells = [cell.strip() for cell in line.strip("|").split("|")]
     assert cells[7:] == ["0.8 + 0.8", "2.7×", "4500 + 9000", "1.5×", "–"]
 
