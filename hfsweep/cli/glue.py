@@ -36,7 +36,7 @@ Both then pool their searches, per task (`fair_pooled.csv`) or per method and mo
 (`methods_pooled.csv`), below their table: the mean over searches of each winner's mean gain over
 the defaults on the same seeds, a 95% interval over both the search seed and the training seed,
 and the share of searches whose winner beat the defaults (`hfsweep.driver.results.pooled` says
-why a two-level bootstrap).
+why a t interval over searches).
 
 A task's score is the mean of its official metrics (MRPC and QQP: F1 and accuracy; STS-B: Pearson
 and Spearman; MNLI: accuracy on the matched and on the mismatched validation set); the GLUE score
@@ -56,7 +56,7 @@ import pandas as pd
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import read_config
 from hfsweep.contract import TRAIN_SAMPLES
-from hfsweep.driver.results.pooled import RESAMPLES, pooled_table
+from hfsweep.driver.results.pooled import pooled_table
 from hfsweep.driver.results.tables import markdown
 from hfsweep.run_dir import (
     ANYTIME_CURVE,
@@ -73,6 +73,8 @@ from hfsweep.run_dir import (
     SELECTION_FILE,
     last_column,
 )
+
+TEST_SEED = "test_seed_"  # a selection.csv's held-out scores, per training seed
 
 # Each task's official metrics, in GLUE's order: (label, the replay.csv column of the final model's score).
 OFFICIAL = {
@@ -253,6 +255,8 @@ def fair_row(task: str, search: str, run: Path) -> tuple[dict, pd.Series]:
 
     selection, values, defaults = selection_defaults(run)
     seeds, _, metric = ranking_columns(selection)
+    if tested := [c for c in selection if c.startswith(TEST_SEED)]:  # scored once on data the search never saw
+        seeds = tested
     winner = selection.iloc[0]
     paired = [s for s in seeds if pd.notna(winner[s]) and pd.notna(defaults[s])]
     ours, theirs = winner[paired].astype(float), defaults[paired].astype(float)
@@ -266,6 +270,7 @@ def fair_row(task: str, search: str, run: Path) -> tuple[dict, pd.Series]:
         "task": NAMES[task],
         "search": search,
         "metric": metric.removeprefix("eval_"),
+        "scored_on": "test split, final models" if tested else "validation",
         "seeds": len(paired),
         "winner": ("the defaults: " if defaults_won else "")
         + ", ".join(f"{v.rsplit('.', 1)[-1]}={winner[v]:g}" for v in values if v != "seed"),
@@ -284,9 +289,12 @@ def fair_row(task: str, search: str, run: Path) -> tuple[dict, pd.Series]:
         "defaults_run_samples": defaults_run_samples,
         "search_over_defaults_run_samples": search_samples / defaults_run_samples,
     }
-    return row, paired_gains(
-        ours.rename(lambda s: s.removeprefix("seed_")), theirs.rename(lambda s: s.removeprefix("seed_"))
-    )
+    return row, paired_gains(ours.rename(seed_of), theirs.rename(seed_of))
+
+
+def seed_of(column: str) -> str:
+    """A selection.csv per-seed column's seed: `final_seed_2`, `test_seed_2`, `seed_2` -> `2`."""
+    return column.rsplit("_", 1)[-1]
 
 
 def fair_searches(fair_dir: str) -> list[tuple[str, str, Path]]:
@@ -310,6 +318,7 @@ def fair_cells(row) -> dict:
     cells = {
         "task": f"{row.task} {row.search}".strip(),
         "metric": row.metric,
+        "scored on": row.scored_on,
         "winner": row.winner,
         f"winner (mean ± std, {row.seeds} seeds)": f"{row.winner_mean:.1f} ± {row.winner_std:.1f}",
         "defaults": f"{row.defaults_mean:.1f} ± {row.defaults_std:.1f}",
@@ -356,7 +365,9 @@ def write_fair_tables(fair_dir: str) -> str:
     )
     path = os.path.join(fair_dir, FAIR_TABLE[1])
     Path(path).write_text(
-        f"{markdown(shown)}\nValidation sets, in points (× 100); the t-test pairs the winner and the defaults by "
+        f"{markdown(shown)}\nIn points (× 100), on the split each row names (a test split is held out from "
+        f"the search, which selected on a validation set carved from train); the t-test pairs the winner and "
+        f"the defaults by "
         f"seed (– where the defaults won the search: one configuration, nothing to test). One defaults run: the "
         f"mean trial-hours of the defaults' re-trainings in the selection. Winner found "
         f"after: the search's trial-hours when its best score was first reached (its {ANYTIME_CURVE}), in defaults "
@@ -381,11 +392,9 @@ def pooled_text(pooled: pd.DataFrame) -> str:
     )
     return (
         f"{markdown(shown)}\nPooled over searches (search seeds): the mean over searches of each winner's mean gain "
-        f"over the defaults on the same training seeds, in points, with a 95% interval from a two-level bootstrap "
-        f"(searches drawn with replacement, then training seeds within each, a seed's pair kept together; "
-        f"{RESAMPLES:,} resamples): it covers both which search ran and which seeds re-trained. With one search "
-        f"it covers training seeds only; with few searches or seeds a bootstrap interval is too narrow, so read it "
-        f"with its number of searches and the paired p above. "
+        f"over the defaults on the same training seeds, in points, with a 95% Student t interval over the searches' "
+        f"mean gains: each carries both which search ran and which seeds re-trained its winner. With one search "
+        f"the interval is the paired t over its training seeds only. "
         f"A search beats the defaults when its winner's mean gain is above zero.\n"
     )
 

@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -209,7 +210,7 @@ def test_the_fair_table_pairs_the_winner_with_the_defaults_and_states_each_parts
     line = first_row(capsys.readouterr().out, "STS-B")
     cells = [cell.strip() for cell in line.strip("|").split("|")]
     scores = ["86.0 ± 1.0", "84.3 ± 1.5", "+1.7", f"{row['p_value']:.3g}"]
-    assert cells == ["STS-B", "pearson", "learning_rate=1e-05", *scores, "3.0 + 6.0", "6.0×", "3.0×"]
+    assert cells == ["STS-B", "pearson", "validation", "learning_rate=1e-05", *scores, "3.0 + 6.0", "6.0×", "3.0×"]
     (pooled,) = pd.read_csv(tmp_path / "fair_pooled.csv").to_dict("records")
     assert pooled["searches"] == 1 and pooled["gain"] == pytest.approx(100 * (sum(winner) - sum(defaults)) / 3)
 
@@ -245,7 +246,7 @@ def test_the_fair_table_says_when_the_defaults_won_the_search(tmp_path, capsys):
     assert math.isnan(row["p_value"]) and row["search_over_defaults_run"] == pytest.approx(3)
     line = first_row(capsys.readouterr().out, "CoLA")
     cells = [cell.strip() for cell in line.strip("|").split("|")]
-    assert cells[5:7] == ["+0.0", "–"]
+    assert cells[6:8] == ["+0.0", "–"]
     assert "search_samples" not in row, "runs from before reports carried samples: none invented"
 
 
@@ -272,7 +273,7 @@ def test_the_fair_table_counts_each_parts_training_samples_where_the_runs_report
     assert row["search_over_defaults_run_samples"] == pytest.approx(1.5)
     line = first_row(capsys.readouterr().out, "CoLA")
     cells = [cell.strip() for cell in line.strip("|").split("|")]
-    assert cells[7:] == ["0.8 + 0.8", "2.7×", "4500 + 9000", "1.5×", "–"]
+    assert cells[8:] == ["0.8 + 0.8", "2.7×", "4500 + 9000", "1.5×", "–"]
 
 
 def methods_search(
@@ -372,14 +373,24 @@ def test_searches_that_disagree_widen_the_interval_beyond_each_searchs_own():
         alone = pooled_gain(gains({search: g}))
         assert alone.low < alone.gain < alone.high  # the training seeds' spread
         assert pooled.high - pooled.low > 5 * (alone.high - alone.low)
-    assert pooled.low < 0.5 and pooled.high > 3.5
-    assert pooled_gain(gains(by_search)) == pooled  # a fixed generator: the same files, the same interval
+    means = [1.0, 5.0, -0.5]  # Student t over the searches' means, by scipy's own
+    assert [pooled.low, pooled.high] == pytest.approx(
+        stats.t.interval(0.95, 2, loc=np.mean(means), scale=stats.sem(means))
+    )
 
 
 def test_every_search_counts_once_however_many_seeds_retrained_its_winner():
     pooled = pooled_gain(gains({"s1": [0.0, 0.0, 0.0], "s2": [6.0]}))
     assert pooled.gain == pytest.approx(3.0) and pooled.beat_share == 0.5
-    assert [pooled.low, pooled.high] == pytest.approx([0.0, 6.0])  # each resample: both s1, both s2, or one each
+    # s1's three seeds weigh no more than s2's one: the interval is over the two searches' means, 0 and 6
+    assert [pooled.low, pooled.high] == pytest.approx(stats.t.interval(0.95, 1, loc=3.0, scale=3.0))
+
+
+def test_one_search_gets_the_paired_t_interval_over_its_training_seeds():
+    pooled = pooled_gain(gains({"s1": [1.0, 2.0, 4.0]}))
+    assert pooled.searches == 1 and pooled.gain == pytest.approx(7 / 3)
+    expected = stats.t.interval(0.95, 2, loc=7 / 3, scale=stats.sem([1.0, 2.0, 4.0]))
+    assert [pooled.low, pooled.high] == pytest.approx(expected)
 
 
 def test_the_methods_table_pools_a_methods_searches_against_the_defaults(tmp_path, capsys):
@@ -460,5 +471,43 @@ def test_the_fair_table_takes_several_searches_per_task_and_pools_them(tmp_path,
     )
     assert expected.gain == pytest.approx((5.0 + 2 / 3) / 2) and expected.low < 2 / 3 + 0.5 < 5 - 0.5 < expected.high
     out = capsys.readouterr().out
-    assert first_row(out, "RTE s1").split("|")[6].strip() == "+5.0"
+    assert first_row(out, "RTE s1").split("|")[7].strip() == "+5.0"
     assert f"| RTE    |          2 | +2.8 [{expected.low:+.1f}, {expected.high:+.1f}]" in out
+
+
+def test_the_fair_table_scores_on_the_test_split_where_the_selection_held_one_out(tmp_path):
+    """A held-out search (data.test_split): the verdict is the final models' test scores, not the
+    validation scores the search selected on."""
+    run = tmp_path / "rte" / "s1"
+    (run / "select").mkdir(parents=True)
+    pd.DataFrame({"training.learning_rate": [5e-5, 2e-5], "time_total_s": [1800.0, 1800.0]}).to_csv(
+        run / "results.csv", index=False
+    )
+    validation, test = (
+        {"winner": [0.70, 0.71], "defaults": [0.60, 0.61]},
+        {"winner": [0.62, 0.66], "defaults": [0.61, 0.60]},
+    )
+    pd.DataFrame(
+        {
+            "rank": [1, 2],
+            "training.learning_rate": [2e-5, 5e-5],
+            "defaults": [False, True],
+            "n": [2, 2],
+            **{f"final_seed_{s}": [validation["winner"][i], validation["defaults"][i]] for i, s in enumerate((1, 2))},
+            "mean_final_eval_accuracy": [0.705, 0.605],
+            "final_ci95%_low": [0.6, 0.5],
+            "final_ci95%_high": [0.8, 0.7],
+            **{f"test_seed_{s}": [test["winner"][i], test["defaults"][i]] for i, s in enumerate((1, 2))},
+        }
+    ).to_csv(run / "select" / "selection.csv", index=False)
+    pd.DataFrame(
+        {"training.learning_rate": [2e-5] * 2 + [5e-5] * 2, "seed": [1, 2] * 2, "time_total_s": [900.0] * 4}
+    ).to_csv(run / "select" / "results.csv", index=False)
+
+    assert glue.main(["--fair", str(tmp_path)]) == 0
+    (row,) = pd.read_csv(tmp_path / "fair.csv").to_dict("records")
+    assert row["scored_on"] == "test split, final models"
+    assert [row["winner_mean"], row["defaults_mean"]] == pytest.approx([64.0, 60.5])
+    (pooled,) = pd.read_csv(tmp_path / "fair_pooled.csv").to_dict("records")
+    assert pooled["gain"] == pytest.approx(3.5)  # (1 + 6) / 2 on the test split; 10 on validation
+    assert "| test split, final models |" in (tmp_path / "fair.md").read_text()
