@@ -9,13 +9,14 @@ set -u
 : "${GLUE_DIR:?set GLUE_DIR to the folder that holds MRPC}" "${OUT:?set OUT to a folder for the runs}" "${BASE:?set BASE to the older checkout}"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline
 HERE=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$OUT/checkpoint_disk"
 SWEEP=(+experiment=bert_mrpc model=minilm_l6 +glue_tsv=mrpc name=mrpc_disk)
 for arm in base head; do
   checkout=$HERE
   [ "$arm" = base ] && checkout=$BASE
   run="$OUT/checkpoint_disk/$arm"
   echo "=== $(date +%T) $arm ($(git -C "$checkout" rev-parse --short HEAD)): $run"
-  (cd "$checkout" && python -m hfsweep "${SWEEP[@]}" hydra.run.dir="$run" > "$run.log" 2>&1)
+  (cd "$checkout" && PYTHONPATH="$checkout" python -m hfsweep "${SWEEP[@]}" hydra.run.dir="$run" > "$run.log" 2>&1)
   echo "exit $?"
   checkpoints=$(find "$run/mrpc_disk/train_runs" -maxdepth 3 -type d -name 'checkpoint-*' | wc -l)
   echo "$arm: $checkpoints checkpoints, $(du -sb "$run/mrpc_disk/train_runs" | cut -f1) bytes in train_runs/, $(du -sb "$run/best" | cut -f1) in best/"

@@ -208,6 +208,7 @@ class SelectConfig(ReadOnly):
     seeds: List[int] = field(default_factory=lambda: [1, 2, 3])
     confidence: float = 0.95  # of the Student t interval around each configuration's mean
     model: SelectModel = SelectModel.final  # both are scored; this one ranks, is exported and headlines
+    within_budget: bool = True  # false: the sweep's budget prices the search alone; the selection runs after it
 
 
 @dataclass

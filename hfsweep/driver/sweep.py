@@ -431,9 +431,11 @@ def select_over_seeds(
     """Re-train the search's `select.top_k` best configurations once per seed, as one sweep in
     RUN_DIR/select/ on the same data; best/ and best.json become the winner's (best mean) median seed.
     A budget bounds the selection too: it draws on what the search left (the same ledger), and is
-    skipped when the search spent it all."""
+    skipped when the search spent it all; with `select.within_budget=false` it bounds the search alone."""
     storage = cfg["cluster"]["storage_path"]
     out = os.path.join(storage, SELECT_DIR)
+    if not cfg["select"]["within_budget"]:  # the budget priced the search; the selection measures its winner
+        budget = None
     if os.path.exists(os.path.join(out, SELECTION_FILE)):  # a resumed sweep whose selection ran already
         print(f"hfsweep: {out} holds a finished selection: it is not run again (move it away to select anew)")
         return

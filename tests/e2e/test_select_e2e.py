@@ -107,6 +107,31 @@ def test_a_search_that_spent_its_budget_skips_the_selection_in_one_line(tmp_path
     assert not (run_dir / "select").exists()
 
 
+def test_a_budget_that_prices_the_search_alone_leaves_the_selection_to_run(tmp_path, cache_dir):
+    """`select.within_budget=false` (the fair test's: a search of N defaults runs in samples, then
+    its winner measured over seeds): the spent budget stops the search, and the selection runs to the end."""
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable,
+        "-m",
+        "hfsweep",
+        "debug=tiny",
+        "search_space.training.learning_rate.values=[1e-3,1e-4]",
+        "select.top_k=1",
+        "select.seeds=[1,2]",
+        "select.within_budget=false",
+        "budget.train_samples=1",
+        f"cache_dir={cache_dir}",
+        f"hydra.run.dir={run_dir}",
+    ]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "the sweep ended on its training-samples budget" in proc.stdout
+    reruns = pd.read_csv(run_dir / "select" / "results.csv")
+    assert len(reruns) == 2 and set(reruns["ended"]) == {"completed"}
+    assert (run_dir / "select" / "selection.csv").is_file()
+
+
 # Two learning rates, one trial at a time, the winner re-trained over seeds 1 and 2; a trial holds
 # after its checkpoint at step 10 (which one: the test's `+callbacks.hold.*`) until the test releases it.
 HELD_SWEEP = [

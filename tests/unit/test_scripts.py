@@ -28,6 +28,7 @@ def test_the_script_parses(script):
         ("experiments/glue/run_minilm.sh", "GLUE_DIR"),
         ("experiments/glue/rte_search_methods.sh", "GLUE_DIR"),
         ("experiments/glue/rte_warmup.sh", "GLUE_DIR"),
+        ("experiments/glue/run_heldout.sh", "GLUE_DIR"),
         ("experiments/bert_conll2003/run_minilm.sh", "CONLL_DIR"),
     ],
 )
@@ -48,6 +49,7 @@ def test_an_experiment_script_without_its_data_folder_says_which_to_set(script, 
             ["searches"],
             ["random", "tpe", "pbt", "pbt", "tpe", "random"],
         ),
+        ("experiments/glue/run_heldout.sh", "GLUE_DIR", ["rte:1", "rte:2"], ["rte:1", "rte:2"]),
     ],
 )
 def test_an_experiment_script_logs_the_exit_status_of_each_run(tmp_path, script, variable, args, stages):
@@ -70,6 +72,20 @@ def test_an_experiment_script_logs_the_exit_status_of_each_run(tmp_path, script,
     logged = [line for line in ran.stdout.splitlines() if ": exit " in line]
     assert [line.split()[2].rstrip(":") for line in logged] == stages, ran.stdout
     assert all(": exit 3" in line for line in logged), ran.stdout
+
+
+def test_the_held_out_script_refuses_a_job_that_is_not_task_and_seed_before_anything_runs(tmp_path):
+    env = {**os.environ, "GLUE_DIR": str(tmp_path), "OUT": str(tmp_path / "out")}
+    ran = subprocess.run(
+        ["bash", str(ROOT / "experiments/glue/run_heldout.sh"), "rte:1", "cola:1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert ran.returncode == 2
+    assert ran.stderr.splitlines() == ["run_heldout.sh: 'cola:1' is not TASK:SEED (TASK: rte, mrpc or stsb)"]
+    assert not (tmp_path / "out" / "rte").exists()
 
 
 @pytest.mark.parametrize(
