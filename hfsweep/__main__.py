@@ -33,12 +33,12 @@ def main(cfg: DictConfig) -> None:
         from hfsweep.driver import sweep
         from hfsweep.driver.search.defaults_trial import wanted
 
-        for key in searched_overrides(list(HydraConfig.get().overrides.task), checked.cfg["search_space"]):
+        for key in searched_overrides(list(HydraConfig.get().overrides.task), checked.sweep.search_space):
             print(
                 f"hfsweep: warning: {key} is also set by search_space.{key}; "
                 + (
                     "it runs as the defaults trial, beside the searched values."
-                    if wanted(checked.cfg)
+                    if wanted(checked.sweep)
                     else "the searched values win."
                 ),
                 file=sys.stderr,

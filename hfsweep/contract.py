@@ -20,7 +20,7 @@ from typing import Any, Optional, Protocol, runtime_checkable
 
 from ray import tune
 
-from hfsweep.config.schema import DataConfig, ModelConfig, PeftConfig, typed
+from hfsweep.config.schema import DataConfig, ModelConfig, PeftConfig, SweepConfig
 
 IGNORED = -100  # the label the loss and the metrics skip: padding, special tokens, later sub-tokens
 
@@ -59,21 +59,21 @@ class TrainingRecipe:
     eval_metrics: list
 
     @classmethod
-    def of(cls, cfg: dict) -> TrainingRecipe:
+    def of(cls, sweep: SweepConfig) -> TrainingRecipe:
         return cls(
-            loop=cfg["loop"]["name"],
-            seed=cfg["seed"],
-            training=cfg["training"],
-            strategy_training_args=cfg["strategy"]["training_args"],
-            use_gpu=cfg["cluster"]["use_gpu"],
-            model=typed(ModelConfig, cfg["model"]),
-            data=typed(DataConfig, cfg["data"]),
-            peft=typed(PeftConfig, cfg["peft"]),
-            trainer=cfg["trainer"],
-            data_collator=cfg["data_collator"],
-            callbacks=cfg["callbacks"],
-            compute_metrics=cfg["compute_metrics"],
-            eval_metrics=list(cfg["eval_metrics"]),
+            loop=sweep.loop.name.value,
+            seed=sweep.seed,
+            training=sweep.training,
+            strategy_training_args=sweep.strategy.training_args,
+            use_gpu=sweep.cluster.use_gpu,
+            model=sweep.model,
+            data=sweep.data,
+            peft=sweep.peft,
+            trainer=sweep.trainer,
+            data_collator=sweep.data_collator,
+            callbacks=sweep.callbacks,
+            compute_metrics=sweep.compute_metrics,
+            eval_metrics=list(sweep.eval_metrics),
         )
 
 

@@ -56,6 +56,12 @@ def experiment_names(run_dir: str, name: str) -> list[str]:
     return [name, *sorted(added, key=lambda d: int(d[len(prefix) :]))]
 
 
+def trial_dirname(trial) -> str:
+    """A trial's folder: its trainable and id. Tune's default adds the sampled values rounded to
+    four digits (a learning rate of 5e-5 named 0.0001); params.json and results.csv hold them."""
+    return f"{trial.trainable_name}_{trial.trial_id}"
+
+
 def holds_sweep(run_dir: str) -> bool:
     return os.path.isfile(os.path.join(run_dir, RESOLVED_CONFIG))
 

@@ -44,6 +44,13 @@ def resolved_config(overrides: list[str], storage: Path, cache: Path) -> dict:
     return resolve(cfg, str(storage), list(overrides))
 
 
+def sweep_config(overrides: list[str], storage: Path, cache: Path):
+    """`resolved_config` typed, as the preflight hands it to the driver (`SweepConfig`)."""
+    from hfsweep.config.schema import SweepConfig, typed
+
+    return typed(SweepConfig, resolved_config(overrides, storage, cache))
+
+
 def run_sweep(overrides: list[str], storage: Path, cache: Path):
     """An end-to-end test's sweep, as `python -m hfsweep OVERRIDES` runs it after composing: the
     resolved config and Tune's results."""
@@ -193,22 +200,23 @@ def untrained_metrics(cfg: dict, out_dir: str) -> dict:
     import transformers
     from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
-    from hfsweep.config.schema import ModelConfig, typed
+    from hfsweep.config.schema import SweepConfig, typed
     from hfsweep.contract import TrainingRecipe
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.driver.preflight import task_of
     from hfsweep.loops.hf_trainer import build_trainer
     from hfsweep.models import build_model
 
-    task = task_of(cfg)
+    sweep = typed(SweepConfig, cfg)
+    task = task_of(sweep)
     data = prepare_data(cfg)
     tokenizer = load_tokenizer(data.tokenizer_path)
-    transformers.set_seed(cfg["seed"])
-    model = build_model(typed(ModelConfig, cfg["model"]), tokenizer, data.label_names, task=task)
+    transformers.set_seed(sweep.seed)
+    model = build_model(sweep.model, tokenizer, data.label_names, task=task)
     arguments_class = Seq2SeqTrainingArguments if task.generates else TrainingArguments
     args = arguments_class(output_dir=out_dir, use_cpu=True, report_to="none", per_device_eval_batch_size=64)
     trainer = build_trainer(
-        TrainingRecipe.of(cfg),
+        TrainingRecipe.of(sweep),
         task,
         model=model,
         tokenizer=tokenizer,
@@ -245,23 +253,24 @@ def save_tiny_base(folder: Path, cache: Path, overrides: list[str] = ()) -> str:
     tokenizer it trains on its data, at its initial weights."""
     import transformers
 
-    from hfsweep.config.schema import ModelConfig, typed
+    from hfsweep.config.schema import plain
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.driver.preflight import task_of
     from hfsweep.models import build_model
 
-    cfg = resolved_config(["debug=tiny", *overrides], folder / "unused", cache)
-    tokenizer = load_tokenizer(prepare_data(cfg).tokenizer_path)
+    sweep = sweep_config(["debug=tiny", *overrides], folder / "unused", cache)
+    tokenizer = load_tokenizer(prepare_data(plain(sweep)).tokenizer_path)
     transformers.set_seed(0)
-    build_model(typed(ModelConfig, cfg["model"]), tokenizer, task=task_of(cfg)).save_pretrained(folder)
+    build_model(sweep.model, tokenizer, task=task_of(sweep)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
 
 
 def prepare_data(cfg: dict):
     """The sweep's data prepared as `sweep.run` prepares it: for the Task its config names."""
-    from hfsweep.config.schema import DataConfig, ModelConfig, typed
+    from hfsweep.config.schema import SweepConfig, typed
     from hfsweep.data.prepare import prepare
     from hfsweep.driver.preflight import task_of
 
-    return prepare(typed(DataConfig, cfg["data"]), typed(ModelConfig, cfg["model"]), cfg["cache_dir"], task_of(cfg))
+    sweep = typed(SweepConfig, cfg)
+    return prepare(sweep.data, sweep.model, sweep.cache_dir, task_of(sweep))

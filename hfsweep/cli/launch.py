@@ -39,7 +39,7 @@ class PreflightEveryJob(Callback):
                 cfg = OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
                 resolved = resolvable_here(cfg, list(job))
                 if resolved is not None:  # else it needs the job's own Hydra runtime: checked as it starts
-                    checked.append(preflight(resolved).cfg)
+                    checked.append(preflight(resolved).sweep)
             check_new_studies(checked)  # one study per job, none an earlier sweep's
         except hydra_errors() as err:
             fail(composition_error(err))

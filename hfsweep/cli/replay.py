@@ -22,8 +22,9 @@ from typing import Optional
 import pandas as pd
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import best_config, saved_config
+from hfsweep.config.loading import best_config, read_sweep, saved_config
 from hfsweep.config.objectives import first_objective
+from hfsweep.config.schema import SweepConfig
 from hfsweep.contract import read_pointer
 from hfsweep.driver.results.rerun import RUN_TO_THE_END
 from hfsweep.driver.results.tables import markdown
@@ -52,12 +53,12 @@ def replay_config(run_dir: str, seeds: list[int]) -> dict:
     return cfg
 
 
-def final_scores(results, cfg: dict) -> pd.DataFrame:
+def final_scores(results, sweep: SweepConfig) -> pd.DataFrame:
     """Per seed: every eval score of its last evaluation, and its final model's scores on each
     `extra_validation` set."""
     from hfsweep.driver.results.evaluation import evaluate_checkpoint, extra_validation_sets, scores
 
-    extra_sets = extra_validation_sets(cfg)
+    extra_sets = extra_validation_sets(sweep)
     rows = []
     for result in results:
         history = result.metrics_dataframe
@@ -67,7 +68,7 @@ def final_scores(results, cfg: dict) -> pd.DataFrame:
         checkpoint = read_pointer(result.checkpoint)
         for name, (data_cfg, raw) in extra_sets.items():
             print(f"replay: seed {row['seed']}: scoring {checkpoint} on extra_validation.{name}")
-            row.update({f"{name}_{k}": v for k, v in evaluate_checkpoint(cfg, checkpoint, data_cfg, raw).items()})
+            row.update({f"{name}_{k}": v for k, v in evaluate_checkpoint(sweep, checkpoint, data_cfg, raw).items()})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -116,18 +117,19 @@ def interrupted_replay(run_dir: str, seeds: list[int]) -> Optional[str]:
 
 def replay(run_dir: str, seeds: list[int]) -> str:
     """Run the replay, or finish an interrupted one, and write its table; returns the replay directory."""
-    from hfsweep.driver import sweep
+    from hfsweep.driver import resume, sweep
     from hfsweep.driver.preflight import preflight
 
     out = interrupted_replay(run_dir, seeds)
     if out:
         print(f"replay: finishing the interrupted replay in {out}; its finished seeds are kept")
-        cfg, results = saved_config(out), sweep.resume(out)
+        results = resume.resume(out)
     else:
         cfg = replay_config(run_dir, seeds)
         results = sweep.run(preflight(cfg))
         out = cfg["cluster"]["storage_path"]
-    replay_table(out, first_objective(cfg)[0], final_scores(results, cfg))
+    replayed = read_sweep(out)
+    replay_table(out, first_objective(replayed)[0], final_scores(results, replayed))
     return out
 
 

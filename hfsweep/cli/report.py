@@ -17,7 +17,7 @@ import importlib.util
 import os
 import sys
 
-from hfsweep.config.loading import read_config
+from hfsweep.config.loading import read_sweep
 from hfsweep.driver.results.anytime import plot_anytime, summary_row
 from hfsweep.driver.results.insight import study_name
 from hfsweep.driver.results.report import sweep_anytime, write_report
@@ -103,10 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     written = [name for name in plots if os.path.isfile(os.path.join(run_dir, name))]
     print(f"Wrote results.csv, results.md, {', '.join(written)} in {run_dir}")
-    print(why_no_curve(table, read_config(run_dir)) or f"The tuning curve's points are in {TUNING_CURVE}.")
+    print(why_no_curve(table, read_sweep(run_dir)) or f"The tuning curve's points are in {TUNING_CURVE}.")
     if args.optuna_storage:
         print(
-            f"Wrote the Optuna study '{study_name(read_config(run_dir), run_dir)}' ({len(table)} trials) into "
+            f"Wrote the Optuna study '{study_name(read_sweep(run_dir), run_dir)}' ({len(table)} trials) into "
             f"{args.optuna_storage}; see it with: optuna-dashboard {args.optuna_storage}"
         )
     return 0
@@ -133,8 +133,8 @@ def compare(run_dirs: list[str], out: str) -> int:
 
     curves, rows, metrics = {}, [], set()
     for run_dir, label in zip(run_dirs, labels(run_dirs)):
-        curve, target, cfg = sweep_anytime(run_dir)
-        metric, mode = first_objective(cfg)
+        curve, target, sweep = sweep_anytime(run_dir)
+        metric, mode = first_objective(sweep)
         metrics.add((metric, mode))
         curves[label] = curve
         rows.append(summary_row(label, curve, target, mode))

@@ -35,12 +35,12 @@ def main(argv: list[str] | None = None) -> int:
             extended_config(args.run_dir, args.extend)  # refuse in a second, before the sweep's imports
         else:
             saved_config(args.run_dir, args.overrides, args.force)
-        from hfsweep.driver import sweep
+        from hfsweep.driver import resume
 
         if args.extend:
-            sweep.extend(args.run_dir, args.extend)
+            resume.extend(args.run_dir, args.extend)
         else:
-            sweep.resume(args.run_dir, args.overrides, force=args.force)
+            resume.resume(args.run_dir, args.overrides, force=args.force)
     except ConfigError as err:
         print(f"hfsweep: error: {err}", file=sys.stderr)
         return 2

@@ -16,7 +16,7 @@ import os
 import sys
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import read_config
+from hfsweep.config.loading import read_config, read_sweep
 from hfsweep.run_dir import experiment_names, holds_sweep
 
 
@@ -79,7 +79,8 @@ def run(args) -> None:
     ]  # all refused or none
     sims = []
     for job, scheduler in zip(jobs, schedulers):
-        stopper = build_stopper(sweep_cfg) if "stopper" in sweep_cfg else None  # they see a report first, as in Tune
+        # they see a report first, as in Tune
+        stopper = build_stopper(read_sweep(args.run_dir)) if "stopper" in sweep_cfg else None
         sims.append(
             simulate.simulate(
                 recording,

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import copy
 import difflib
 import functools
 import os
@@ -123,21 +122,6 @@ def package_folder(key: str, value: str) -> str:
             f"{key}=DIR."
         )
     return os.path.join(list(spec.submodule_search_locations)[0], folder)
-
-
-def apply_sampled(cfg: dict, sampled: dict) -> dict:
-    """A copy of the resolved config with a trial's sampled values (a nested dict) merged in."""
-    merged = copy.deepcopy(cfg)
-
-    def merge(into: dict, values: dict) -> None:
-        for key, value in values.items():
-            if isinstance(value, dict) and isinstance(into.get(key), dict):
-                merge(into[key], value)
-            else:
-                into[key] = value
-
-    merge(merged, sampled)
-    return merged
 
 
 def target_name(node: dict) -> str:
@@ -370,6 +354,13 @@ def read_config(run_dir: str) -> dict:
         if key in cfg.get("data", {}) and (value := cfg["data"].pop(key)) != old_default:
             options[key] = value
     return cfg
+
+
+def read_sweep(run_dir: str):
+    """The saved config, typed (`SweepConfig`; keys added to hfsweep since it was saved take their defaults)."""
+    from hfsweep.config.schema import SweepConfig, typed
+
+    return typed(SweepConfig, read_config(run_dir))
 
 
 def best_config(run_dir: str) -> dict:

@@ -4,10 +4,15 @@ stoppers, the checkpoint budget, `best/`) takes the first."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def objectives(cfg: dict) -> list[tuple[str, str]]:
+if TYPE_CHECKING:
+    from hfsweep.config.schema import SweepConfig
+
+
+def objectives(sweep: SweepConfig) -> list[tuple[str, str]]:
     """(metric, mode) of every objective of the resolved config, the first first."""
-    return objectives_of(cfg["metric"], cfg["mode"])
+    return objectives_of(sweep.metric, sweep.mode)
 
 
 def objectives_of(metric, mode) -> list[tuple[str, str]]:
@@ -17,9 +22,9 @@ def objectives_of(metric, mode) -> list[tuple[str, str]]:
     return list(zip(metric, mode))
 
 
-def first_objective(cfg: dict) -> tuple[str, str]:
-    return objectives(cfg)[0]
+def first_objective(sweep: SweepConfig) -> tuple[str, str]:
+    return objectives(sweep)[0]
 
 
-def is_multi_objective(cfg: dict) -> bool:
-    return not isinstance(cfg["metric"], str)
+def is_multi_objective(sweep: SweepConfig) -> bool:
+    return not isinstance(sweep.metric, str)

@@ -4,10 +4,11 @@ trial; and the checks that the hardware can run what the config asks (`check_har
 from __future__ import annotations
 
 import os
+from dataclasses import fields
 from typing import Optional
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
+from hfsweep.config.schema import BudgetConfig, ClusterConfig, StrategyConfig, SweepConfig
 
 GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fsdp (plain DDP) and DeepSpeed needs CUDA
 
@@ -72,15 +73,43 @@ def trial_shape(cluster: ClusterConfig, strategy: StrategyConfig) -> str:
     return f"1 CPU for the trial + {workers} worker{'s' if workers > 1 else ''}"
 
 
-def check_hardware(cfg: dict) -> None:
-    """Refuse what this machine or the trial's share of the cluster cannot run, before Ray starts."""
-    cluster, strategy = typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"])
+def check_hardware(sweep: SweepConfig) -> None:
+    """Refuse what this machine or the trial's share of the cluster cannot run, or a budget it
+    cannot price, before Ray starts."""
+    cluster, strategy = sweep.cluster, sweep.strategy
     _validate_packed_gpus(strategy, cluster)
     _validate_strategy(strategy, cluster)
-    _validate_precision(cfg["training"], cluster)
+    _validate_precision(sweep.training, cluster)
     _validate_cluster(cluster, strategy)
+    _validate_budget(sweep.budget, cluster)
     if cluster.address is None:
         check_hfsweep_installed()
+
+
+def _validate_budget(budget: BudgetConfig, cluster: ClusterConfig) -> None:
+    """Budgets are positive, prices not negative, and a USD budget has its price."""
+    for key, example in (("wall_clock_s", 3600), ("trial_hours", 8), ("usd", 100), ("train_samples", 100000)):
+        if getattr(budget, key) is not None and getattr(budget, key) <= 0:
+            raise ConfigError(
+                f"budget.{key}: must be positive, not {getattr(budget, key)}; e.g. budget.{key}={example}, "
+                "or null for none."
+            )
+    for key in ("price_per_gpu_hour", "price_per_cpu_hour"):
+        price = getattr(cluster, key)
+        if price is not None and price < 0:
+            raise ConfigError(f"cluster.{key}: must be at least 0, not {price}; e.g. cluster.{key}=2.5.")
+    budgets = [field.name for field in fields(budget) if getattr(budget, field.name) is not None]
+    if budgets and str(cluster.address or "").startswith("ray://"):
+        raise ConfigError(
+            f"budget.{budgets[0]}: a budget is counted by Tune's loop, which runs on the cluster under "
+            f"Ray Client (cluster.address=ray://...) where the driver cannot read it; run the sweep on "
+            f"the head node (cluster.address=auto), or drop budget.{budgets[0]}."
+        )
+    price = price_key(cluster)
+    if budget.usd is not None and getattr(cluster, price) is None:
+        raise ConfigError(
+            f"budget.usd: needs the price of what the trials hold; set cluster.{price}, e.g. cluster.{price}=2.5."
+        )
 
 
 def checkout_here() -> Optional[str]:

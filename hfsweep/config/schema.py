@@ -3,9 +3,11 @@
 `conf/config.yaml` puts it first in its defaults, so a misspelt key in a typed group, or a value of
 the wrong type, fails at composition (and `hfsweep.config.loading` turns that into one line).
 
-Below the preflight a layer takes the typed sub-config it needs (`typed(DataConfig, cfg["data"])`:
-an instance of the dataclass here, built by OmegaConf), so it reads `data_cfg.max_length`, not a
-string key of a dict. Every layer imports this module, and it imports no other part of hfsweep.
+The preflight builds the typed `SweepConfig` once (`typed`), and every layer below takes it or the
+typed sub-config it needs (`sweep.data`), so it reads `data_cfg.max_length`, not a string key of a
+dict; a trial's sampled values make its own by one merge (`merged`). Where a dict is the
+format (resolved_config.yaml, Tune's param_space paths), `plain` gives it back. Every layer imports
+this module, and it imports no other part of hfsweep.
 """
 
 from __future__ import annotations
@@ -263,3 +265,18 @@ def typed(schema, values: dict):
 def plain(node) -> dict:
     """A typed sub-config as the plain dict the resolved config holds: enums by name."""
     return OmegaConf.to_container(OmegaConf.structured(node), enum_to_str=True)
+
+
+def merged(node, values: dict):
+    """A typed config (or sub-config) with `values` (a nested dict: a trial's sampled values as Tune
+    hands them, `extra_validation`'s changes) merged in by OmegaConf, which checks each against its field."""
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(node), primitive(values)))
+
+
+def primitive(value):
+    """`value` with numpy scalars (what some searchers sample) as Python's own, which OmegaConf takes."""
+    if isinstance(value, dict):
+        return {key: primitive(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [primitive(item) for item in value]
+    return value.item() if hasattr(value, "item") and hasattr(value, "dtype") else value

@@ -14,9 +14,7 @@ from collections.abc import Mapping
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import check_importable, training_argument_names, unknown_key_error
-from hfsweep.config.objectives import first_objective, objectives
-from hfsweep.config.resources import price_key
-from hfsweep.config.schema import ClusterConfig, typed
+from hfsweep.config.objectives import objectives_of
 
 PLATEAU = "reduce_lr_on_plateau"  # the one LR schedule that is not a function of the step
 POSITIVE_TRAINING_KEYS = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps")
@@ -49,7 +47,6 @@ def check_config(cfg: dict, generates: bool = False) -> None:
     # reads transformers' source
     _validate_training_argument_names(cfg["training"], cfg["strategy"]["training_args"], generates)
     _validate_targets(cfg)  # imports every `_target_`'s module
-    _validate_budget(cfg["budget"], typed(ClusterConfig, cfg["cluster"]))
 
 
 def _validate_targets(node, path: str = "") -> None:
@@ -147,35 +144,12 @@ def _validate_best_model_metric(cfg: dict) -> None:
             f"training.metric_for_best_model: the Trainer keeps its best model by one metric, "
             f"not {as_override(metric)}; set training.metric_for_best_model={metric[0]}."
         )
-    mode = dict(objectives(cfg)).get(metric, first_objective(cfg)[1])
+    objectives = objectives_of(cfg["metric"], cfg["mode"])
+    mode = dict(objectives).get(metric, objectives[0][1])
     if cfg["training"].get("greater_is_better", mode == "max") != (mode == "max"):
         raise ConfigError(
             f"training.greater_is_better: must be {str(mode == 'max').lower()} when mode={mode}, "
             f"so the Trainer's best checkpoint is the sweep's best."
-        )
-
-
-def _validate_budget(budget: dict, cluster: ClusterConfig) -> None:
-    for key, example in (("wall_clock_s", 3600), ("trial_hours", 8), ("usd", 100), ("train_samples", 100000)):
-        if budget[key] is not None and budget[key] <= 0:
-            raise ConfigError(
-                f"budget.{key}: must be positive, not {budget[key]}; e.g. budget.{key}={example}, or null for none."
-            )
-    for key in ("price_per_gpu_hour", "price_per_cpu_hour"):
-        price = getattr(cluster, key)
-        if price is not None and price < 0:
-            raise ConfigError(f"cluster.{key}: must be at least 0, not {price}; e.g. cluster.{key}=2.5.")
-    budgets = [key for key, value in budget.items() if value is not None]
-    if budgets and str(cluster.address or "").startswith("ray://"):
-        raise ConfigError(
-            f"budget.{budgets[0]}: a budget is counted by Tune's loop, which runs on the cluster under "
-            f"Ray Client (cluster.address=ray://...) where the driver cannot read it; run the sweep on "
-            f"the head node (cluster.address=auto), or drop budget.{budgets[0]}."
-        )
-    price = price_key(cluster)
-    if budget["usd"] is not None and getattr(cluster, price) is None:
-        raise ConfigError(
-            f"budget.usd: needs the price of what the trials hold; set cluster.{price}, e.g. cluster.{price}=2.5."
         )
 
 

@@ -35,6 +35,7 @@ from ray.tune.utils import flatten_dict
 
 from hfsweep.compat import RESTORE_FROM_REMOTE, wandb_logging_actor_class, write_rows_under
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import SweepConfig
 from hfsweep.contract import COST_METRICS
 from hfsweep.driver.search.schedulers import instantiate_at
 
@@ -125,14 +126,14 @@ class FlushingWandbLoggerCallback(WandbLoggerCallback):
         _logger_actor_cls = _FlushingActor
 
 
-def build_loggers(cfg: dict) -> list:
+def build_loggers(sweep: SweepConfig) -> list:
     """Tune's CSV and JSON loggers (the report and resume read them) plus every `logger/` option.
 
     Each logger is a Tune callback on the driver, one run per trial; the workers' Trainer keeps
     `report_to="none"`, so nothing is logged twice.
     """
     loggers = [HistoryCSVLoggerCallback(), HistoryJsonLoggerCallback()]
-    for key, node in cfg["logger"].items():
+    for key, node in sweep.logger.items():
         try:
             loggers.append(instantiate_at(f"logger.{key}", node))
         except (ImportError, RuntimeError) as err:  # Ray's W&B callback raises RuntimeError without wandb

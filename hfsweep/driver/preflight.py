@@ -3,10 +3,11 @@ the config's own (`hfsweep.config.validation`), the hardware's (`hfsweep.config.
 Task's, the loop's, the adapter's (`hfsweep.models`) and the search's
 (`hfsweep.driver.search.search_rules`). Each refuses in one line that names the key and the fix.
 
-What passes is a `CheckedConfig`: the resolved config with the sweep's Task, resolved here once
-and handed to every layer below. `sweep.run` takes nothing else. Kept light (no torch, no Ray):
-a refusal takes about a second. An offline preset's stand-in data (`data.proxy`) is written into
-`cache_dir` here, first, so that `data.path` names it before the data checks.
+What passes is a `CheckedConfig`: the typed config (`SweepConfig`, built here once: the driver and
+every layer below read it by attribute) with the sweep's Task, resolved here once and handed to
+every layer below. `sweep.run` takes nothing else. Kept light (no torch, no Ray): a refusal takes
+about a second. An offline preset's stand-in data (`data.proxy`) is written into `cache_dir` here,
+first, so that `data.path` names it before the data checks.
 """
 
 from __future__ import annotations
@@ -26,32 +27,32 @@ from hfsweep.tasks.base import Task
 
 @dataclass(frozen=True)
 class CheckedConfig:
-    """A resolved config that passed every check, and the Task its `model.task` names, with its `task_options`."""
+    """A config that passed every check, typed, and the Task its `model.task` names, with its `task_options`."""
 
-    cfg: dict
+    sweep: SweepConfig
     task: Task
 
 
 def preflight(cfg: dict) -> CheckedConfig:
-    """Check `cfg` by owner; raise ConfigError naming the first bad key."""
-    task = task_of(cfg)  # refuses an unknown task or option
+    """Check the resolved config `cfg` by owner; raise ConfigError naming the first bad key."""
+    task = get_task(cfg["model"]["task"], cfg.get("task_options"))  # refuses an unknown task or option
     cfg = {
         **with_proxy_data(cfg),
         "task_options": task.options(),
     }  # every option the family uses, as resolved_config.yaml records it
     check_config(cfg, generates=task.generates)
-    check_hardware(cfg)
-    sweep = typed(SweepConfig, cfg)  # the checks below the driver read it typed
+    sweep = typed(SweepConfig, cfg)  # from here on, every check and layer reads it typed
+    check_hardware(sweep)
     task.check(sweep)
     get_loop(sweep.loop.name.value).check(sweep, task)
     check_peft(sweep)
-    check_search(cfg)
-    return CheckedConfig(cfg, task)
+    check_search(sweep)
+    return CheckedConfig(sweep, task)
 
 
-def task_of(cfg: dict) -> Task:
-    """The Task a resolved config trains: `model.task` with its `task_options`."""
-    return get_task(cfg["model"]["task"], cfg.get("task_options"))
+def task_of(sweep: SweepConfig) -> Task:
+    """The Task a config trains: `model.task` with its `task_options`."""
+    return get_task(sweep.model.task, sweep.task_options)
 
 
 def with_proxy_data(cfg: dict) -> dict:

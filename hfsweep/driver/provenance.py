@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
+from hfsweep.config.schema import SweepConfig
 from hfsweep.run_dir import PROVENANCE_FILE
 
 PROVENANCE_PACKAGES = (
@@ -65,7 +66,7 @@ def hardware() -> dict:
     }
 
 
-def write_provenance(run_dir: str, cfg: dict) -> None:
+def write_provenance(run_dir: str, sweep: SweepConfig) -> None:
     """provenance.json: what it takes to reproduce this run (code, packages, hardware, seeds)."""
     manifest = {
         "command": sys.argv,
@@ -75,8 +76,8 @@ def write_provenance(run_dir: str, cfg: dict) -> None:
         "packages": {name: _version(name) for name in PROVENANCE_PACKAGES},
         "hardware": hardware(),
         "seeds": {
-            "seed": cfg["seed"],
-            "search_alg": cfg["search_alg"].get("seed", cfg["search_alg"].get("random_state")),
+            "seed": sweep.seed,
+            "search_alg": sweep.search_alg.get("seed", sweep.search_alg.get("random_state")),
         },
     }
     with open(os.path.join(run_dir, PROVENANCE_FILE), "w") as f:

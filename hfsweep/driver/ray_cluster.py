@@ -26,7 +26,7 @@ from hfsweep.config.resources import (
     trial_shape,
     usable_cores,
 )
-from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
+from hfsweep.config.schema import ClusterConfig, StrategyConfig, SweepConfig
 from hfsweep.driver.search.search_rules import is_population_training, population_size, samples_within
 
 FORWARDED_ENV = (
@@ -265,21 +265,21 @@ def max_concurrent_trials(cluster: ClusterConfig, strategy: StrategyConfig) -> i
     return cluster.max_concurrent_trials or fits_at_once(held_per_trial(cluster, strategy), keep_cpus=DATA_CPUS)
 
 
-def searcher_cap(cfg: dict) -> Optional[int]:
+def searcher_cap(sweep: SweepConfig) -> Optional[int]:
     """How many trials the searcher keeps alive: `max_concurrent_trials`. Under PBT and PB2 none
     where Tune's reservations alone keep what runs within it (in-process trials on a Ray started
     here), since Tune counts paused trials against a cap and the population would shrink; a
     population larger than the cap is refused otherwise."""
-    cluster, strategy = typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"])
+    cluster, strategy = sweep.cluster, sweep.strategy
     cap = max_concurrent_trials(cluster, strategy)
-    if not is_population_training(cfg):
+    if not is_population_training(sweep):
         return cap
     if fits_at_once(reserved_by_tune(cluster, strategy)) <= cap:
         return None
-    population = population_size(cfg)
+    population = population_size(sweep)
     if population > cap:
-        name = target_name(cfg["scheduler"])
-        fits = samples_within(cfg, cap)
+        name = target_name(sweep.scheduler)
+        fits = samples_within(sweep, cap)
         fewer = f"lower num_samples to {fits}" if fits else "search fewer grid points"
         raise ConfigError(
             f"num_samples: under {name} the population of {population} trials must be alive at once, but this sweep "

@@ -27,9 +27,9 @@ from ray import tune
 from ray.train.torch import TorchTrainer
 from ray.util.queue import Queue
 
-from hfsweep.config.loading import TASK_OPTIONS, apply_sampled
+from hfsweep.config.loading import TASK_OPTIONS
 from hfsweep.config.resources import resource_names, trains_in_process
-from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
+from hfsweep.config.schema import SweepConfig, merged
 from hfsweep.contract import HF_CHECKPOINTS, TrainingRecipe, TrainJob, read_pointer, report_to_tune, steps_for_epochs
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, what_is_prepared
 from hfsweep.tasks import with_options
@@ -63,34 +63,32 @@ def with_trial_steps(training: Mapping, workers: int, train_examples: int) -> Ma
     return {**training, "max_steps": steps_for_epochs(training, max(1, workers), train_examples)}
 
 
-def run_trial(
-    sampled: dict, *, cfg: dict, recipe: TrainingRecipe, task, data: PreparedData, ray_datasets: dict
-) -> None:
+def run_trial(sampled: dict, *, sweep: SweepConfig, task, data: PreparedData, ray_datasets: dict) -> None:
     """Tune function trainable: train the sampled config, report every checkpoint to Tune.
 
-    The whole config stops here: any key may be searched, so the trial applies the sampled values
-    to it, then hands the loop on each worker a `TrainJob` of the typed parts it reads. `recipe`,
-    `task`, `data` and `ray_datasets` are the sweep's, built once by the driver; a trial whose
-    sampled values change what they depend on builds its own."""
+    Any key may be searched, so the trial merges the sampled values into the sweep's typed config
+    (`merged`), then hands the loop on each worker a `TrainJob` of the typed parts it reads.
+    `sweep`, `task`, `data` and `ray_datasets` are the sweep's, built once by the driver; a trial
+    whose sampled values change what they depend on builds its own."""
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint otherwise
     started_at = time.time()
     # searched task options go to the Task, their one home below the driver (the config has none)
     options = sampled.get(TASK_OPTIONS)
     trial_task = with_options(task, options) if options else task
-    trial_cfg = apply_sampled(cfg, {key: value for key, value in sampled.items() if key != TASK_OPTIONS})
-    cluster = typed(ClusterConfig, trial_cfg["cluster"])  # any key may be searched, cluster.* included
-    sweep_recipe, recipe = recipe, TrainingRecipe.of(trial_cfg)
+    trial = merged(sweep, {key: value for key, value in sampled.items() if key != TASK_OPTIONS})
+    sweep_recipe, recipe = TrainingRecipe.of(sweep), TrainingRecipe.of(trial)
     changed = data_changed(sweep_recipe, recipe, task, trial_task)
     task = trial_task
     if changed:  # a searched data, tokenizer or task key: prepare (cached) for this trial
-        data = prepare(recipe.data, recipe.model, cfg["cache_dir"], task)
+        data = prepare(recipe.data, recipe.model, sweep.cache_dir, task)
     # epochs in steps over the data this trial trains on (its own, when a searched key changed it)
+    cluster = trial.cluster  # cluster.* may be searched too
     recipe = replace(recipe, training=with_trial_steps(recipe.training, cluster.num_workers, data.num_train_blocks))
     if changed or recipe.seed != sweep_recipe.seed:  # a searched seed (replay) reshuffles too
         ray_datasets = load_ray_datasets(data, recipe.data.datasets_to_split, recipe.seed)
     resume_from = read_pointer(tune.get_checkpoint())
     run_name = train_run_name(tune.get_context().get_trial_id(), resume_from)
-    train_runs = os.path.join(cluster.storage_path, cfg["name"], "train_runs")
+    train_runs = os.path.join(cluster.storage_path, sweep.name, "train_runs")
     job = TrainJob(
         recipe=recipe,
         task=task,
@@ -101,7 +99,7 @@ def run_trial(
         output_dir=os.path.join(train_runs, run_name, HF_CHECKPOINTS),
         resume_from=resume_from,
         trial_started_at=started_at,
-        in_process=trains_in_process(cluster, typed(StrategyConfig, trial_cfg["strategy"])),
+        in_process=trains_in_process(cluster, trial.strategy),
     )
     data_config = ray.train.DataConfig(
         datasets_to_split=recipe.data.datasets_to_split,

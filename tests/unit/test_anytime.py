@@ -9,6 +9,7 @@ import math
 import pandas as pd
 import pytest
 
+from hfsweep.config.schema import SweepConfig, typed
 from hfsweep.driver.results.anytime import anytime_curve, area, hours_to_reach, summary_row
 
 # Two trials on 2 CPUs each: a reports 5.0 then 3.0 at 10 s and 20 s of its time; b reports 4.0 at 10 s.
@@ -65,7 +66,11 @@ def test_two_sweeps_whose_run_directories_end_alike_keep_a_curve_each(tmp_path, 
 
     drawn = {}
     curve = anytime_curve(HISTORIES, "eval_loss", "min", resources=2)
-    monkeypatch.setattr(report, "sweep_anytime", lambda run_dir: (curve, None, {"metric": "eval_loss", "mode": "min"}))
+    monkeypatch.setattr(
+        report,
+        "sweep_anytime",
+        lambda run_dir: (curve, None, typed(SweepConfig, {"metric": "eval_loss", "mode": "min"})),
+    )
     monkeypatch.setattr(report, "plot_anytime", lambda curves, metric, path: drawn.update(curves))
     run_dirs = sweeps(tmp_path, "round1/tpe/seed_1", "round2/tpe/seed_1", "round2/random/seed_1")
     assert report.main([*run_dirs, "--compare", str(tmp_path / "out")]) == 0

@@ -14,7 +14,7 @@ import torch
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.resources import trains_in_process, trial_resources, trial_shape
-from hfsweep.config.schema import ClusterConfig, DataConfig, StrategyConfig, SweepConfig, typed
+from hfsweep.config.schema import ClusterConfig, DataConfig, StrategyConfig, typed
 from hfsweep.driver.preflight import preflight
 from hfsweep.tasks import get_task, task_names
 from tests.conftest import CONF_DIR, resolved_config
@@ -68,7 +68,7 @@ def test_debug_tiny_shrinks_every_experiment(experiment, spelling, tmp_path, mon
     overrides = experiment_overrides(experiment, tmp_path)
     overrides[0] = overrides[0].replace("+experiment", spelling)
     cfg = resolved_config(["debug=tiny", *overrides], tmp_path, tmp_path)
-    preflight(cfg)
+    sweep = preflight(cfg).sweep
     assert cfg["training"]["max_steps"] == 20 and cfg["training"]["eval_steps"] == cfg["training"]["save_steps"] == 10
     assert cfg["search_space"]["training"]["learning_rate"]["values"] == [1.0e-3]
     assert cfg["cluster"]["num_workers"] == 1 and cfg["num_samples"] == 1
@@ -76,8 +76,8 @@ def test_debug_tiny_shrinks_every_experiment(experiment, spelling, tmp_path, mon
     assert leaves
     listed = {path: spec["values"] for path, spec in leaves if spec["sampler"] in ("grid", "choice")}
     assert all(len(values) == 1 for values in listed.values()), listed  # peft.r, task_options.mlm_probability...
-    assert population_size(cfg) == 1, "a one-trial sweep"
-    scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+    assert population_size(sweep) == 1, "a one-trial sweep"
+    scheduler = build_scheduler(sweep, compile_search_space(sweep.search_space, sweep))
     assert type(scheduler).__name__ == "FIFOScheduler"
     assert cfg["name"] == ("glue_mrpc" if experiment.startswith("glue") else experiment)  # the preset still applies
 
@@ -113,9 +113,8 @@ def test_default_is_the_offline_embedded_sweep(tmp_path):
 def test_a_typed_sub_config_is_read_only_and_changed_by_copy(key, tmp_path):
     """The layers below the preflight share one typed sub-config each: none can change it under another."""
     import dataclasses
-    import typing
 
-    node = typed(typing.get_type_hints(SweepConfig)[key], preflight(resolved_config([], tmp_path, tmp_path)).cfg[key])
+    node = getattr(preflight(resolved_config([], tmp_path, tmp_path)).sweep, key)
     first = dataclasses.fields(node)[0].name
     with pytest.raises(dataclasses.FrozenInstanceError, match=f"cannot assign to field '{first}'"):
         setattr(node, first, None)
@@ -126,7 +125,7 @@ def test_the_typed_config_the_checks_read_is_read_only(tmp_path):
     """The preflight hands every check below the driver one typed `SweepConfig`: none can change it under another."""
     import dataclasses
 
-    sweep = typed(SweepConfig, preflight(resolved_config([], tmp_path, tmp_path)).cfg)
+    sweep = preflight(resolved_config([], tmp_path, tmp_path)).sweep
     with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'seed'"):
         sweep.seed = 1
     assert isinstance(sweep.data, DataConfig) and sweep.loop.name.value == "hf_trainer"
@@ -199,8 +198,8 @@ def test_precision_and_activation_checkpointing_switches_reach_the_training_argu
     from hfsweep.loops.hf_trainer import training_arguments
 
     cfg = resolved_config(["training.bf16=true", "+training.activation_checkpointing=true"], tmp_path, tmp_path)
-    preflight(cfg)  # CPUs run bf16 through torch's autocast
-    args = training_arguments(TrainingRecipe.of(cfg), str(tmp_path), get_task(cfg["model"]["task"]))
+    sweep = preflight(cfg).sweep  # CPUs run bf16 through torch's autocast
+    args = training_arguments(TrainingRecipe.of(sweep), str(tmp_path), get_task(sweep.model.task))
     assert args.bf16 and not args.fp16 and args.activation_checkpointing
 
 
@@ -947,7 +946,7 @@ def test_a_launch_checks_each_job_once_before_its_sweep_and_a_multirun_checks_ev
 
     monkeypatch.setattr(entry, "preflight", counted)
     monkeypatch.setattr(launch, "preflight", counted)
-    monkeypatch.setattr(sweep, "run", lambda checked: events.append(("sweep", checked.cfg["seed"])))
+    monkeypatch.setattr(sweep, "run", lambda checked: events.append(("sweep", checked.sweep.seed)))
     cache = f"cache_dir={tmp_path / 'cache'}"
     monkeypatch.setattr(sys, "argv", ["hfsweep", "seed=5", f"hydra.run.dir={tmp_path / 'run'}", cache])
     entry.cli()

@@ -143,7 +143,8 @@ def test_trial_cost_is_its_hours_times_what_it_holds_times_the_price(tmp_path):
 
 
 def test_usd_budget_ends_the_sweep_at_the_report_that_spends_it(tmp_path):
-    budget = build_budget(config(tmp_path, "budget.usd=0.01", "cluster.price_per_cpu_hour=1", "cluster.num_workers=2"))
+    priced = config(tmp_path, "budget.usd=0.01", "cluster.price_per_cpu_hour=1", "cluster.num_workers=2")
+    budget = build_budget(typed(SweepConfig, priced))
     budget("a", {"time_total_s": 6.0})  # 6 s x 3 CPUs at $1 per CPU-hour: $0.005
     assert not budget.stop_all()
     budget("b", {"time_total_s": 6.0})
@@ -255,7 +256,7 @@ def test_samples_budget_ends_the_sweep_at_the_report_that_spends_it_and_counts_o
 
     from hfsweep.driver.search import budget as budget_module
 
-    budget = build_budget(config(tmp_path, "budget.train_samples=1000"))
+    budget = build_budget(typed(SweepConfig, config(tmp_path, "budget.train_samples=1000")))
     pickled = pickle.dumps(budget)  # tuner.pkl holds the budget as it was built
     budget("a", {"time_total_s": 1.0, "train_samples": 400})
     budget("a", {"time_total_s": 2.0, "train_samples": 600})  # a trial's latest report counts, not the sum
@@ -273,7 +274,7 @@ def test_samples_budget_ends_the_sweep_at_the_report_that_spends_it_and_counts_o
 
 
 def test_a_budget_state_saved_before_samples_were_counted_resumes(tmp_path):
-    budget = build_budget(config(tmp_path, "budget.train_samples=10"))
+    budget = build_budget(typed(SweepConfig, config(tmp_path, "budget.train_samples=10")))
     budget.set_state({"spent_s": 5.0, "trial_s": {"a": 3.0}, "reason": None})
     assert budget.samples_used() == 0 and not budget.stop_all()
 
@@ -314,11 +315,11 @@ def test_results_give_each_trials_training_samples_and_the_search_in_defaults_ru
         fake_trial("b", 1e-4, step=60, max_steps=60, train_samples=480),
     ]
     history = pd.DataFrame({"step": [20], "eval_loss": [1.0]})
-    table = trial_table(SimpleNamespace(trials=trials, trial_dataframes={"d": history}), cfg)
+    table = trial_table(SimpleNamespace(trials=trials, trial_dataframes={"d": history}), typed(SweepConfig, cfg))
     assert table.set_index("trial_id")["train_samples"].to_dict() == {"d": 160, "a": 480, "b": 480}
     assert samples_line(table) == (
         "1120 training samples over 3 trials (train_samples in results.csv), 2.33x one defaults run (480 samples)"
     )
     before = [fake_trial("a", 3e-3, step=60)]  # a run directory from before reports carried samples
-    old = trial_table(SimpleNamespace(trials=before, trial_dataframes={}), cfg)
+    old = trial_table(SimpleNamespace(trials=before, trial_dataframes={}), typed(SweepConfig, cfg))
     assert "train_samples" not in old and samples_line(old) == ""

@@ -200,8 +200,8 @@ def test_an_offline_preset_writes_its_own_data_into_the_cache_on_first_use(prese
 
     cache = tmp_path_factory.getbasetemp() / "offline_presets_cache"
     checked = preflight(resolved_config([f"+experiment={preset}"], tmp_path_factory.mktemp(preset), cache))
-    path = checked.cfg["data"]["path"]
-    assert path.startswith(str(cache)) and path.endswith(checked.cfg["data"]["proxy"])
+    path = checked.sweep.data.path
+    assert path.startswith(str(cache)) and path.endswith(checked.sweep.data.proxy)
     assert len(os.listdir(path)) >= 2, "a train and a validation file"
 
 
@@ -213,7 +213,7 @@ def test_a_data_path_wins_over_the_proxy_and_an_unknown_proxy_is_refused(tmp_pat
     checked = preflight(
         resolved_config(["+experiment=bert_mrpc_offline", f"data.path={given}"], tmp_path, tmp_path / "cache")
     )
-    assert checked.cfg["data"]["path"] == str(given) and not (tmp_path / "cache" / "offline_data").exists()
+    assert checked.sweep.data.path == str(given) and not (tmp_path / "cache" / "offline_data").exists()
     with pytest.raises(ConfigError, match=r"^data.proxy: no stand-in data named 'mrpc'; choose one of mrpc_proxy, "):
         preflight(resolved_config(["+experiment=bert_mrpc_offline", "data.proxy=mrpc"], tmp_path, tmp_path / "cache"))
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import SweepConfig, typed
 from hfsweep.driver.search.search_space import compile_search_space
-from tests.conftest import resolved_config
+from tests.conftest import resolved_config, sweep_config
 
 LOGUNIFORM = [
     "search_space=learning_rate_loguniform",
@@ -19,14 +20,14 @@ LOGUNIFORM = [
 
 def searcher_and_setup(tmp_path, overrides):
     from hfsweep.driver.search.schedulers import build_search_alg
-    from hfsweep.driver.sweep import search_setup
+    from hfsweep.driver.tuner import search_setup
 
-    cfg = resolved_config(overrides, tmp_path, tmp_path)
-    space = compile_search_space(cfg["search_space"], cfg)
-    setup = search_setup(cfg, space)
-    searcher = build_search_alg(cfg, None, setup.searcher_arguments)
-    searcher.set_search_properties(cfg["metric"], cfg["mode"], space)
-    return cfg, space, setup, searcher
+    sweep = sweep_config(overrides, tmp_path, tmp_path)
+    space = compile_search_space(sweep.search_space, sweep)
+    setup = search_setup(sweep, space)
+    searcher = build_search_alg(sweep, None, setup.searcher_arguments)
+    searcher.set_search_properties(sweep.metric, sweep.mode, space)
+    return sweep, space, setup, searcher
 
 
 @pytest.mark.parametrize("searcher", ["optuna", "hyperopt"])
@@ -43,7 +44,7 @@ def test_bohb_runs_the_point_first_and_its_model_learns_from_its_result(tmp_path
     crashed the sweep at the defaults trial's first result (Unknown hyperparameter(s) {'training'})."""
     cfg, _, _, search = searcher_and_setup(tmp_path, ["scheduler=bohb", "search_alg=bohb", *LOGUNIFORM])
     assert search.suggest("trial_1")["training"]["learning_rate"] == pytest.approx(5e-4)
-    search.on_trial_result("trial_1", {cfg["metric"]: 1.0, "hyperband_info": {"budget": 10}})
+    search.on_trial_result("trial_1", {cfg.metric: 1.0, "hyperband_info": {"budget": 10}})
     assert search.suggest("trial_2")["training"]["learning_rate"] != pytest.approx(5e-4)
 
 
@@ -158,9 +159,9 @@ def test_with_two_trials_running_tpe_draws_at_random_until_its_start_up_have_fin
     histories = [
         pd.DataFrame({"timestamp": [start + 1, end], "time_total_s": [1.0, end - start]}) for start, end in SPANS
     ]
-    cfg = resolved_config(["search_alg=optuna", *LOGUNIFORM, "search_alg.startup_trials=3"], tmp_path, tmp_path)
+    cfg = sweep_config(["search_alg=optuna", *LOGUNIFORM, "search_alg.startup_trials=3"], tmp_path, tmp_path)
     assert drawn_at_random(cfg, histories) == 4
-    cfg = resolved_config(["search_alg=hyperopt", *LOGUNIFORM, "search_alg.startup_trials=3"], tmp_path, tmp_path)
+    cfg = sweep_config(["search_alg=hyperopt", *LOGUNIFORM, "search_alg.startup_trials=3"], tmp_path, tmp_path)
     assert drawn_at_random(cfg, histories) == 3
 
 
@@ -174,7 +175,7 @@ def test_the_count_times_trials_by_hfsweeps_reports_not_tunes_whole_seconds(tmp_
 
     first = {"timestamp": [5, 10], "reported_at": [5.5, 10.7], "time_total_s": [1.0, 6.2]}
     second = {"timestamp": [11, 14], "reported_at": [11.95, 14.2], "time_total_s": [1.05, 3.3]}
-    cfg = resolved_config(["search_alg=optuna", *LOGUNIFORM, "search_alg.startup_trials=1"], tmp_path, tmp_path)
+    cfg = sweep_config(["search_alg=optuna", *LOGUNIFORM, "search_alg.startup_trials=1"], tmp_path, tmp_path)
     assert drawn_at_random(cfg, [pd.DataFrame(first), pd.DataFrame(second)]) == 1
     tune_only = [pd.DataFrame(first).drop(columns="reported_at"), pd.DataFrame(second).drop(columns="reported_at")]
     assert drawn_at_random(cfg, tune_only) == 2, "a sweep from before reported_at is timed by Tune's seconds"
@@ -192,9 +193,10 @@ def test_a_range_sampler_beside_a_presets_grid_values_is_judged_by_its_range(tmp
     lr = cfg["search_space"]["training"]["learning_rate"]
     assert lr["sampler"] == "loguniform" and "values" in lr  # the grid's values are still there
     cfg["training"]["learning_rate"] = 9e-5  # inside [1e-5, 1e-4], not in the grid [2e-5, 3e-5, 5e-5]
-    check_searchable(cfg, {"training." + k: cfg["training"][k] for k in cfg["search_space"]["training"]}, True)
+    values = {"training." + k: cfg["training"][k] for k in cfg["search_space"]["training"]}
+    check_searchable(typed(SweepConfig, cfg), values, True)
     cfg["search_space"]["training"]["num_train_epochs"] = {"sampler": "uniform", "low": 1, "high": 7, "values": [2]}
-    assert longest_epochs(cfg) == 7
+    assert longest_epochs(typed(SweepConfig, cfg)) == 7
 
 
 @pytest.mark.parametrize(
@@ -212,7 +214,7 @@ def test_the_summary_states_the_winners_gain_over_the_defaults_trial(tmp_path, m
     from hfsweep.driver.results.report import search_lines
     from hfsweep.driver.search.defaults_trial import DEFAULTS_COLUMN
 
-    cfg = resolved_config([f"mode={mode}", "metric=eval_loss"], tmp_path, tmp_path)
+    cfg = sweep_config([f"mode={mode}", "metric=eval_loss"], tmp_path, tmp_path)
     table = pd.DataFrame({DEFAULTS_COLUMN: [False, True], "best_eval_loss": [best, 4.0]})
     winner = BestTrial("t1", {}, "eval_loss", best, step=10, checkpoint_path="unused")
     (line,) = search_lines(table, cfg, winner, startup=None, drawn_at_random=None)
@@ -224,11 +226,11 @@ def test_pbts_population_counts_the_defaults_trial(tmp_path):
     from hfsweep.driver.search.search_rules import population_size, samples_within
 
     pbt = ["scheduler=pbt", "search_alg=random", "search_space=learning_rate_loguniform", "num_samples=2"]
-    cfg = resolved_config(pbt, tmp_path, tmp_path)
+    cfg = sweep_config(pbt, tmp_path, tmp_path)
     assert (population_size(cfg), samples_within(cfg, 2)) == (3, 1)
-    cfg = resolved_config([*pbt, "search_alg.defaults_trial=false"], tmp_path, tmp_path)
+    cfg = sweep_config([*pbt, "search_alg.defaults_trial=false"], tmp_path, tmp_path)
     assert (population_size(cfg), samples_within(cfg, 2)) == (2, 2)
-    cfg = resolved_config(["scheduler=pbt", "num_samples=1"], tmp_path, tmp_path)  # a grid of 4 holding 1e-3
+    cfg = sweep_config(["scheduler=pbt", "num_samples=1"], tmp_path, tmp_path)  # a grid of 4 holding 1e-3
     assert (population_size(cfg), samples_within(cfg, 2)) == (4, 0)
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import extended_config
+from hfsweep.config.schema import SweepConfig, typed
 from hfsweep.run_dir import experiment_names, write_config
 
 
@@ -44,13 +45,12 @@ def test_the_added_experiments_follow_the_sweeps_own_in_order(tmp_path):
 
 
 def test_searchers_that_cannot_be_told_the_trials_run_are_refused_in_one_line(run_dir, cache_dir, tmp_path):
-    from hfsweep.driver.sweep import check_extendable
-    from tests.conftest import resolved_config
+    from hfsweep.driver.resume import check_extendable
+    from tests.conftest import sweep_config
 
     overrides = ["debug=tiny", "search_alg=hyperopt", "search_space=learning_rate_loguniform"]
-    cfg = resolved_config(overrides, tmp_path, cache_dir)
     with pytest.raises(ConfigError) as err:
-        check_extendable(cfg, run_dir)
+        check_extendable(sweep_config(overrides, tmp_path, cache_dir), run_dir)
     assert str(err.value) == (
         f"resume --extend: {run_dir} searched with HyperOptSearch, which cannot be told the "
         f"trials run so far; only a grid, random search or search_alg=optuna can be extended."
@@ -58,10 +58,10 @@ def test_searchers_that_cannot_be_told_the_trials_run_are_refused_in_one_line(ru
 
 
 def test_each_random_search_extension_draws_from_its_own_seed_and_a_grid_is_warm_started(run_dir, cache_dir, tmp_path):
-    from hfsweep.driver.sweep import extension_searcher
-    from tests.conftest import resolved_config
+    from hfsweep.driver.resume import extension_searcher
+    from tests.conftest import resolved_config, sweep_config
 
-    random = resolved_config(
+    random = sweep_config(
         ["debug=tiny", "search_alg=random", "search_space=learning_rate_loguniform", "seed=7"], tmp_path, cache_dir
     )
     states = [extension_searcher(random, run_dir, grid=False, number=n)["random_state"] for n in (1, 2, 1)]
@@ -69,6 +69,7 @@ def test_each_random_search_extension_draws_from_its_own_seed_and_a_grid_is_warm
     unwarmed = extension_searcher(random, run_dir, grid=False, number=1)
     assert not unwarmed["warm_start"], "random search is told nothing"
     grid = resolved_config(["debug=tiny"], tmp_path, cache_dir)
-    assert extension_searcher(grid, run_dir, grid=True, number=1)["warm_start"] == [run_dir]
+    assert extension_searcher(typed(SweepConfig, grid), run_dir, grid=True, number=1)["warm_start"] == [run_dir]
     grid["search_alg"]["warm_start"] = ["/runs/pilot"]  # the sweep itself started from an earlier one
-    assert extension_searcher(grid, run_dir, grid=True, number=1)["warm_start"] == ["/runs/pilot", run_dir]
+    warmed = extension_searcher(typed(SweepConfig, grid), run_dir, grid=True, number=1)
+    assert warmed["warm_start"] == ["/runs/pilot", run_dir]

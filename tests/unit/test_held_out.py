@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import pytest
 
+from hfsweep.config.schema import SweepConfig, typed
 from hfsweep.driver.results.best import BestTrial
 from hfsweep.driver.results.held_out import held_out_lines, search_test
 from tests.unit.test_select import SELECTED, retrained_runs
 
-SEARCH = {
-    **SELECTED,
-    "search_space": {"training": {"learning_rate": {"sampler": "grid", "values": [3e-3, 1e-3, 1e-4]}}},
-    "training": {"learning_rate": 1e-4},  # the defaults trial's value
-    "search_alg": {"defaults_trial": True},
-    "data": {"test_split": "test"},
-}
+SEARCH = typed(
+    SweepConfig,
+    {
+        **SELECTED,
+        "search_space": {"training": {"learning_rate": {"sampler": "grid", "values": [3e-3, 1e-3, 1e-4]}}},
+        "training": {"learning_rate": 1e-4},  # the defaults trial's value
+        "search_alg": {"defaults_trial": True},
+        "data": {"test_split": "test"},
+    },
+)
 
 
 def test_the_searchs_winner_and_defaults_trials_alone_are_scored_at_their_final_models(tmp_path):

@@ -17,6 +17,7 @@ import yaml
 from PIL import Image
 
 from hfsweep.cli.report import main as report_main
+from hfsweep.config.schema import SweepConfig, plain, typed
 from hfsweep.driver.results.insight import (
     _axis,
     export_study,
@@ -38,16 +39,19 @@ SPACE = {
 KEYS = ["training.learning_rate", "training.weight_decay", "training.warmup_steps"]
 
 
-def config(**changes) -> dict:
-    return {
-        "name": "toy",
-        "seed": 0,
-        "metric": "eval_loss",
-        "mode": "min",
-        "search_space": SPACE,
-        "scheduler": {"_target_": "ray.tune.schedulers.ASHAScheduler"},
-        **changes,
-    }
+def config(**changes) -> SweepConfig:
+    return typed(
+        SweepConfig,
+        {
+            "name": "toy",
+            "seed": 0,
+            "metric": "eval_loss",
+            "mode": "min",
+            "search_space": SPACE,
+            "scheduler": {"_target_": "ray.tune.schedulers.ASHAScheduler"},
+            **changes,
+        },
+    )
 
 
 def toy_table(n: int = 24, seed: int = 0) -> pd.DataFrame:
@@ -182,7 +186,7 @@ def test_without_optuna_importance_says_so_and_the_storage_flag_is_refused(tmp_p
     monkeypatch.setitem(sys.modules, "optuna", None)
     text, importances = importance_section(toy_table(), config())
     assert importances is None and "importance needs Optuna: pip install 'hfsweep[search]'." in text
-    (tmp_path / "resolved_config.yaml").write_text(yaml.safe_dump(config()))
+    (tmp_path / "resolved_config.yaml").write_text(yaml.safe_dump(plain(config())))
     assert report_main([str(tmp_path), "--optuna-storage", f"sqlite:///{tmp_path}/s.db"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -190,7 +194,7 @@ def test_without_optuna_importance_says_so_and_the_storage_flag_is_refused(tmp_p
 
 
 def test_a_storage_url_optuna_cannot_open_is_refused_in_one_line(tmp_path, capsys):
-    (tmp_path / "resolved_config.yaml").write_text(yaml.safe_dump(config()))
+    (tmp_path / "resolved_config.yaml").write_text(yaml.safe_dump(plain(config())))
     assert report_main([str(tmp_path), "--optuna-storage", "sweep.db"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1

@@ -131,9 +131,6 @@ def test_every_package_ships_in_the_wheel():
     assert found == listed
 
 
-# Below the trial, what reads a whole resolved config (by name `cfg`) is one of these, each on purpose:
-# the recipe a trial builds for its workers.
-WHOLE_CONFIG_READERS = {"hfsweep.contract": {"of"}}
 BELOW_THE_TRIAL = ("hfsweep.loops", "hfsweep.tasks", "hfsweep.data", "hfsweep.models", "hfsweep.contract")
 
 
@@ -146,7 +143,42 @@ def test_below_the_trial_nothing_reads_the_whole_config():
         if module_name(path).startswith(BELOW_THE_TRIAL)
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.FunctionDef)
-        and node.name not in WHOLE_CONFIG_READERS.get(module_name(path), ())
         and any(arg.arg == "cfg" for arg in (*node.args.args, *node.args.kwonlyargs))
     ]
     assert not readers, f"these read the whole config; give them the sub-config they need: {', '.join(readers)}"
+
+
+# In the driver and the trial a config is the typed `SweepConfig` (or a sub-config of it); a dict
+# config is taken only where a dict is what there is: the resolved config the preflight checks and
+# types, and a recorded sweep's config, which may be partial (a bare Tune experiment's).
+DICT_CONFIG_TAKERS = {
+    "hfsweep.driver.preflight.preflight",
+    "hfsweep.driver.preflight.with_proxy_data",
+    "hfsweep.driver.search.simulate.build_simulated_scheduler",
+}
+
+
+def test_the_driver_takes_the_typed_config_not_a_dict():
+    takers = {
+        f"{module_name(path)}.{node.name}"
+        for path in MODULES
+        if module_name(path).startswith(("hfsweep.driver", "hfsweep.trial"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef)
+        for arg in (*node.args.args, *node.args.kwonlyargs)
+        if arg.arg.endswith("cfg") and isinstance(arg.annotation, ast.Name) and arg.annotation.id == "dict"
+    }
+    assert takers <= DICT_CONFIG_TAKERS, f"take the typed SweepConfig: {', '.join(sorted(takers - DICT_CONFIG_TAKERS))}"
+
+
+def test_a_dict_becomes_a_typed_config_in_the_config_layer_and_the_preflight_alone():
+    """`typed` is called where a config enters: the preflight (a resolved config) and the config
+    layer (a saved one); everything after takes the typed config or a sub-config of it."""
+    callers = [
+        f"{module_name(path)}:{node.lineno}"
+        for path in MODULES
+        if not module_name(path).startswith(("hfsweep.config", "hfsweep.driver.preflight"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "typed"
+    ]
+    assert not callers, f"pass the typed config on instead of typing a dict again: {', '.join(callers)}"

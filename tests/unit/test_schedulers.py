@@ -21,6 +21,7 @@ from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 from ray.tune.stopper import CombinedStopper, ExperimentPlateauStopper, MaximumIterationStopper, TrialPlateauStopper
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import SweepConfig, plain
 from hfsweep.driver.search.scheduler_records import SchedulerRecords, build_scheduler_records
 from hfsweep.driver.search.schedulers import (
     StepBudget,
@@ -31,7 +32,7 @@ from hfsweep.driver.search.schedulers import (
 )
 from hfsweep.driver.search.search_rules import check_search
 from hfsweep.driver.search.search_space import compile_search_space
-from tests.conftest import CONF_DIR, resolved_config
+from tests.conftest import CONF_DIR, sweep_config
 
 SCHEDULERS = {
     "fifo": FIFOScheduler,
@@ -47,7 +48,7 @@ LOGUNIFORM_LR = "search_space=learning_rate_loguniform"
 
 
 def config(tmp_path, *overrides):
-    return resolved_config(list(overrides), tmp_path, tmp_path)
+    return sweep_config(list(overrides), tmp_path, tmp_path)
 
 
 def test_every_scheduler_option_is_tested():
@@ -57,7 +58,7 @@ def test_every_scheduler_option_is_tested():
 @pytest.mark.parametrize("name", sorted(SCHEDULERS))
 def test_scheduler_builds_with_step_or_epoch_as_time(name, tmp_path):
     cfg = config(tmp_path, f"scheduler={name}", LOGUNIFORM_LR)
-    scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+    scheduler = build_scheduler(cfg, compile_search_space(cfg.search_space, cfg))
     assert type(scheduler) is SCHEDULERS[name]
     if name != "fifo":
         assert scheduler._time_attr == ("epoch" if name == "asha_epochs" else "step")
@@ -68,16 +69,16 @@ def test_a_literature_space_counts_epochs_up_to_its_longest_trial(space, max_t, 
     """search_space=bert_paper and finetune select scheduler=asha_epochs, whose last rung is the
     space's most epochs (not the config's 3), and give each trial its own steps."""
     cfg = config(tmp_path, f"search_space={space}")
-    scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
-    assert scheduler._time_attr == "epoch" and scheduler._max_t == max_t and cfg["training"]["max_steps"] == -1
+    scheduler = build_scheduler(cfg, compile_search_space(cfg.search_space, cfg))
+    assert scheduler._time_attr == "epoch" and scheduler._max_t == max_t and cfg.training["max_steps"] == -1
     assert [rung for rung, _ in scheduler._brackets[0]._rungs][-1] == 1, "the first rung is one whole epoch"
 
 
 def test_pbt_mutates_the_search_space_and_perturbs_at_checkpoints(tmp_path):
     cfg = config(tmp_path, "scheduler=pbt")
-    scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+    scheduler = build_scheduler(cfg, compile_search_space(cfg.search_space, cfg))
     assert scheduler._hyperparam_mutations == {"training": {"learning_rate": [3e-3, 1e-3, 1e-4, 1e-5]}}
-    assert scheduler._perturbation_interval == cfg["training"]["save_steps"]
+    assert scheduler._perturbation_interval == cfg.training["save_steps"]
 
 
 def test_pbt_perturbations_stay_inside_the_declared_ranges(tmp_path):
@@ -92,7 +93,7 @@ def test_pbt_perturbations_stay_inside_the_declared_ranges(tmp_path):
         "+search_space.training.weight_decay={sampler:uniform,low:0.0,high:0.3}",
         "+search_space.training.warmup_steps={sampler:randint,low:0,high:10}",
     )
-    scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+    scheduler = build_scheduler(cfg, compile_search_space(cfg.search_space, cfg))
     mutations = scheduler._hyperparam_mutations
     top = {"training": {"learning_rate": 1e-2, "weight_decay": 0.3, "warmup_steps": 9}}
     bottom = {"training": {"learning_rate": 1e-4, "weight_decay": 0.01, "warmup_steps": 1}}
@@ -107,7 +108,7 @@ def test_pbt_perturbations_stay_inside_the_declared_ranges(tmp_path):
 
 def test_pb2_takes_bounds_from_the_search_space(tmp_path):
     cfg = config(tmp_path, "scheduler=pb2", LOGUNIFORM_LR)
-    scheduler = build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+    scheduler = build_scheduler(cfg, compile_search_space(cfg.search_space, cfg))
     assert scheduler._hyperparam_bounds == {"training": {"learning_rate": [1e-4, 1e-2]}}
 
 
@@ -116,13 +117,13 @@ def test_pb2_refuses_a_grid(tmp_path):
     with pytest.raises(
         ConfigError, match=r"search_space\.training\.learning_rate: scheduler=pb2 needs a sampler with low and high"
     ):
-        build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+        build_scheduler(cfg, compile_search_space(cfg.search_space, cfg))
 
 
-def sampled_configs(cfg: dict, n: int = 6) -> list:
-    param_space = compile_search_space(cfg["search_space"], cfg)
+def sampled_configs(cfg: SweepConfig, n: int = 6) -> list:
+    param_space = compile_search_space(cfg.search_space, cfg)
     searcher = build_search_alg(cfg, max_concurrent=n)
-    assert searcher.set_search_properties(cfg["metric"], cfg["mode"], param_space)
+    assert searcher.set_search_properties(cfg.metric, cfg.mode, param_space)
     return [searcher.suggest(f"trial_{i}") for i in range(n)]
 
 
@@ -167,7 +168,7 @@ def test_stoppers_combine_with_the_step_budget(tmp_path):
     kinds = [type(s) for s in stopper._stoppers]
     assert kinds == [StepBudget, TrialPlateauStopper, MaximumIterationStopper, ExperimentPlateauStopper]
     (budget,) = build_stopper(config(tmp_path))._stoppers
-    assert budget.max_steps == cfg["training"]["max_steps"]
+    assert budget.max_steps == cfg.training["max_steps"]
 
 
 def test_the_step_budget_is_each_trials_own_where_its_reports_carry_one():
@@ -197,11 +198,11 @@ def test_early_stopping_callback_needs_matching_direction(tmp_path):
     from hfsweep.driver.preflight import preflight
 
     cfg = config(tmp_path, "callbacks=early_stopping")
-    preflight(cfg)
-    assert cfg["training"]["metric_for_best_model"] == "eval_loss"
+    preflight(plain(cfg))
+    assert cfg.training["metric_for_best_model"] == "eval_loss"
     cfg = config(tmp_path, "callbacks=early_stopping", "mode=max")
     with pytest.raises(ConfigError, match=r"training\.greater_is_better: must be true when mode=max"):
-        preflight(cfg)
+        preflight(plain(cfg))
 
 
 def test_scheduler_settings_ray_rejects_are_one_line_config_errors(tmp_path):
@@ -209,7 +210,7 @@ def test_scheduler_settings_ray_rejects_are_one_line_config_errors(tmp_path):
     with pytest.raises(
         ConfigError, match=r"^scheduler: ASHAScheduler rejects these settings: grace_period must be <= max_t!$"
     ):
-        build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+        build_scheduler(cfg, compile_search_space(cfg.search_space, cfg))
 
 
 def test_a_setting_the_chosen_scheduler_does_not_take_names_the_key_to_drop(tmp_path):
@@ -221,7 +222,7 @@ def test_a_setting_the_chosen_scheduler_does_not_take_names_the_key_to_drop(tmp_
             r"\(or scheduler\.grace_period=null\)$"
         ),
     ):
-        build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))
+        build_scheduler(cfg, compile_search_space(cfg.search_space, cfg))
 
 
 @pytest.mark.parametrize("scheduler", ["pbt", "pb2"])
@@ -238,7 +239,7 @@ def test_population_training_refuses_a_plateau_schedule_even_a_searched_one(tmp_
             r"scheduler=asha\.$"
         ),
     ):
-        preflight(cfg)
+        preflight(plain(cfg))
 
 
 @pytest.mark.parametrize("name", sorted(set(SCHEDULERS) - {"fifo"}))
@@ -249,12 +250,12 @@ def test_every_schedulers_records_come_back_onto_the_trials_a_resume_restores(na
     from ray.tune.experiment import Trial
 
     cfg = config(tmp_path, f"scheduler={name}", LOGUNIFORM_LR)
-    param_space = compile_search_space(cfg["search_space"], cfg)
+    param_space = compile_search_space(cfg.search_space, cfg)
 
     def running(trials):
         """A scheduler that Tune gave `trials`; what a scheduler asks of Tune, as Tune answers."""
         scheduler = build_scheduler(cfg, param_space)
-        scheduler.set_search_properties(cfg["metric"], cfg["mode"])
+        scheduler.set_search_properties(cfg.metric, cfg.mode)
         searcher = SimpleNamespace(on_pause=lambda trial_id: None, on_unpause=lambda trial_id: None)  # BOHB's
         tune = SimpleNamespace(
             search_alg=SimpleNamespace(searcher=searcher), get_trials=lambda: trials, get_live_trials=lambda: trials
@@ -283,7 +284,7 @@ def test_every_schedulers_records_come_back_onto_the_trials_a_resume_restores(na
 
     first, resumed = trials(), trials()
     before, tune = running(first)
-    before.on_trial_result(tune, first[0], {"step": 20, "epoch": 1, "training_iteration": 2, cfg["metric"]: 1.0})
+    before.on_trial_result(tune, first[0], {"step": 20, "epoch": 1, "training_iteration": 2, cfg.metric: 1.0})
     restored, _ = running(resumed)
     assert records(restored) != records(before), "the result left no record to restore"
     callback = SchedulerRecords(restored)
@@ -294,4 +295,4 @@ def test_every_schedulers_records_come_back_onto_the_trials_a_resume_restores(na
 
 def test_fifo_keeps_no_records_to_restore(tmp_path):
     cfg = config(tmp_path, "scheduler=fifo")
-    assert build_scheduler_records(build_scheduler(cfg, compile_search_space(cfg["search_space"], cfg))) is None
+    assert build_scheduler_records(build_scheduler(cfg, compile_search_space(cfg.search_space, cfg))) is None

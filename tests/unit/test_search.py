@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from omegaconf import ValidationError
 from ray.tune.search.sample import Categorical, Float, Integer, LogUniform, Quantized
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import apply_sampled
+from hfsweep.config.schema import SweepConfig, merged, typed
 from hfsweep.driver.search.search_space import compile_search_space
 
-BASE = {"training": {"learning_rate": 1e-3, "warmup_steps": 0}, "model": {"config": {"n_layer": 2}}}
+BASE = typed(SweepConfig, {"training": {"learning_rate": 1e-3, "warmup_steps": 0}, "model": {"config": {"n_layer": 2}}})
 
 
 def compiled(spec: dict, path: str = "training.learning_rate"):
@@ -99,7 +101,11 @@ def test_search_space_errors(space, message):
         compile_search_space(space, BASE)
 
 
-def test_apply_sampled_merges_without_touching_the_base():
-    merged = apply_sampled(BASE, {"training": {"learning_rate": 0.5}})
-    assert merged["training"] == {"learning_rate": 0.5, "warmup_steps": 0}
-    assert BASE["training"]["learning_rate"] == 1e-3
+def test_a_trials_sampled_values_merge_into_a_typed_copy_of_the_sweeps_config():
+    sweep = typed(SweepConfig, {"training": {"learning_rate": 1e-3, "warmup_steps": 0}})
+    trial = merged(sweep, {"training": {"learning_rate": 0.5}, "cluster": {"num_workers": np.int64(3)}})
+    assert trial.training == {"learning_rate": 0.5, "warmup_steps": 0}
+    assert trial.cluster.num_workers == 3 and type(trial.cluster.num_workers) is int  # a searcher's numpy value
+    assert sweep.training["learning_rate"] == 1e-3 and sweep.cluster.num_workers == 2
+    with pytest.raises(ValidationError):  # checked against its field
+        merged(sweep, {"cluster": {"num_workers": "two"}})

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import SweepConfig, plain
 from hfsweep.driver.preflight import preflight
 from hfsweep.driver.results.pareto import best_of_front, pareto_optimal, plot_pareto
 from hfsweep.driver.search import budget as budget_module
@@ -23,13 +24,13 @@ from hfsweep.driver.search.schedulers import build_search_alg, build_stopper
 from hfsweep.driver.search.search_space import compile_search_space
 from hfsweep.driver.search.warm_start import load_warm_start, searcher_arguments
 from hfsweep.run_dir import RESOLVED_CONFIG
-from tests.conftest import resolved_config
+from tests.conftest import sweep_config
 
 TWO = ["metric=[eval_loss,time_total_s]", "mode=[min,min]", "scheduler=fifo"]
 
 
 def config(tmp_path, *overrides):
-    return resolved_config(list(overrides), tmp_path, tmp_path)
+    return sweep_config(list(overrides), tmp_path, tmp_path)
 
 
 # --- several objectives ---------------------------------------------------------------------
@@ -129,18 +130,18 @@ def test_pareto_plot_is_written(tmp_path):
 )
 def test_pareto_sweeps_refuse_what_acts_on_one_metric(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message):
-        preflight(config(tmp_path, *overrides))
+        preflight(plain(config(tmp_path, *overrides)))
 
 
 @pytest.mark.parametrize("search_alg", ["optuna", "grid", "random"])
 def test_pareto_sweeps_take_fifo_with_optuna_grid_or_random(tmp_path, search_alg):
     space = ["search_space=learning_rate_loguniform"] if search_alg == "optuna" else []
     cfg = config(tmp_path, *TWO, f"search_alg={search_alg}", *space)
-    preflight(cfg)
+    preflight(plain(cfg))
     searcher = build_search_alg(cfg, max_concurrent=2)
     if search_alg == "optuna":  # the metric list goes to Optuna (Tune's TuneConfig takes one)
         assert (searcher.searcher.metric, searcher.searcher.mode) == (["eval_loss", "time_total_s"], ["min", "min"])
-        assert searcher.set_search_properties(None, None, compile_search_space(cfg["search_space"], cfg))
+        assert searcher.set_search_properties(None, None, compile_search_space(cfg.search_space, cfg))
         assert 1e-4 <= searcher.suggest("t0")["training"]["learning_rate"] <= 1e-2
 
 
@@ -164,10 +165,10 @@ def test_pareto_checkpoint_budget_keeps_every_trials_latest(tmp_path):
 # --- warm starts ----------------------------------------------------------------------------
 
 
-def earlier_sweep(run_dir: Path, cfg: dict, rows: list[dict]) -> Path:
+def earlier_sweep(run_dir: Path, cfg: SweepConfig, rows: list[dict]) -> Path:
     """A finished sweep's run directory as a warm start reads it: its config and results.csv."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / RESOLVED_CONFIG).write_text(yaml.safe_dump(cfg))
+    (run_dir / RESOLVED_CONFIG).write_text(yaml.safe_dump(plain(cfg)))
     pd.DataFrame(rows).to_csv(run_dir / "results.csv", index=False)
     return run_dir
 
@@ -195,7 +196,7 @@ def test_warm_start_grid_runs_only_the_points_not_run_before(tmp_path):
         f"search_alg.warm_start={earlier}",
         "num_samples=2",
     )
-    param_space = compile_search_space(cfg["search_space"], cfg)
+    param_space = compile_search_space(cfg.search_space, cfg)
     warm = load_warm_start(cfg, param_space)
     assert warm.points == [{"training.learning_rate": 1e-3}, {"training.learning_rate": 1e-4}]
     arguments, num_samples = searcher_arguments(cfg, param_space, warm)
@@ -209,7 +210,7 @@ def test_warm_start_grid_with_nothing_left_is_refused(tmp_path):
     first = config(tmp_path, "search_space.training.learning_rate.values=[1e-3,1e-4]")
     earlier = earlier_sweep(tmp_path / "first", first, grid_rows([1e-3, 1e-4], [3.0, 4.0]))
     cfg = config(tmp_path, "search_space.training.learning_rate.values=[1e-3]", f"search_alg.warm_start={earlier}")
-    param_space = compile_search_space(cfg["search_space"], cfg)
+    param_space = compile_search_space(cfg.search_space, cfg)
     with pytest.raises(
         ConfigError,
         match=r"^search_alg\.warm_start: every grid point of this sweep was run in \[.*first\]; nothing is left to run",
@@ -242,7 +243,7 @@ def test_warm_start_uses_this_search_spaces_keys_and_leaves_out_what_cannot_be_t
     rows[4]["status"] = "ERROR"
     earlier = earlier_sweep(tmp_path / "first", first, rows)
     cfg = optuna_config(tmp_path, f"search_alg.warm_start=[{earlier}]")
-    warm = load_warm_start(cfg, compile_search_space(cfg["search_space"], cfg))
+    warm = load_warm_start(cfg, compile_search_space(cfg.search_space, cfg))
     assert (
         warm.points == [{"training.learning_rate": 1e-3, "training.warmup_steps": 0}] * 2
     )  # 1e-5: below this space's 1e-4
@@ -261,7 +262,7 @@ def test_warm_start_optuna_is_told_the_earlier_results(tmp_path, objectives):
         row["last_time_total_s"] = seconds
     earlier = earlier_sweep(tmp_path / "first", first, rows)
     cfg = optuna_config(tmp_path, *objectives, f"search_alg.warm_start={earlier}")
-    param_space = compile_search_space(cfg["search_space"], cfg)
+    param_space = compile_search_space(cfg.search_space, cfg)
     arguments, num_samples = searcher_arguments(cfg, param_space, load_warm_start(cfg, param_space))
     assert num_samples is None
     searcher = build_search_alg(cfg, max_concurrent=2, extra=arguments)
@@ -291,10 +292,10 @@ def test_an_optuna_warm_start_of_three_trials_steers_the_first_suggestions(tmp_p
 
     def first_rates(seed: int, *overrides) -> list[float]:
         cfg = optuna_config(tmp_path, f"seed={seed}", "search_alg.startup_trials=10", *overrides)
-        param_space = compile_search_space(cfg["search_space"], cfg)
+        param_space = compile_search_space(cfg.search_space, cfg)
         arguments = (
             searcher_arguments(cfg, param_space, load_warm_start(cfg, param_space))[0]
-            if cfg["search_alg"]["warm_start"]
+            if cfg.search_alg["warm_start"]
             else {}
         )
         searcher = build_search_alg(cfg, max_concurrent=1, extra=arguments)
@@ -342,7 +343,7 @@ def test_warm_start_refuses_a_sweep_it_cannot_use(tmp_path, overrides, message):
     earlier = earlier_sweep(tmp_path / "first", config(tmp_path), grid_rows([1e-3], [3.0]))
     cfg = optuna_config(tmp_path, f"search_alg.warm_start={earlier}", *overrides)
     with pytest.raises(ConfigError, match=message):
-        load_warm_start(cfg, compile_search_space(cfg["search_space"], cfg))
+        load_warm_start(cfg, compile_search_space(cfg.search_space, cfg))
 
 
 # --- budgets --------------------------------------------------------------------------------
@@ -413,7 +414,7 @@ def test_budget_is_none_unless_set_and_must_be_positive(tmp_path):
             r"^budget\.wall_clock_s: must be positive, not -1\.0; e\.g\. budget\.wall_clock_s=3600, or null for none\.$"
         ),
     ):
-        preflight(config(tmp_path, "budget.wall_clock_s=-1"))
+        preflight(plain(config(tmp_path, "budget.wall_clock_s=-1")))
 
 
 def test_bohb_pairs_its_scheduler_and_searcher(tmp_path):
@@ -423,10 +424,10 @@ def test_bohb_pairs_its_scheduler_and_searcher(tmp_path):
         ConfigError,
         match=r"^scheduler: HyperBandForBOHB works only with BOHB's search_alg; set scheduler=bohb search_alg=bohb",
     ):
-        preflight(config(tmp_path, "scheduler=bohb", "search_space=learning_rate_loguniform"))
+        preflight(plain(config(tmp_path, "scheduler=bohb", "search_space=learning_rate_loguniform")))
     cfg = config(tmp_path, "scheduler=bohb", "search_alg=bohb", "search_space=learning_rate_loguniform")
-    preflight(cfg)
+    preflight(plain(cfg))
     searcher = build_search_alg(cfg, max_concurrent=2)
     assert isinstance(searcher.searcher, TuneBOHB)
-    assert searcher.set_search_properties("eval_loss", "min", compile_search_space(cfg["search_space"], cfg))
+    assert searcher.set_search_properties("eval_loss", "min", compile_search_space(cfg.search_space, cfg))
     assert 1e-4 <= searcher.suggest("t0")["training"]["learning_rate"] <= 1e-2

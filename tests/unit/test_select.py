@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.schema import SweepConfig, typed
 from hfsweep.driver.results.select import (
     Candidate,
     confidence_interval,
@@ -113,16 +114,16 @@ def test_the_selection_sweep_runs_each_configuration_once_per_seed(tmp_path):
         "scheduler": {"_target_": "asha"},
         "num_samples": 8,
     }
-    sub = selection_config(cfg, [STEADY, LUCKY], str(tmp_path))
-    assert selection_points(cfg, [STEADY, LUCKY]) == [
+    sub = selection_config(typed(SweepConfig, cfg), [STEADY, LUCKY], str(tmp_path))
+    assert selection_points(typed(SweepConfig, cfg), [STEADY, LUCKY]) == [
         {"training": {"learning_rate": lr}, "seed": seed} for lr in (1e-3, 3e-3) for seed in (1, 2)
     ]
-    assert sub["select"]["top_k"] == 0 and sub["cluster"]["storage_path"] == str(tmp_path)
-    assert sub["search_space"] == {
+    assert sub.select.top_k == 0 and sub.cluster.storage_path == str(tmp_path)
+    assert sub.search_space == {
         "training": {"learning_rate": {"sampler": "grid", "values": [1e-3, 3e-3]}},
         "seed": {"sampler": "grid", "values": [1, 2]},
     }
-    assert sub["scheduler"]["_target_"] == "ray.tune.schedulers.FIFOScheduler"
+    assert sub.scheduler["_target_"] == "ray.tune.schedulers.FIFOScheduler"
     assert cfg["select"]["top_k"] == 2, "the sweep's own config is left as it was"
 
 
@@ -152,11 +153,10 @@ def test_the_selection_sweep_runs_each_configuration_once_per_seed(tmp_path):
 )
 def test_a_selection_that_cannot_run_is_refused_in_one_line(tmp_path, cache_dir, overrides, message):
     from hfsweep.driver.search.search_rules import check_search
-    from tests.conftest import resolved_config
+    from tests.conftest import sweep_config
 
-    cfg = resolved_config(overrides, tmp_path, cache_dir)
     with pytest.raises(ConfigError) as err:
-        check_search(cfg)
+        check_search(sweep_config(overrides, tmp_path, cache_dir))
     assert str(err.value) == message
 
 
@@ -198,7 +198,7 @@ def test_select_model_names_the_model_that_ranks_and_both_models_are_in_the_tabl
 
     configurations = [{"training.learning_rate": lr} for lr in (3e-3, 1e-3)]
     runs = retrained_runs(tmp_path, {3e-3: (0.9, 0.6), 1e-3: (0.8, 0.7)})
-    found = candidates_from(runs, {**SELECTED, **SEARCHED}, configurations, model)
+    found = candidates_from(runs, typed(SweepConfig, {**SELECTED, **SEARCHED}), configurations, model)
     selection = rank(found, "eval_accuracy", "max", 0.95, model=model)
     assert selection.winner.hyperparameters == {"training.learning_rate": winner}
     assert selection.winner.runs[1].model == model and selection.winner.runs[1].step == (20 if model == "final" else 10)
@@ -218,7 +218,7 @@ def test_only_the_winners_and_the_defaults_final_models_are_scored_on_the_test_s
 
     configurations = [{"training.learning_rate": lr} for lr in (1e-3, 3e-3, 1e-4)]
     runs = retrained_runs(tmp_path, {1e-3: (0.8, 0.8), 3e-3: (0.7, 0.7), 1e-4: (0.6, 0.6)})
-    found = candidates_from(runs, {**SELECTED, **SEARCHED}, configurations)
+    found = candidates_from(runs, typed(SweepConfig, {**SELECTED, **SEARCHED}), configurations)
     selection = rank(found, "eval_accuracy", "max", 0.95, defaults={"training.learning_rate": 1e-4})
     scored = []
 
@@ -253,21 +253,20 @@ def test_a_selection_cut_short_picks_no_winner_and_keeps_the_search_best(tmp_pat
 
     import pandas as pd
 
-    from hfsweep.driver import sweep
-    from tests.conftest import resolved_config
+    from hfsweep.driver import over_seeds
+    from tests.conftest import sweep_config
 
-    cfg = resolved_config(["select.top_k=2", "search_alg.defaults_trial=false"], tmp_path / "run", tmp_path)
-    cfg["cluster"]["storage_path"] = str(tmp_path / "run")
+    sweep = sweep_config(["select.top_k=2", "search_alg.defaults_trial=false"], tmp_path / "run", tmp_path)
     budget = SimpleNamespace(reason=None, summary=lambda: "$1.02 of $1 used")
     spent = "its USD budget (budget.usd=1: $1.02 spent)"
-    monkeypatch.setattr(sweep, "top_configurations", lambda results, cfg, k: [STEADY, LUCKY])
-    monkeypatch.setattr(sweep, "build_stopper", lambda *args: None)
-    monkeypatch.setattr(sweep, "searcher_cap", lambda cfg: None)
-    monkeypatch.setattr(sweep, "build_tuner", lambda plan, cap: None)
-    monkeypatch.setattr(sweep, "tune_fit", lambda tuner: setattr(budget, "reason", spent))  # spent while selecting
-    monkeypatch.setattr(sweep, "write_report", lambda out: pd.DataFrame({"ended": ["completed"] * 3 + [ended]}))
-    monkeypatch.setattr(sweep, "candidates_from", lambda *args: pytest.fail("ranked runs cut short"))
-    sweep.select_over_seeds(None, cfg, None, None, budget if ended != "running" else None)
+    monkeypatch.setattr(over_seeds, "top_configurations", lambda results, sweep, k: [STEADY, LUCKY])
+    monkeypatch.setattr(over_seeds, "build_stopper", lambda *args: None)
+    monkeypatch.setattr(over_seeds, "searcher_cap", lambda sweep: None)
+    monkeypatch.setattr(over_seeds, "build_tuner", lambda plan, cap: None)
+    monkeypatch.setattr(over_seeds, "tune_fit", lambda tuner: setattr(budget, "reason", spent))  # spent selecting
+    monkeypatch.setattr(over_seeds, "write_report", lambda out: pd.DataFrame({"ended": ["completed"] * 3 + [ended]}))
+    monkeypatch.setattr(over_seeds, "candidates_from", lambda *args: pytest.fail("ranked runs cut short"))
+    over_seeds.select_over_seeds(None, sweep, None, None, budget if ended != "running" else None)
     why = f"the sweep's budget ({spent})" if ended != "running" else "an interruption"
     assert capsys.readouterr().out.splitlines()[-1] == (
         f"hfsweep: select: 1 of 4 runs were cut short by {why}: no winner is picked, and best/ stays the search's "

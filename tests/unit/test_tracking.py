@@ -28,7 +28,7 @@ from hfsweep.driver.search.checkpoint_budget import (
     checkpoint_disk_use,
     checkpoints_line,
 )
-from tests.conftest import CONF_DIR, resolved_config
+from tests.conftest import CONF_DIR, resolved_config, sweep_config
 
 LOGGERS = {
     "tensorboard": HParamsTBXLoggerCallback,
@@ -42,11 +42,11 @@ def test_every_logger_option_is_tested():
 
 
 def test_csv_and_json_always_and_loggers_combine(tmp_path):
-    assert [type(c) for c in build_loggers(resolved_config([], tmp_path, tmp_path))] == [
+    assert [type(c) for c in build_loggers(sweep_config([], tmp_path, tmp_path))] == [
         HistoryCSVLoggerCallback,
         HistoryJsonLoggerCallback,
     ]
-    loggers = build_loggers(resolved_config(["logger=[tensorboard,wandb,mlflow]"], tmp_path, tmp_path))
+    loggers = build_loggers(sweep_config(["logger=[tensorboard,wandb,mlflow]"], tmp_path, tmp_path))
     assert [type(c) for c in loggers] == [HistoryCSVLoggerCallback, HistoryJsonLoggerCallback, *LOGGERS.values()]
     tensorboard, wandb, mlflow = loggers[2:]
     assert tensorboard.objectives == ["eval_loss"]  # the sweep's metric, first in each trial's HParams session
@@ -110,16 +110,16 @@ def test_a_logger_without_its_package_names_the_extra(tmp_path, monkeypatch):
     with pytest.raises(
         ConfigError, match=r"^logger\.wandb: .*WandbLoggerCallback cannot start .*pip install 'hfsweep\[loggers\]'\.$"
     ):
-        build_loggers(resolved_config(["logger=wandb"], tmp_path, tmp_path))
+        build_loggers(sweep_config(["logger=wandb"], tmp_path, tmp_path))
 
 
 def test_keep_per_trial_must_keep_the_best(tmp_path):
     with pytest.raises(ConfigError, match=r"^checkpoints\.keep_per_trial: must be at least 1 .*, not 0; or null"):
         preflight(resolved_config(["checkpoints.keep_per_trial=0"], tmp_path, tmp_path))
-    assert build_checkpoint_budget(resolved_config(["checkpoints.keep_per_trial=null"], tmp_path, tmp_path)) is None
-    assert build_checkpoint_budget(resolved_config([], tmp_path, tmp_path)).keep == 1  # bounded by default
+    assert build_checkpoint_budget(sweep_config(["checkpoints.keep_per_trial=null"], tmp_path, tmp_path)) is None
+    assert build_checkpoint_budget(sweep_config([], tmp_path, tmp_path)).keep == 1  # bounded by default
     assert build_checkpoint_budget(
-        resolved_config(["checkpoints.keep_per_trial=2", "scheduler=pbt"], tmp_path, tmp_path)
+        sweep_config(["checkpoints.keep_per_trial=2", "scheduler=pbt"], tmp_path, tmp_path)
     ).defer
 
 

@@ -16,7 +16,7 @@ from hfsweep.loops.trainers import ClassWeightedTrainer
 from hfsweep.models import build_model
 from hfsweep.tasks import get_task
 from hfsweep.tasks.sequence_classification import TASK as CLASSIFICATION
-from tests.conftest import resolved_config
+from tests.conftest import resolved_config, sweep_config
 
 ADVANCED = [
     "+training.optim=adafactor",
@@ -38,15 +38,14 @@ class OneToken:
 
 
 def trainer_from(overrides: list[str], tmp_path) -> Trainer:
-    cfg = resolved_config(["model=bert_tiny", "eval_metrics=[accuracy,f1]", *overrides], tmp_path, tmp_path)
-    model = build_model(
-        typed(ModelConfig, cfg["model"]), OneToken(), ["negative", "positive"], task=get_task(cfg["model"]["task"])
-    )
-    args = training_arguments(TrainingRecipe.of(cfg), str(tmp_path / "out"), get_task(cfg["model"]["task"]))
+    sweep = sweep_config(["model=bert_tiny", "eval_metrics=[accuracy,f1]", *overrides], tmp_path, tmp_path)
+    task = get_task(sweep.model.task)
+    model = build_model(sweep.model, OneToken(), ["negative", "positive"], task=task)
+    args = training_arguments(TrainingRecipe.of(sweep), str(tmp_path / "out"), task)
     validation = [{"input_ids": torch.arange(1, 13), "labels": torch.tensor(1)}]
     return build_trainer(
-        TrainingRecipe.of(cfg),
-        get_task(cfg["model"]["task"]),
+        TrainingRecipe.of(sweep),
+        task,
         model=model,
         tokenizer=None,
         args=args,

@@ -12,14 +12,15 @@ from omegaconf import OmegaConf
 from opda.nonparametric import EmpiricalDistribution
 
 from hfsweep import run_dir as run_files
+from hfsweep.config.schema import SweepConfig, typed
 from hfsweep.driver.results.tuning_curve import tuning_curve_section
 from tests.conftest import compose_config
 
 RANDOM_FIFO = ["search_alg=random", "scheduler=fifo", "search_space=learning_rate_loguniform"]
 
 
-def config(*overrides: str) -> dict:
-    return OmegaConf.to_container(compose_config([*RANDOM_FIFO, *overrides]), resolve=True)
+def config(*overrides: str) -> SweepConfig:
+    return typed(SweepConfig, OmegaConf.to_container(compose_config([*RANDOM_FIFO, *overrides]), resolve=True))
 
 
 def trials(metric: str, n: int = 8, seed: int = 0) -> pd.DataFrame:
@@ -48,7 +49,7 @@ def test_the_curve_is_opdas_median_and_simultaneous_95_bands_over_the_random_tri
     curve = pd.read_csv(tmp_path / run_files.TUNING_CURVE)
     scores = table.loc[~table["defaults"], f"best_{metric}"].to_numpy()
     cdf_low, cdf, cdf_high = EmpiricalDistribution.confidence_bands(
-        scores, 0.95, generator=np.random.default_rng(cfg["seed"]), method="ld_equal_tailed", n_jobs=1
+        scores, 0.95, generator=np.random.default_rng(cfg.seed), method="ld_equal_tailed", n_jobs=1
     )
     ks, minimize = np.arange(1, 9), mode == "min"
     assert curve["trials"].tolist() == ks.tolist()

@@ -15,6 +15,7 @@ from ray import tune
 from hfsweep import run_dir as run_files
 from hfsweep.config.loading import iter_leaves
 from hfsweep.config.objectives import is_multi_objective, objectives
+from hfsweep.config.schema import SweepConfig
 from hfsweep.contract import read_pointer
 from hfsweep.driver.results.pareto import best_of_front, pareto_optimal
 from hfsweep.run_dir import last_column
@@ -41,21 +42,21 @@ def lookup(config: dict, path: str):
     return OmegaConf.select(OmegaConf.create(config), path)
 
 
-def searched_paths(cfg: dict) -> list[str]:
-    return [path for path, _ in iter_leaves(cfg["search_space"])]
+def searched_paths(sweep: SweepConfig) -> list[str]:
+    return [path for path, _ in iter_leaves(sweep.search_space)]
 
 
-def best_trial(results: tune.ResultGrid, cfg: dict) -> BestTrial:
+def best_trial(results: tune.ResultGrid, sweep: SweepConfig) -> BestTrial:
     """The trial with the best reported metric at any step, and its best checkpoint; with several
     objectives, the Pareto-optimal trial `hfsweep.driver.results.pareto` picks, at its last report."""
-    if is_multi_objective(cfg):
-        return best_of_pareto_front(results, cfg)
-    return best_of_trial(results.get_best_result(metric=cfg["metric"], mode=cfg["mode"], scope="all"), cfg)
+    if is_multi_objective(sweep):
+        return best_of_pareto_front(results, sweep)
+    return best_of_trial(results.get_best_result(metric=sweep.metric, mode=sweep.mode, scope="all"), sweep)
 
 
-def best_of_trial(result: tune.Result, cfg: dict) -> BestTrial:
+def best_of_trial(result: tune.Result, sweep: SweepConfig) -> BestTrial:
     """One trial's best checkpoint by the sweep metric."""
-    metric, mode = cfg["metric"], cfg["mode"]
+    metric, mode = sweep.metric, sweep.mode
     # Of equal scores the later, as Tune ranks them (and keeps them, with num_to_keep): a classifier's
     # accuracy often repeats
     checkpoint, metrics = max(
@@ -63,7 +64,7 @@ def best_of_trial(result: tune.Result, cfg: dict) -> BestTrial:
     )
     return BestTrial(
         trial_id=metrics["trial_id"],
-        hyperparameters={p: lookup(metrics["config"], p) for p in searched_paths(cfg)},
+        hyperparameters={p: lookup(metrics["config"], p) for p in searched_paths(sweep)},
         metric=metric,
         value=metrics[metric],
         step=metrics["step"],
@@ -72,15 +73,15 @@ def best_of_trial(result: tune.Result, cfg: dict) -> BestTrial:
     )
 
 
-def final_of_trial(result: tune.Result, cfg: dict) -> BestTrial:
+def final_of_trial(result: tune.Result, sweep: SweepConfig) -> BestTrial:
     """One trial's final model: the checkpoint of its last report (the Trainer saves and evaluates
     at its last step), and that report's value of the sweep metric."""
     metrics = result.metrics
     return BestTrial(
         trial_id=metrics["trial_id"],
-        hyperparameters={p: lookup(metrics["config"], p) for p in searched_paths(cfg)},
-        metric=cfg["metric"],
-        value=metrics[cfg["metric"]],
+        hyperparameters={p: lookup(metrics["config"], p) for p in searched_paths(sweep)},
+        metric=sweep.metric,
+        value=metrics[sweep.metric],
         step=metrics["step"],
         checkpoint_path=(path := read_pointer(result.checkpoint)),
         checkpoint_bytes=directory_bytes(path),
@@ -88,9 +89,9 @@ def final_of_trial(result: tune.Result, cfg: dict) -> BestTrial:
     )
 
 
-def best_of_pareto_front(results: tune.ResultGrid, cfg: dict) -> BestTrial:
+def best_of_pareto_front(results: tune.ResultGrid, sweep: SweepConfig) -> BestTrial:
     """Each trial's last report with every objective is its point; `best_of_front` picks one."""
-    names = [metric for metric, _ in objectives(cfg)]
+    names = [metric for metric, _ in objectives(sweep)]
     last = {}
     for result in results:
         history = result.metrics_dataframe
@@ -101,11 +102,11 @@ def best_of_pareto_front(results: tune.ResultGrid, cfg: dict) -> BestTrial:
     table = pd.DataFrame(
         [{last_column(name): report[name] for name in names} for report in last.values()], index=list(last)
     )
-    table["pareto"] = pareto_optimal(table, objectives(cfg))
-    report = last[best_of_front(table, objectives(cfg))]
+    table["pareto"] = pareto_optimal(table, objectives(sweep))
+    report = last[best_of_front(table, objectives(sweep))]
     return BestTrial(
         trial_id=report["trial_id"],
-        hyperparameters={p: lookup(results_config(results, report["trial_id"]), p) for p in searched_paths(cfg)},
+        hyperparameters={p: lookup(results_config(results, report["trial_id"]), p) for p in searched_paths(sweep)},
         metric=names[0],
         value=float(report[names[0]]),
         step=int(report["step"]),

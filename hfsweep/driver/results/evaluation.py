@@ -8,9 +8,7 @@ import os
 import tempfile
 from dataclasses import replace
 
-from omegaconf import OmegaConf
-
-from hfsweep.config.schema import DataConfig, typed
+from hfsweep.config.schema import DataConfig, SweepConfig, merged
 from hfsweep.contract import TrainingRecipe
 from hfsweep.data.prepare import raw_splits, write_validation
 from hfsweep.driver.preflight import task_of
@@ -24,19 +22,21 @@ def scores(metrics: dict, prefix: str = "eval") -> dict:
     return {k: v for k, v in metrics.items() if k.startswith(f"{prefix}_") and not k.endswith(SPEED_METRICS)}
 
 
-def extra_validation_sets(cfg: dict) -> dict:
+def extra_validation_sets(sweep: SweepConfig) -> dict:
     """NAME -> (its data config, its raw splits) for every `extra_validation` set: the sweep's data
     config with the set's keys merged in (nested ones such as `data_files.validation` change only
     what they name), read once for all the checkpoints scored on it."""
-    task = task_of(cfg)
+    task = task_of(sweep)
     sets = {}
-    for name, changes in cfg["extra_validation"].items():
-        data_cfg = typed(DataConfig, OmegaConf.merge(cfg["data"], changes))
-        sets[name] = data_cfg, raw_splits(data_cfg, os.path.expanduser(cfg["cache_dir"]), task)
+    for name, changes in sweep.extra_validation.items():
+        data_cfg = merged(sweep.data, changes)
+        sets[name] = data_cfg, raw_splits(data_cfg, os.path.expanduser(sweep.cache_dir), task)
     return sets
 
 
-def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: DataConfig, raw, split: str = "validation") -> dict:
+def evaluate_checkpoint(
+    sweep: SweepConfig, checkpoint_path: str, data_cfg: DataConfig, raw, split: str = "validation"
+) -> dict:
     """The scores of the model in `checkpoint_path` on `split` of `raw` (the raw splits of
     `data_cfg`), in this process (on a GPU when it has one): eval_* on the validation split,
     test_* on the test split."""
@@ -46,12 +46,12 @@ def evaluate_checkpoint(cfg: dict, checkpoint_path: str, data_cfg: DataConfig, r
 
     from hfsweep.loops.hf_trainer import build_trainer, training_arguments
 
-    task = task_of(cfg)
+    task = task_of(sweep)
     tokenizer = task.load_processor(checkpoint_path)
     model = task.auto_model_class().from_pretrained(checkpoint_path)
     # One process, no distributed strategy: the strategy's arguments (DeepSpeed, FSDP) stay out.
     recipe = replace(
-        TrainingRecipe.of(cfg), data=data_cfg, use_gpu=torch.cuda.is_available(), strategy_training_args={}
+        TrainingRecipe.of(sweep), data=data_cfg, use_gpu=torch.cuda.is_available(), strategy_training_args={}
     )
     with tempfile.TemporaryDirectory() as folder:
         validation_path = write_validation(raw[split], task, tokenizer, data_cfg, folder)

@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from hfsweep.config.loading import apply_sampled
 from hfsweep.config.paths import nested
-from hfsweep.config.schema import ModelConfig, typed
+from hfsweep.config.schema import SweepConfig, merged
 from hfsweep.driver.results.best import BestTrial
 
 
-def export_best(best: BestTrial, cfg: dict, task, out_dir: str, label_names: Optional[list] = None) -> str:
+def export_best(best: BestTrial, sweep: SweepConfig, task, out_dir: str, label_names: Optional[list] = None) -> str:
     """The best checkpoint as a plain Hugging Face model directory: weights, config, tokenizer;
     no optimizer, scheduler or RNG state. A PEFT checkpoint is exported as its adapter, for
     `PeftModel.from_pretrained(base, out_dir)`, and with `peft.export_merged` also merged into
@@ -27,11 +26,11 @@ def export_best(best: BestTrial, cfg: dict, task, out_dir: str, label_names: Opt
         tokenizer.save_pretrained(out_dir)
         return out_dir
     model = load_adapter_checkpoint(
-        best.checkpoint_path, apply_sampled(cfg, nested(best.hyperparameters)), task, tokenizer, label_names
+        best.checkpoint_path, merged(sweep, nested(best.hyperparameters)), task, tokenizer, label_names
     )
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    if cfg["peft"]["export_merged"]:
+    if sweep.peft.export_merged:
         model.merge_and_unload().save_pretrained(f"{out_dir}_merged")
         tokenizer.save_pretrained(f"{out_dir}_merged")
     return out_dir
@@ -44,7 +43,9 @@ def is_adapter(checkpoint_path: str) -> bool:
     return os.path.isfile(os.path.join(checkpoint_path, CONFIG_NAME))
 
 
-def load_adapter_checkpoint(checkpoint_path: str, trial_cfg: dict, task, tokenizer, label_names: Optional[list] = None):
+def load_adapter_checkpoint(
+    checkpoint_path: str, trial: SweepConfig, task, tokenizer, label_names: Optional[list] = None
+):
     """A trial's adapter checkpoint over its base, rebuilt as the trial built it (same seed, so a
     base built from `model.config` is the same too), in full precision."""
     from peft import PeftModel
@@ -52,7 +53,5 @@ def load_adapter_checkpoint(checkpoint_path: str, trial_cfg: dict, task, tokeniz
 
     from hfsweep.models import build_model
 
-    set_seed(trial_cfg["seed"])
-    return PeftModel.from_pretrained(
-        build_model(typed(ModelConfig, trial_cfg["model"]), tokenizer, label_names, task=task), checkpoint_path
-    )
+    set_seed(trial.seed)
+    return PeftModel.from_pretrained(build_model(trial.model, tokenizer, label_names, task=task), checkpoint_path)

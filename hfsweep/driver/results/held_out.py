@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Optional
 
 import numpy as np
 
 from hfsweep.config.objectives import first_objective
-from hfsweep.config.schema import DataConfig, typed
+from hfsweep.config.schema import SweepConfig
 from hfsweep.data.prepare import raw_splits
 from hfsweep.driver.results.best import BestTrial, final_of_trial, lookup
 from hfsweep.driver.results.evaluation import evaluate_checkpoint
@@ -31,17 +32,17 @@ def held_out_name(metric: str) -> str:
     return f"{TEST_PREFIX}_{metric.removeprefix('eval_')}"
 
 
-def held_out_scorer(cfg: dict, task) -> Optional[Callable[[str], dict]]:
+def held_out_scorer(sweep: SweepConfig, task) -> Optional[Callable[[str], dict]]:
     """checkpoint path -> its test_* scores on `data.test_split` (read once); None without a test split."""
-    if not cfg["data"]["test_split"]:
+    if not sweep.data.test_split:
         return None
-    data_cfg = typed(DataConfig, cfg["data"])
-    raw = raw_splits(data_cfg, os.path.expanduser(cfg["cache_dir"]), task)
+    data_cfg = sweep.data
+    raw = raw_splits(data_cfg, os.path.expanduser(sweep.cache_dir), task)
     print(f"hfsweep: test split: scoring final models on data.test_split={data_cfg.test_split} ({len(raw['test'])})")
 
     def score(checkpoint: str) -> dict:
         with quiet_progress():  # the summary states the scores
-            return evaluate_checkpoint(cfg, checkpoint, data_cfg, raw, split=TEST_PREFIX)
+            return evaluate_checkpoint(sweep, checkpoint, data_cfg, raw, split=TEST_PREFIX)
 
     return score
 
@@ -68,18 +69,18 @@ def mean_scores(runs: dict) -> dict:
     return {name: float(np.mean([run[name] for run in runs.values()])) for name in names}
 
 
-def search_test(results: list, best: BestTrial, cfg: dict, score: Callable[[str], dict]) -> dict:
+def search_test(results: list, best: BestTrial, sweep: SweepConfig, score: Callable[[str], dict]) -> dict:
     """Without a selection: the final models of the search's winning trial and of its defaults trial."""
-    metric = first_objective(cfg)[0]
-    sub = {**cfg, "metric": metric}
+    metric = first_objective(sweep)[0]
+    sub = replace(sweep, metric=metric)
     finished = [r for r in results if r.checkpoint is not None]
     winner = scored(final_of_trial(next(r for r in finished if r.metrics["trial_id"] == best.trial_id), sub), score)
-    values = defaults_values(cfg) if wanted(cfg) else {}
+    values = defaults_values(sweep) if wanted(sweep) else {}
     ran = [r for r in finished if values and is_defaults({p: lookup(r.config, p) for p in values}, values)]
     defaults = None
     if ran:
         defaults = winner if ran[0].metrics["trial_id"] == best.trial_id else scored(final_of_trial(ran[0], sub), score)
-    return held_out_record(cfg["data"]["test_split"], winner, defaults)
+    return held_out_record(sweep.data.test_split, winner, defaults)
 
 
 def held_out_lines(test: dict, metric: str) -> list[str]:

@@ -27,6 +27,7 @@ import pandas as pd
 
 from hfsweep.config.loading import iter_leaves
 from hfsweep.config.objectives import first_objective, objectives
+from hfsweep.config.schema import SweepConfig
 from hfsweep.driver.results.tables import markdown
 from hfsweep.driver.search.search_rules import is_population_training
 from hfsweep.run_dir import IMPORTANCE_PLOT, PARALLEL_PLOT, last_column
@@ -58,14 +59,14 @@ def _category(value):
     return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
-def distributions(cfg: dict, table: pd.DataFrame) -> dict:
+def distributions(sweep: SweepConfig, table: pd.DataFrame) -> dict:
     """Each searched key's Optuna distribution: categories for grid and choice, log scale for the log
     samplers. Numeric bounds take in every value the trials ran: PBT perturbs past the space's
     bounds, and Tune's q-samplers round past `high`."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
     found = {}
-    for path, spec in iter_leaves(cfg["search_space"]):
+    for path, spec in iter_leaves(sweep.search_space):
         ran = table[path].dropna().tolist()
         if spec["sampler"] in CATEGORICAL_SAMPLERS:
             found[path] = CategoricalDistribution(list(dict.fromkeys(map(_category, [*spec["values"], *ran]))))
@@ -75,10 +76,10 @@ def distributions(cfg: dict, table: pd.DataFrame) -> dict:
     return found
 
 
-def _params(row: dict, cfg: dict) -> dict:
+def _params(row: dict, sweep: SweepConfig) -> dict:
     return {
         path: _category(row[path]) if spec["sampler"] in CATEGORICAL_SAMPLERS else row[path]
-        for path, spec in iter_leaves(cfg["search_space"])
+        for path, spec in iter_leaves(sweep.search_space)
     }
 
 
@@ -97,59 +98,59 @@ def _quiet_optuna():
         optuna.logging.set_verbosity(verbosity)
 
 
-def scored(table: pd.DataFrame, cfg: dict) -> pd.DataFrame:
+def scored(table: pd.DataFrame, sweep: SweepConfig) -> pd.DataFrame:
     """The trials that reported every objective: the ones importance and the parallel plot can place."""
-    return table.dropna(subset=[best_column(metric) for metric, _ in objectives(cfg)]) if len(table) else table
+    return table.dropna(subset=[best_column(metric) for metric, _ in objectives(sweep)]) if len(table) else table
 
 
-def why_not(table: pd.DataFrame, cfg: dict) -> Optional[str]:
+def why_not(table: pd.DataFrame, sweep: SweepConfig) -> Optional[str]:
     """Why there is nothing to plot or rank, in one line; None when there is."""
-    if is_population_training(cfg):
+    if is_population_training(sweep):
         return (
             "PBT changes a trial's searched values as it trains: no importance or parallel plot, which "
             "would credit each trial's best value to its last values."
         )
-    trials = scored(table, cfg)
+    trials = scored(table, sweep)
     if len(trials) < 2:
-        return f"{len(trials)} trial(s) reported {first_objective(cfg)[0]}: importance and the parallel plot need 2."
-    if all(trials[path].map(_category).nunique() < 2 for path, _ in iter_leaves(cfg["search_space"])):
+        return f"{len(trials)} trial(s) reported {first_objective(sweep)[0]}: importance and the parallel plot need 2."
+    if all(trials[path].map(_category).nunique() < 2 for path, _ in iter_leaves(sweep.search_space)):
         return "every trial ran the same searched values: no importance or parallel plot."
-    for metric, _ in objectives(cfg):
+    for metric, _ in objectives(sweep):
         if trials[best_column(metric)].nunique() < 2:  # fANOVA has no variance to share out
             return f"every trial reached the same best {metric}: no importance or parallel plot."
     return None
 
 
-def param_importances(table: pd.DataFrame, cfg: dict) -> dict[str, dict[str, float]]:
+def param_importances(table: pd.DataFrame, sweep: SweepConfig) -> dict[str, dict[str, float]]:
     """Per objective, each searched key's fANOVA importance for the trials' best values (summing to 1;
     a key that took one value has none), from an in-memory Optuna study of the trials."""
     import optuna
     from optuna.importance import FanovaImportanceEvaluator
     from optuna.trial import create_trial
 
-    trials = scored(table, cfg)
-    dists = distributions(cfg, trials)
+    trials = scored(table, sweep)
+    dists = distributions(sweep, trials)
     importances = {}
-    for metric, _ in objectives(cfg):
+    for metric, _ in objectives(sweep):
         with _quiet_optuna():
             study = optuna.create_study()  # in memory
         study.add_trials(
             [
-                create_trial(params=_params(row, cfg), distributions=dists, value=row[best_column(metric)])
+                create_trial(params=_params(row, sweep), distributions=dists, value=row[best_column(metric)])
                 for row in trials.to_dict("records")
             ]
         )
-        found = optuna.importance.get_param_importances(study, evaluator=FanovaImportanceEvaluator(seed=cfg["seed"]))
+        found = optuna.importance.get_param_importances(study, evaluator=FanovaImportanceEvaluator(seed=sweep.seed))
         importances[metric] = {path: float(found.get(path, 0.0)) for path in dists}
     return importances
 
 
-def importance_section(table: pd.DataFrame, cfg: dict) -> tuple[str, Optional[dict]]:
+def importance_section(table: pd.DataFrame, sweep: SweepConfig) -> tuple[str, Optional[dict]]:
     """The Markdown section results.md ends with, and the importances (None where there are none)."""
-    reason = why_not(table, cfg)
+    reason = why_not(table, sweep)
     if reason is None:
         try:
-            importances = param_importances(table, cfg)
+            importances = param_importances(table, sweep)
         except ImportError:
             reason = "importance needs Optuna: pip install 'hfsweep[search]'."
     if reason:
@@ -158,7 +159,7 @@ def importance_section(table: pd.DataFrame, cfg: dict) -> tuple[str, Optional[di
     frame = frame.sort_values(frame.columns[1], ascending=False)
     text = (
         f"\n## Importance\n\nfANOVA importance of each searched key for each trial's best value (Optuna's "
-        f"FanovaImportanceEvaluator, seed {cfg['seed']}, {len(scored(table, cfg))} trials); each column sums to 1. "
+        f"FanovaImportanceEvaluator, seed {sweep.seed}, {len(scored(table, sweep))} trials); each column sums to 1. "
         f"See {IMPORTANCE_PLOT} and {PARALLEL_PLOT}.\n\n"
     )
     return text + markdown(frame.round(4)), importances
@@ -179,12 +180,12 @@ def plot_importance(importances: dict[str, dict[str, float]], path: str) -> None
     plt.close(fig)
 
 
-def plot_parallel(table: pd.DataFrame, cfg: dict, path: str) -> None:
+def plot_parallel(table: pd.DataFrame, sweep: SweepConfig, path: str) -> None:
     """One line per trial across the searched keys to each objective's best value, coloured by the
     first objective: grid and choice keys as categories in the space's order, log samplers on a log axis."""
-    trials = scored(table, cfg)
-    axes = [(key, spec) for key, spec in iter_leaves(cfg["search_space"])]
-    axes += [(best_column(metric), {"sampler": "uniform"}) for metric, _ in objectives(cfg)]
+    trials = scored(table, sweep)
+    axes = [(key, spec) for key, spec in iter_leaves(sweep.search_space)]
+    axes += [(best_column(metric), {"sampler": "uniform"}) for metric, _ in objectives(sweep)]
     fig, ax = plt.subplots(figsize=(2.2 * len(axes) + 1.5, 4.5))
     positions = []
     for x, (column, spec) in enumerate(axes):
@@ -202,7 +203,7 @@ def plot_parallel(table: pd.DataFrame, cfg: dict, path: str) -> None:
                 zorder=3,
                 bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 1},
             )
-    metric, mode = first_objective(cfg)
+    metric, mode = first_objective(sweep)
     colours = plt.get_cmap("viridis" if mode == "max" else "viridis_r")  # the best trials in yellow
     values = trials[best_column(metric)]
     span = (values.max() - values.min()) or 1.0
@@ -240,12 +241,14 @@ def _axis(values: pd.Series, spec: dict) -> tuple[pd.Series, list[tuple[float, s
     return heights, [(h, f"{unscale(low + h * (high - low)):.3g}") for h in ((0.0, 0.5, 1.0) if high > low else (0.5,))]
 
 
-def study_name(cfg: dict, run_dir: str) -> str:
+def study_name(sweep: SweepConfig, run_dir: str) -> str:
     """The exported study's name: the sweep's name and its run directory, e.g. 'glue_mrpc /runs/mrpc/0'."""
-    return f"{cfg['name']} {os.path.abspath(run_dir)}"
+    return f"{sweep.name} {os.path.abspath(run_dir)}"
 
 
-def export_study(table: pd.DataFrame, histories: dict[str, pd.DataFrame], cfg: dict, run_dir: str, storage: str) -> int:
+def export_study(
+    table: pd.DataFrame, histories: dict[str, pd.DataFrame], sweep: SweepConfig, run_dir: str, storage: str
+) -> int:
     """Write the sweep into `storage` as the Optuna study `study_name` names, replacing a study of that
     name (so a re-run, or a still-running sweep reported again, updates it); other studies are kept.
     Each trial holds its searched values, the first objective's reports by step as intermediate
@@ -254,21 +257,21 @@ def export_study(table: pd.DataFrame, histories: dict[str, pd.DataFrame], cfg: d
     import optuna
     from optuna.trial import TrialState, create_trial
 
-    name, metrics = study_name(cfg, run_dir), [metric for metric, _ in objectives(cfg)]
+    name, metrics = study_name(sweep, run_dir), [metric for metric, _ in objectives(sweep)]
     with _quiet_optuna():
         if name in optuna.get_all_study_names(storage):
             optuna.delete_study(study_name=name, storage=storage)
-        directions = [DIRECTIONS[mode] for _, mode in objectives(cfg)]
+        directions = [DIRECTIONS[mode] for _, mode in objectives(sweep)]
         study = optuna.create_study(storage=storage, study_name=name, directions=directions)
         study.set_metric_names(metrics)
-    dists = distributions(cfg, table)
+    dists = distributions(sweep, table)
     for row in table.to_dict("records"):
         state = TrialState[STATES.get(row["ended"], "RUNNING")]
         values = [row[last_column(metric)] for metric in metrics]
         study.add_trial(
             create_trial(
                 state=state,
-                params=_params(row, cfg),
+                params=_params(row, sweep),
                 distributions=dists,
                 values=values
                 if state in (TrialState.COMPLETE, TrialState.PRUNED) and not any(pd.isna(values))

@@ -25,10 +25,10 @@ from ray import tune  # noqa: E402
 from ray.tune.result import EXPR_RESULT_FILE  # noqa: E402
 
 from hfsweep import run_dir as run_files  # noqa: E402
-from hfsweep.config.loading import read_config  # noqa: E402
+from hfsweep.config.loading import read_sweep  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
 from hfsweep.config.resources import billed_resources, price_key  # noqa: E402
-from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
+from hfsweep.config.schema import SweepConfig
 from hfsweep.contract import COST_METRICS, MAX_STEPS, TRAIN_SAMPLES  # noqa: E402
 from hfsweep.driver.results.anytime import anytime_curve, plot_anytime, summary_row  # noqa: E402
 from hfsweep.driver.results.best import BestTrial, lookup, searched_paths  # noqa: E402
@@ -99,22 +99,22 @@ def before_exploit_column(metric: str) -> str:
     return f"best_{metric}_before_exploit"
 
 
-def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
+def trial_table(analysis: tune.ExperimentAnalysis, sweep: SweepConfig) -> pd.DataFrame:
     """One row per trial: hyperparameters (PBT's: those it ended with), status, iterations, best
     and last value of each objective (and its best before PBT first exploited it), what its
     training cost (its last report's: its step budget and training samples seen, throughput, and
     `cost_usd` when the cluster has a price), why it ended;
     with several objectives, whether it is Pareto-optimal; whether it started from the config's
     own values."""
-    rows, cluster, strategy = [], typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"])
-    defaults = defaults_trial.defaults_values(cfg) if defaults_trial.wanted(cfg) else None
+    rows, cluster, strategy = [], sweep.cluster, sweep.strategy
+    defaults = defaults_trial.defaults_values(sweep) if defaults_trial.wanted(sweep) else None
     any_exploited = False
     for trial in analysis.trials:
         history = analysis.trial_dataframes.get(trial.trial_id, pd.DataFrame())
-        first, exploited = started_with(trial, searched_paths(cfg))
+        first, exploited = started_with(trial, searched_paths(sweep))
         any_exploited |= exploited is not None
         scores = {}
-        for metric, mode in objectives(cfg):
+        for metric, mode in objectives(sweep):
             values = history[metric].dropna() if metric in history else pd.Series(dtype=float)
             own = history[metric].iloc[:exploited].dropna() if metric in history else values
             scores[f"best_{metric}"] = (values.max() if mode == "max" else values.min()) if len(values) else None
@@ -122,7 +122,7 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
             scores[last_column(metric)] = values.iloc[-1] if len(values) else None
         row = {
             "trial_id": trial.trial_id,
-            **{path: lookup(trial.config, path) for path in searched_paths(cfg)},
+            **{path: lookup(trial.config, path) for path in searched_paths(sweep)},
             "status": trial.status,
             "iterations": trial.last_result.get("training_iteration", 0),
             "step": trial.last_result.get("step", 0),
@@ -132,7 +132,7 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
             **scores,
             **{name: trial.last_result.get(name) for name in COST_METRICS},
             "cost_usd": trial_cost_usd(cluster, strategy, trial.last_result.get("time_total_s", 0.0)),
-            "ended": why_it_ended(trial, cfg["training"]["max_steps"]),
+            "ended": why_it_ended(trial, sweep.training["max_steps"]),
             "error": error_line(trial),
         }
         if defaults is not None:
@@ -143,18 +143,18 @@ def trial_table(analysis: tune.ExperimentAnalysis, cfg: dict) -> pd.DataFrame:
     unreported = [
         c for c in (*COST_METRICS, "cost_usd", MAX_STEPS, TRAIN_SAMPLES) if c in table and table[c].isna().all()
     ]
-    never_exploited = [] if any_exploited else [before_exploit_column(metric) for metric, _ in objectives(cfg)]
+    never_exploited = [] if any_exploited else [before_exploit_column(metric) for metric, _ in objectives(sweep)]
     table = table.drop(columns=[c for c in unreported + never_exploited if c in table])
-    if is_multi_objective(cfg) and len(table):
-        table["pareto"] = pareto_optimal(table, objectives(cfg))
+    if is_multi_objective(sweep) and len(table):
+        table["pareto"] = pareto_optimal(table, objectives(sweep))
     return table
 
 
-def cost_line(table: pd.DataFrame, cfg: dict) -> str:
+def cost_line(table: pd.DataFrame, sweep: SweepConfig) -> str:
     """results.md's total cost, when the cluster has a price (each trial's is its `cost_usd`)."""
     if "cost_usd" not in table:
         return ""
-    cluster = typed(ClusterConfig, cfg["cluster"])
+    cluster = sweep.cluster
     key = price_key(cluster)
     return (
         f"\nTotal cost: ${table['cost_usd'].sum():.4g} over {len(table)} trials (each trial's hours x the "
@@ -181,9 +181,9 @@ def samples_line(table: pd.DataFrame) -> str:
 LEGEND_MAX_TRIALS = 20  # curves.png names its trials up to this many
 
 
-def plot_curves(trial_dataframes: dict, cfg: dict, path: str) -> None:
+def plot_curves(trial_dataframes: dict, sweep: SweepConfig, path: str) -> None:
     """The sweep metric (the first objective) against training step, every trial on one figure."""
-    metric = first_objective(cfg)[0]
+    metric = first_objective(sweep)[0]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for trial_id, history in sorted(trial_dataframes.items()):
         if metric in history and len(history):
@@ -199,10 +199,10 @@ def plot_curves(trial_dataframes: dict, cfg: dict, path: str) -> None:
     plt.close(fig)
 
 
-def plot_hyperparameters(table: pd.DataFrame, cfg: dict, path: str) -> None:
+def plot_hyperparameters(table: pd.DataFrame, sweep: SweepConfig, path: str) -> None:
     """Each trial's best metric against each searched hyperparameter."""
-    params = searched_paths(cfg)
-    metric = f"best_{first_objective(cfg)[0]}"
+    params = searched_paths(sweep)
+    metric = f"best_{first_objective(sweep)[0]}"
     fig, axes = plt.subplots(1, max(1, len(params)), figsize=(4.5 * max(1, len(params)), 4), squeeze=False)
     for ax, param in zip(axes[0], params):
         ax.scatter(table[param], table[metric])
@@ -223,27 +223,27 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     trials differ (results.md says why not otherwise, for each),
     pareto.png with several objectives; with `optuna_storage`, the sweep as an Optuna study there.
     An extended sweep's trials are all in them."""
-    cfg = read_config(run_dir)
+    sweep = read_sweep(run_dir)
     run_dir = os.path.abspath(run_dir)  # Tune reads a relative path as a URI
-    analyses = experiment_analyses(run_dir, cfg)
-    table = pd.concat([trial_table(analysis, cfg) for analysis in analyses], ignore_index=True)
+    analyses = experiment_analyses(run_dir, sweep)
+    table = pd.concat([trial_table(analysis, sweep) for analysis in analyses], ignore_index=True)
     table.to_csv(os.path.join(run_dir, run_files.RESULTS_FILE), index=False)
-    section, importances = importance_section(table, cfg)
+    section, importances = importance_section(table, sweep)
     selection = Path(run_dir, run_files.SELECT_DIR, run_files.SELECTION_TABLE)
     heading = f"\n## Selection over seeds ({run_files.SELECT_DIR}/)\n\n"
     tail = heading + selection.read_text() if selection.is_file() else ""
-    tail += test_section(run_dir, cfg)
+    tail += test_section(run_dir, sweep)
     curves = {trial_id: history for analysis in analyses for trial_id, history in analysis.trial_dataframes.items()}
-    progress = anytime_section(curves, table, cfg, os.path.join(run_dir, run_files.ANYTIME_PLOT))
-    tuning = tuning_curve_section(table, cfg, run_dir)
+    progress = anytime_section(curves, table, sweep, os.path.join(run_dir, run_files.ANYTIME_PLOT))
+    tuning = tuning_curve_section(table, sweep, run_dir)
     kept = f"\nCheckpoints: {checkpoints_line(run_dir, checkpoint_disk_use(curves.values()))}.\n"
     samples = samples_line(table)
     samples = f"\nSamples: {samples}.\n" if samples else ""
     Path(run_dir, run_files.RESULTS_TABLE).write_text(
-        markdown(table) + cost_line(table, cfg) + samples + kept + progress + tuning + section + tail
+        markdown(table) + cost_line(table, sweep) + samples + kept + progress + tuning + section + tail
     )
-    plot_curves(curves, cfg, os.path.join(run_dir, run_files.CURVES_PLOT))
-    plot_hyperparameters(table, cfg, os.path.join(run_dir, run_files.HYPERPARAMETERS_PLOT))
+    plot_curves(curves, sweep, os.path.join(run_dir, run_files.CURVES_PLOT))
+    plot_hyperparameters(table, sweep, os.path.join(run_dir, run_files.HYPERPARAMETERS_PLOT))
     for name in (
         run_files.IMPORTANCE_PLOT,
         run_files.PARALLEL_PLOT,
@@ -251,30 +251,30 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
         Path(run_dir, name).unlink(missing_ok=True)
     if importances:
         plot_importance(importances, os.path.join(run_dir, run_files.IMPORTANCE_PLOT))
-    if why_not(table, cfg) is None:
-        plot_parallel(table, cfg, os.path.join(run_dir, run_files.PARALLEL_PLOT))
-    if is_multi_objective(cfg) and len(table):
-        plot_pareto(table, objectives(cfg), os.path.join(run_dir, run_files.PARETO_PLOT))
+    if why_not(table, sweep) is None:
+        plot_parallel(table, sweep, os.path.join(run_dir, run_files.PARALLEL_PLOT))
+    if is_multi_objective(sweep) and len(table):
+        plot_pareto(table, objectives(sweep), os.path.join(run_dir, run_files.PARETO_PLOT))
     if optuna_storage:
-        export_study(table, curves, cfg, run_dir, optuna_storage)
+        export_study(table, curves, sweep, run_dir, optuna_storage)
     return table
 
 
-def test_section(run_dir: str, cfg: dict) -> str:
+def test_section(run_dir: str, sweep: SweepConfig) -> str:
     """results.md's account of the held-out test split, from best.json (written before the report)."""
     test = run_files.read_best(run_dir).get("test") if Path(run_dir, run_files.BEST_FILE).is_file() else None
     if not test:
         return ""
-    lines = held_out_lines(test, first_objective(cfg)[0])
+    lines = held_out_lines(test, first_objective(sweep)[0])
     return f"\n## Held-out test split\n\n{lines[0]}\n\n" + "\n".join(f"- {line.strip()}" for line in lines[1:]) + "\n"
 
 
-def experiment_analyses(run_dir: str, cfg: dict) -> list:
+def experiment_analyses(run_dir: str, sweep: SweepConfig) -> list:
     """Tune's analysis of each experiment of a run directory (the sweep, and its extensions)."""
-    metric, mode = first_objective(cfg)
+    metric, mode = first_objective(sweep)
     return [
         tune.ExperimentAnalysis(os.path.join(run_dir, name), default_metric=metric, default_mode=mode)
-        for name in run_files.experiment_names(run_dir, cfg["name"])
+        for name in run_files.experiment_names(run_dir, sweep.name)
     ]
 
 
@@ -292,31 +292,31 @@ def defaults_score(table: pd.DataFrame, metric: str) -> Optional[float]:
     return float(ran[best].iloc[0]) if len(ran) and pd.notna(ran[best].iloc[0]) else None
 
 
-def billed_per_trial(cfg: dict) -> float:
+def billed_per_trial(sweep: SweepConfig) -> float:
     """The resources a trial is billed for (the anytime curve's trial-hours count them)."""
-    return billed_resources(typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"]))
+    return billed_resources(sweep.cluster, sweep.strategy)
 
 
 def sweep_anytime(run_dir: str) -> tuple[pd.DataFrame, Optional[float], dict]:
     """A finished or running sweep's anytime curve, its defaults trial's score, and its config."""
-    cfg = read_config(run_dir)
-    analyses = experiment_analyses(os.path.abspath(run_dir), cfg)
+    sweep = read_sweep(run_dir)
+    analyses = experiment_analyses(os.path.abspath(run_dir), sweep)
     histories = {t: h for analysis in analyses for t, h in analysis.trial_dataframes.items()}
-    metric, mode = first_objective(cfg)
-    table = pd.concat([trial_table(analysis, cfg) for analysis in analyses], ignore_index=True)
-    curve = anytime_curve(histories, metric, mode, billed_per_trial(cfg))
-    return curve, defaults_score(table, metric), cfg
+    metric, mode = first_objective(sweep)
+    table = pd.concat([trial_table(analysis, sweep) for analysis in analyses], ignore_index=True)
+    curve = anytime_curve(histories, metric, mode, billed_per_trial(sweep))
+    return curve, defaults_score(table, metric), sweep
 
 
-def anytime_section(histories: dict, table: pd.DataFrame, cfg: dict, path: str) -> str:
+def anytime_section(histories: dict, table: pd.DataFrame, sweep: SweepConfig, path: str) -> str:
     """anytime.png and its points (anytime_curve.csv), and results.md's lines on them."""
-    metric, mode = first_objective(cfg)
-    curve = anytime_curve(histories, metric, mode, billed_per_trial(cfg))
+    metric, mode = first_objective(sweep)
+    curve = anytime_curve(histories, metric, mode, billed_per_trial(sweep))
     if curve.empty:
         return ""
-    plot_anytime({cfg["name"]: curve}, metric, path)
+    plot_anytime({sweep.name: curve}, metric, path)
     curve.to_csv(os.path.join(os.path.dirname(path), run_files.ANYTIME_CURVE), index=False)
-    row = summary_row(cfg["name"], curve, defaults_score(table, metric), mode)
+    row = summary_row(sweep.name, curve, defaults_score(table, metric), mode)
     reached = (
         f"; the defaults trial's score was first reached after {row['hours_to_defaults']:.4g} trial-hours"
         if not math.isnan(row["hours_to_defaults"])
@@ -333,7 +333,7 @@ def anytime_section(histories: dict, table: pd.DataFrame, cfg: dict, path: str) 
 def sweep_summary(
     best: BestTrial,
     table: pd.DataFrame,
-    cfg: dict,
+    sweep: SweepConfig,
     *,
     untrained_loss: Optional[float],
     perplexity: bool,
@@ -345,15 +345,15 @@ def sweep_summary(
     """The one screen a finished search ends with: the best trial, its objectives and the Pareto
     front, the search against the defaults trial, cost, budget (and whether the sweep ended on it)
     and the checkpoints on disk (`checkpoints`: their count and bytes)."""
-    lines = [summary(best, cfg["cluster"]["storage_path"], untrained_loss, perplexity)]
-    if is_multi_objective(cfg):
+    lines = [summary(best, sweep.cluster.storage_path, untrained_loss, perplexity)]
+    if is_multi_objective(sweep):
         values = ", ".join(f"{name} = {value:.4g}" for name, value in best.objectives.items())
         lines.append(f"  objectives:      {values} (its last report)")
         lines.append(
             f"  Pareto front:    {table['pareto'].sum()} of {len(table)} trials, marked in results.md and drawn in "
             f"{run_files.PARETO_PLOT}; best/ is the one with the best {best.metric}"
         )
-    lines += search_lines(table, cfg, best, startup, drawn_at_random)
+    lines += search_lines(table, sweep, best, startup, drawn_at_random)
     if "cost_usd" in table:
         lines.append(
             f"  cost:            ${table['cost_usd'].sum():.4g} for {len(table)} trials (cost_usd in results.csv)"
@@ -368,7 +368,7 @@ def sweep_summary(
             f"  budget:          the sweep ended on {budget.reason}; no trial started after, running ones were stopped "
             f"({ended})"
         )
-    lines.append(f"  checkpoints:     {checkpoints_line(cfg['cluster']['storage_path'], checkpoints)}")
+    lines.append(f"  checkpoints:     {checkpoints_line(sweep.cluster.storage_path, checkpoints)}")
     return "\n".join(lines)
 
 
@@ -407,20 +407,20 @@ def summary(best: BestTrial, run_dir: str, untrained_loss: Optional[float] = Non
 
 
 def search_lines(
-    table: pd.DataFrame, cfg: dict, best, startup: Optional[int], drawn_at_random: Optional[int]
+    table: pd.DataFrame, sweep: SweepConfig, best, startup: Optional[int], drawn_at_random: Optional[int]
 ) -> list[str]:
     """The summary's lines on the search itself: the winner against the defaults trial, and how
     many trials a model-based searcher chose by its model rather than its random start-up."""
     lines = []
     value = defaults_score(table, best.metric)
     if value is not None:
-        gain = (best.value - value) * (1 if first_objective(cfg)[1] == "max" else -1)
+        gain = (best.value - value) * (1 if first_objective(sweep)[1] == "max" else -1)
         relative = f" ({gain / abs(value):+.1%})" if value else ""
         verdict = f"the best is {gain:+.4g} better{relative}" if gain > 0 else "no searched trial beat it"
         lines.append(
             f"  defaults trial:  {best.metric} = {value:.4f} (its best checkpoint; the config's own values); {verdict}"
         )
-    elif defaults_trial.wanted(cfg):
+    elif defaults_trial.wanted(sweep):
         lines.append("  defaults trial:  did not report; no gain over the config's own values to state")
     if startup is not None and drawn_at_random is not None:
         lines.append(

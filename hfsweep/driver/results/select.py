@@ -9,11 +9,10 @@ is exported and headlines, and every column says which one it holds."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -22,6 +21,7 @@ import pandas as pd
 from scipy import stats
 
 from hfsweep.config.paths import nested
+from hfsweep.config.schema import BudgetConfig, SweepConfig
 from hfsweep.driver.results.best import BestTrial, best_of_trial, final_of_trial
 from hfsweep.driver.results.held_out import held_out_name, held_out_record, mean_scores, over_seeds, scored
 from hfsweep.driver.results.rerun import RUN_TO_THE_END
@@ -29,12 +29,12 @@ from hfsweep.driver.results.tables import markdown
 from hfsweep.run_dir import SELECTION_FILE, SELECTION_TABLE
 
 
-def top_configurations(results, cfg: dict, k: int) -> list[dict]:
+def top_configurations(results, sweep: SweepConfig, k: int) -> list[dict]:
     """The k best distinct configurations of the search (dotted path -> value), best first, each
     ranked by its best trial's best checkpoint, as the search's best trial is chosen."""
-    finished = [best_of_trial(result, cfg) for result in results if result.best_checkpoints]
+    finished = [best_of_trial(result, sweep) for result in results if result.best_checkpoints]
     configurations = []
-    for trial in sorted(finished, key=lambda t: t.value, reverse=cfg["mode"] == "max"):
+    for trial in sorted(finished, key=lambda t: t.value, reverse=sweep.mode == "max"):
         if trial.hyperparameters not in configurations:
             configurations.append(trial.hyperparameters)
     return configurations[:k]
@@ -47,27 +47,29 @@ def retrained(best: int, with_defaults: bool) -> str:
     return f"{what} and the defaults trial's" if with_defaults else what
 
 
-def selection_config(cfg: dict, configurations: list[dict], out: str) -> dict:
-    """The sweep's config re-training each configuration once per `select.seeds`: a grid over
-    their values and the seeds, of which `selection_points` are run."""
+def selection_config(sweep: SweepConfig, configurations: list[dict], out: str) -> SweepConfig:
+    """The sweep's config re-training each configuration once per `select.seeds` (`RUN_TO_THE_END`):
+    a grid over their values and the seeds, of which `selection_points` are run, in `out`."""
     values = {path: list(dict.fromkeys(c[path] for c in configurations)) for path in configurations[0]}
-    sub = {**copy.deepcopy(cfg), **copy.deepcopy(RUN_TO_THE_END)}
-    sub["search_space"] = nested(
-        {
-            **{p: {"sampler": "grid", "values": v} for p, v in values.items()},
-            "seed": {"sampler": "grid", "values": list(cfg["select"]["seeds"])},
-        }
+    return replace(
+        sweep,
+        **{**RUN_TO_THE_END, "budget": BudgetConfig()},
+        search_space=nested(
+            {
+                **{p: {"sampler": "grid", "values": v} for p, v in values.items()},
+                "seed": {"sampler": "grid", "values": list(sweep.select.seeds)},
+            }
+        ),
+        select=replace(sweep.select, top_k=0),
+        cluster=replace(sweep.cluster, storage_path=out),
     )
-    sub["select"] = {**cfg["select"], "top_k": 0}
-    sub["cluster"]["storage_path"] = out
-    return sub
 
 
-def selection_points(cfg: dict, configurations: list[dict]) -> list[dict]:
+def selection_points(sweep: SweepConfig, configurations: list[dict]) -> list[dict]:
     """Each configuration once per seed, as the variant generator's `points_to_evaluate` (a
     configuration is a tuple of values, not a product of them); handed to the searcher as
     objects, not through the config, where Hydra would make them DictConfigs."""
-    seeds = cfg["select"]["seeds"]
+    seeds = sweep.select.seeds
     return [nested({**configuration, "seed": seed}) for configuration in configurations for seed in seeds]
 
 

@@ -27,6 +27,7 @@ from opda.nonparametric import EmpiricalDistribution  # noqa: E402
 from hfsweep import run_dir as run_files  # noqa: E402
 from hfsweep.config.loading import import_object, iter_leaves, target_name  # noqa: E402
 from hfsweep.config.objectives import first_objective  # noqa: E402
+from hfsweep.config.schema import SweepConfig
 from hfsweep.driver.search.defaults_trial import DEFAULTS_COLUMN  # noqa: E402
 
 CONFIDENCE = 0.95
@@ -42,24 +43,24 @@ def is_draw(table: pd.DataFrame) -> pd.Series:
     return ~defaults & (table["ended"] != "never started")
 
 
-def why_no_curve(table: pd.DataFrame, cfg: dict) -> Optional[str]:
+def why_no_curve(table: pd.DataFrame, sweep: SweepConfig) -> Optional[str]:
     """Why the sweep's trials are no independent draws each run to its end, in one line; None when they are."""
     from ray.tune.schedulers import FIFOScheduler
     from ray.tune.search import BasicVariantGenerator
 
-    metric = first_objective(cfg)[0]
+    metric = first_objective(sweep)[0]
     fix = "a tuning curve needs search_alg=random scheduler=fifo"
-    if import_object(cfg["search_alg"]["_target_"]) is not BasicVariantGenerator:
+    if import_object(sweep.search_alg["_target_"]) is not BasicVariantGenerator:
         return (
-            f"No tuning curve: {target_name(cfg['search_alg'])} chooses each trial from the earlier ones' scores, "
+            f"No tuning curve: {target_name(sweep.search_alg)} chooses each trial from the earlier ones' scores, "
             f"so its trials are not independent draws ({fix})."
         )
-    grids = [path for path, spec in iter_leaves(cfg["search_space"]) if spec["sampler"] == "grid"]
+    grids = [path for path, spec in iter_leaves(sweep.search_space) if spec["sampler"] == "grid"]
     if grids:
         return f"No tuning curve: search_space.{grids[0]} is a grid, whose points are enumerated, not drawn ({fix})."
-    if import_object(cfg["scheduler"]["_target_"]) is not FIFOScheduler:
+    if import_object(sweep.scheduler["_target_"]) is not FIFOScheduler:
         return (
-            f"No tuning curve: {target_name(cfg['scheduler'])} stops or perturbs trials by comparing them, so their "
+            f"No tuning curve: {target_name(sweep.scheduler)} stops or perturbs trials by comparing them, so their "
             f"best scores are not those of independent draws run to the end ({fix})."
         )
     draws = table[is_draw(table)] if len(table) else table
@@ -119,18 +120,18 @@ def plot_tuning_curve(curve: pd.DataFrame, scores, metric: str, path: str) -> No
     plt.close(fig)
 
 
-def tuning_curve_section(table: pd.DataFrame, cfg: dict, run_dir: str) -> str:
+def tuning_curve_section(table: pd.DataFrame, sweep: SweepConfig, run_dir: str) -> str:
     """tuning_curve.csv and .png in the run directory (an earlier report's removed when there is no
     curve now), and results.md's lines on them: the curve, or why there is none."""
     for name in (run_files.TUNING_CURVE, run_files.TUNING_CURVE_PLOT):
         Path(run_dir, name).unlink(missing_ok=True)
-    reason = why_no_curve(table, cfg)
+    reason = why_no_curve(table, sweep)
     if reason:
         return f"\n## Tuning curve\n\n{reason}\n"
-    metric, mode = first_objective(cfg)
+    metric, mode = first_objective(sweep)
     draws = table[is_draw(table)]
     scores = draws[f"best_{metric}"].to_numpy(dtype=float)
-    curve = tuning_curve(scores, mode, cfg["seed"])
+    curve = tuning_curve(scores, mode, sweep.seed)
     curve.to_csv(Path(run_dir, run_files.TUNING_CURVE), index=False)
     plot_tuning_curve(curve, scores, metric, str(Path(run_dir, run_files.TUNING_CURVE_PLOT)))
     last = curve.iloc[-1]

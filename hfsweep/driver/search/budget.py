@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Optional
 
 from ray import tune
 from ray.tune.result import SHOULD_CHECKPOINT
 
 from hfsweep.config.resources import billed_resources, price_key
-from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
+from hfsweep.config.schema import ClusterConfig, StrategyConfig, SweepConfig
 from hfsweep.contract import TRAIN_SAMPLES
 
 
@@ -195,17 +195,17 @@ class SweepBudget(tune.Stopper, tune.Callback):
         return "; ".join(spent) + " used"
 
 
-def build_budget(cfg: dict) -> Optional[SweepBudget]:
+def build_budget(sweep: SweepConfig) -> Optional[SweepBudget]:
     """The budget stopper, or None when the config sets no budget. A trial's resources are its
     GPUs on a GPU sweep, else its CPUs."""
-    budget, cluster = cfg["budget"], typed(ClusterConfig, cfg["cluster"])
-    if all(value is None for value in budget.values()):
+    budget, cluster = sweep.budget, sweep.cluster
+    if all(value is None for value in astuple(budget)):
         return None
     return SweepBudget(
-        budget["wall_clock_s"],
-        budget["trial_hours"],
-        billed_resources(cluster, typed(StrategyConfig, cfg["strategy"])),
-        budget["usd"],
+        budget.wall_clock_s,
+        budget.trial_hours,
+        billed_resources(cluster, sweep.strategy),
+        budget.usd,
         getattr(cluster, price_key(cluster)),
-        budget["train_samples"],
+        budget.train_samples,
     )

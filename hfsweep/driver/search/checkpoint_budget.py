@@ -19,6 +19,7 @@ from typing import Optional
 from ray import tune
 
 from hfsweep.config.objectives import first_objective, is_multi_objective
+from hfsweep.config.schema import SweepConfig
 from hfsweep.contract import checkpoint_step
 from hfsweep.driver.search.search_rules import is_population_training
 from hfsweep.run_dir import CHECKPOINTS_FILE
@@ -150,22 +151,22 @@ def folder_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
 
 
-def build_checkpoint_budget(cfg: dict) -> Optional[CheckpointBudget]:
+def build_checkpoint_budget(sweep: SweepConfig) -> Optional[CheckpointBudget]:
     """The budget callback for `checkpoints.keep_per_trial` (ranked by the first objective); None
     keeps every checkpoint."""
-    keep = cfg["checkpoints"]["keep_per_trial"]
+    keep = sweep.checkpoints.keep_per_trial
     if keep is None:
         return None
-    metric, mode = first_objective(cfg)
+    metric, mode = first_objective(sweep)
     # a test split scores the winner's and the defaults' final models after a search that does not select
-    final_scored = bool(cfg["data"]["test_split"]) and not cfg["select"]["top_k"]
+    final_scored = bool(sweep.data.test_split) and not sweep.select.top_k
     return CheckpointBudget(
         metric,
         mode,
         keep,
-        defer=is_population_training(cfg),
-        keep_latest=is_multi_objective(cfg) or final_scored,
-        tally_path=os.path.join(cfg["cluster"]["storage_path"], CHECKPOINTS_FILE),
+        defer=is_population_training(sweep),
+        keep_latest=is_multi_objective(sweep) or final_scored,
+        tally_path=os.path.join(sweep.cluster.storage_path, CHECKPOINTS_FILE),
     )
 
 

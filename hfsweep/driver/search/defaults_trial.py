@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object, iter_leaves
 from hfsweep.config.paths import nested
+from hfsweep.config.schema import SweepConfig, plain
 from hfsweep.driver.search.search_space import SAMPLERS, VALUE_SAMPLERS
 
 DEFAULTS_COLUMN = "defaults"  # results.csv: True on the trial that ran the config's own values
@@ -24,42 +25,42 @@ DEFAULTS_COLUMN = "defaults"  # results.csv: True on the trial that ran the conf
 FLAT_POINT_SEARCHERS = ("OptunaSearch", "TuneBOHB")
 
 
-def check(cfg: dict) -> None:
+def check(sweep: SweepConfig) -> None:
     """The preflight's check: `search_alg.defaults_trial` is a bool (Hydra reads `=no` or `=maybe`
     as a string, which `wanted` would take as true), and the point fits the searcher."""
-    value = cfg["search_alg"].get("defaults_trial")
+    value = sweep.search_alg.get("defaults_trial")
     if value is not None and not isinstance(value, bool):
         raise ConfigError(
             f"search_alg.defaults_trial: must be true or false, not {value!r}; e.g. search_alg.defaults_trial=false."
         )
-    defaults_point(cfg)
+    defaults_point(sweep)
 
 
-def wanted(cfg: dict) -> bool:
+def wanted(sweep: SweepConfig) -> bool:
     """Whether this sweep runs the defaults trial: asked for, and no warm start (whose earlier
     sweeps ran theirs; an extension is one)."""
-    search_alg = cfg["search_alg"]
+    search_alg = sweep.search_alg
     return bool(search_alg.get("defaults_trial")) and not search_alg.get("warm_start")
 
 
-def defaults_values(cfg: dict) -> dict:
+def defaults_values(sweep: SweepConfig) -> dict:
     """Dotted path -> the composed config's own value, for every searched key."""
-    composed = OmegaConf.create({k: v for k, v in cfg.items() if k != "search_space"})
-    return {path: OmegaConf.select(composed, path) for path, _ in iter_leaves(cfg["search_space"])}
+    composed = OmegaConf.create(plain(sweep))  # values as the resolved config holds them: enums by name
+    return {path: OmegaConf.select(composed, path) for path, _ in iter_leaves(sweep.search_space)}
 
 
-def grid_runs_it(cfg: dict, values: dict) -> bool:
+def grid_runs_it(sweep: SweepConfig, values: dict) -> bool:
     """A search space of grids alone, each holding the config's own value, runs the defaults point already."""
-    specs = dict(iter_leaves(cfg["search_space"]))
+    specs = dict(iter_leaves(sweep.search_space))
     return all(spec["sampler"] == "grid" and values[path] in spec["values"] for path, spec in specs.items())
 
 
-def check_searchable(cfg: dict, values: dict, model_based: bool) -> None:
+def check_searchable(sweep: SweepConfig, values: dict, model_based: bool) -> None:
     """A model-based searcher maps the point into its space (a choice's index, a range's bounds):
     the config's own value must lie in it."""
     if not model_based:
         return
-    for path, spec in iter_leaves(cfg["search_space"]):
+    for path, spec in iter_leaves(sweep.search_space):
         value = values[path]
         chosen = spec["sampler"] in VALUE_SAMPLERS  # a range sampler beside a preset's `values` samples its range
         if spec["sampler"] not in SAMPLERS or not chosen and None in (spec.get("low"), spec.get("high")):
@@ -73,28 +74,28 @@ def check_searchable(cfg: dict, values: dict, model_based: bool) -> None:
             )
 
 
-def defaults_point(cfg: dict) -> Optional[dict]:
+def defaults_point(sweep: SweepConfig) -> Optional[dict]:
     """The point to run first, in the form the configured searcher takes it, or None when there is
     none to add (off, warm-started, or a grid that runs it anyway)."""
-    if not wanted(cfg):
+    if not wanted(sweep):
         return None
     from ray.tune.search import BasicVariantGenerator
 
-    searcher = import_object(cfg["search_alg"]["_target_"])
+    searcher = import_object(sweep.search_alg["_target_"])
     model_based = not issubclass(searcher, BasicVariantGenerator)
-    values = defaults_values(cfg)
-    if not model_based and grid_runs_it(cfg, values):
+    values = defaults_values(sweep)
+    if not model_based and grid_runs_it(sweep, values):
         return None
-    check_searchable(cfg, values, model_based)
+    check_searchable(sweep, values, model_based)
     if any(cls.__name__ in FLAT_POINT_SEARCHERS for cls in searcher.__mro__):
         return {path.replace(".", "/"): value for path, value in values.items()}
     return nested(values)
 
 
-def added_trials(cfg: dict) -> int:
+def added_trials(sweep: SweepConfig) -> int:
     """How many trials the defaults point adds to the sweep's num_samples (times its grid): Tune
     counts it as one of the samples."""
-    return int(defaults_point(cfg) is not None)
+    return int(defaults_point(sweep) is not None)
 
 
 def is_defaults(row: dict, values: dict) -> bool:

@@ -10,11 +10,12 @@ from typing import Optional
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import target_name
+from hfsweep.config.schema import SweepConfig
 
 
-def written_study(cfg: dict) -> Optional[tuple[str, str]]:
+def written_study(sweep: SweepConfig) -> Optional[tuple[str, str]]:
     """The storage URL and study name the sweep writes; None when it writes none."""
-    node = cfg["search_alg"]
+    node = sweep.search_alg
     if target_name(node) != "OptunaSearch" or not node.get("storage"):
         return None
     return node["storage"], node.get("study_name") or "optuna"  # OptunaSearch's own default name
@@ -58,10 +59,10 @@ def check_new_studies(cfgs: list[dict]) -> None:
             )
 
 
-def study_exists(cfg: dict) -> bool:
+def study_exists(sweep: SweepConfig) -> bool:
     """Whether the sweep's stored study exists already (a resumed sweep's, which holds its
     points_to_evaluate from the first start)."""
-    study = written_study(cfg)
+    study = written_study(sweep)
     if study is None:
         return False
     import optuna
@@ -70,11 +71,11 @@ def study_exists(cfg: dict) -> bool:
     return name in optuna.get_all_study_names(url)
 
 
-def close_lost_trials(cfg: dict) -> int:
+def close_lost_trials(sweep: SweepConfig) -> int:
     """Mark FAIL the study's trials still running once every trial of the sweep has ended, and say
     how many: a run killed between Optuna's ask and Tune's next save of its state leaves one, and
     the resumed sweep asks for that trial again."""
-    study = written_study(cfg)
+    study = written_study(sweep)
     if study is None:
         return 0
     import optuna

@@ -12,6 +12,7 @@ from typing import Optional
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object, iter_leaves, target_name
 from hfsweep.config.objectives import is_multi_objective
+from hfsweep.config.schema import PeftMethod, SweepConfig
 from hfsweep.config.validation import PLATEAU, as_override, lr_scheduler_types
 from hfsweep.driver.search import defaults_trial
 from hfsweep.driver.search.search_space import VALUE_SAMPLERS
@@ -30,16 +31,16 @@ PEFT_SHAPE_KEYS = (
 )
 
 
-def check_search(cfg: dict) -> None:
-    defaults_trial.check(cfg)
-    _validate_time_attr(cfg)
-    _validate_one_metric_users(cfg)
-    _validate_bohb(cfg)
-    _validate_population_training(cfg)
-    _validate_select(cfg)
-    _validate_warm_started_study(cfg)
-    _validate_last_rung(cfg)
-    _validate_searcher(cfg)
+def check_search(sweep: SweepConfig) -> None:
+    defaults_trial.check(sweep)
+    _validate_time_attr(sweep)
+    _validate_one_metric_users(sweep)
+    _validate_bohb(sweep)
+    _validate_population_training(sweep)
+    _validate_select(sweep)
+    _validate_warm_started_study(sweep)
+    _validate_last_rung(sweep)
+    _validate_searcher(sweep)
 
 
 # Searched, these make a step a different amount of data in each trial (or a trial a different number of steps).
@@ -51,27 +52,27 @@ DATA_PER_STEP_KEYS = (
 )
 
 
-def longest_epochs(cfg: dict) -> float:
+def longest_epochs(sweep: SweepConfig) -> float:
     """The most epochs any trial trains: the largest searched `num_train_epochs`, else the config's."""
-    spec = cfg["search_space"].get("training", {}).get("num_train_epochs")
+    spec = sweep.search_space.get("training", {}).get("num_train_epochs")
     if spec is None:
-        return cfg["training"].get("num_train_epochs", 3.0)
+        return sweep.training.get("num_train_epochs", 3.0)
     return max(spec["values"]) if spec["sampler"] in VALUE_SAMPLERS else spec["high"]
 
 
-def _validate_time_attr(cfg: dict) -> None:
+def _validate_time_attr(sweep: SweepConfig) -> None:
     """A scheduler whose time is the step compares trials at the same step, which is the same amount
     of data only when every trial takes the same batch; searched epochs need each trial's own steps."""
-    searched = {path for path, _ in iter_leaves(cfg["search_space"])}
-    if "training.num_train_epochs" in searched and cfg["training"]["max_steps"] != -1:
+    searched = {path for path, _ in iter_leaves(sweep.search_space)}
+    if "training.num_train_epochs" in searched and sweep.training["max_steps"] != -1:
         raise ConfigError(
-            f"search_space.training.num_train_epochs: training.max_steps={cfg['training']['max_steps']} gives every "
+            f"search_space.training.num_train_epochs: training.max_steps={sweep.training['max_steps']} gives every "
             f"trial that many steps, whatever its epochs; set training.max_steps=-1 (each trial's steps follow "
             f"from its epochs and batch size)."
         )
     varying = [key for key in DATA_PER_STEP_KEYS if key in searched]
-    if varying and cfg["scheduler"].get("time_attr") == "step":
-        name = target_name(cfg["scheduler"])
+    if varying and sweep.scheduler.get("time_attr") == "step":
+        name = target_name(sweep.scheduler)
         raise ConfigError(
             f"scheduler.time_attr: {name} compares trials at the same step, and search_space.{varying[0]} makes a "
             f"step a different amount of data in each trial; use scheduler=asha_epochs (time in epochs), or "
@@ -79,11 +80,11 @@ def _validate_time_attr(cfg: dict) -> None:
         )
 
 
-def _validate_last_rung(cfg: dict) -> None:
+def _validate_last_rung(sweep: SweepConfig) -> None:
     """A scheduler that stops trials at `max_t` (ASHA, HyperBand) counts in the unit the trials'
     length is set in: epochs only when each trial's steps follow from its epochs, steps only when
     training.max_steps gives them (ASHA's own "Max (time_attr) not valid!" names no fix)."""
-    node, steps = cfg["scheduler"], cfg["training"]["max_steps"]
+    node, steps = sweep.scheduler, sweep.training["max_steps"]
     if "max_t" not in node:
         return
     name = target_name(node)
@@ -104,14 +105,14 @@ def _validate_last_rung(cfg: dict) -> None:
         raise ConfigError(f"scheduler.max_t: must be above 0, not {max_t}; e.g. scheduler.max_t={steps}.")
 
 
-def _validate_searcher(cfg: dict) -> None:
+def _validate_searcher(sweep: SweepConfig) -> None:
     """A model-based searcher draws each value from a range or a list, never a grid (only Tune's
     variant generator walks one), and its random start-up is a count of trials."""
-    node = cfg["search_alg"]
+    node = sweep.search_alg
     if _is_a(node["_target_"], "ray.tune.search.BasicVariantGenerator"):
         return
     name = target_name(node)
-    grids = [path for path, spec in iter_leaves(cfg["search_space"]) if spec["sampler"] == "grid"]
+    grids = [path for path, spec in iter_leaves(sweep.search_space) if spec["sampler"] == "grid"]
     if grids:
         raise ConfigError(
             f"search_space.{grids[0]}: {name} cannot walk a grid; set search_space.{grids[0]}.sampler=choice "
@@ -125,51 +126,51 @@ def _validate_searcher(cfg: dict) -> None:
         )
 
 
-def is_population_training(cfg: dict) -> bool:
+def is_population_training(sweep: SweepConfig) -> bool:
     """Whether the scheduler exploits and perturbs trials (PBT, PB2 and their subclasses)."""
     from ray.tune.schedulers import PopulationBasedTraining
 
-    scheduler = import_object(cfg["scheduler"]["_target_"])
+    scheduler = import_object(sweep.scheduler["_target_"])
     return isinstance(scheduler, type) and issubclass(scheduler, PopulationBasedTraining)
 
 
-def population_size(cfg: dict, num_samples: Optional[int] = None) -> int:
+def population_size(sweep: SweepConfig, num_samples: Optional[int] = None) -> int:
     """How many trials a sweep starts (PBT's population): `num_samples` (the config's unless given)
     times the grid's points, and the defaults trial."""
-    grid = [len(spec["values"]) for _, spec in iter_leaves(cfg["search_space"]) if spec["sampler"] == "grid"]
-    samples = cfg["num_samples"] if num_samples is None else num_samples
-    return samples * math.prod(grid) + defaults_trial.added_trials(cfg)
+    grid = [len(spec["values"]) for _, spec in iter_leaves(sweep.search_space) if spec["sampler"] == "grid"]
+    samples = sweep.num_samples if num_samples is None else num_samples
+    return samples * math.prod(grid) + defaults_trial.added_trials(sweep)
 
 
-def samples_within(cfg: dict, trials: int) -> int:
+def samples_within(sweep: SweepConfig, trials: int) -> int:
     """The largest num_samples whose population is at most `trials` (0 when even one is more)."""
-    return max((n for n in range(1, trials + 1) if population_size(cfg, n) <= trials), default=0)
+    return max((n for n in range(1, trials + 1) if population_size(sweep, n) <= trials), default=0)
 
 
 # Searched, these give trials different lengths.
 TRIAL_LENGTH_KEYS = ("training.num_train_epochs", "training.max_steps")
 
 
-def _validate_population_training(cfg: dict) -> None:
+def _validate_population_training(sweep: SweepConfig) -> None:
     """An exploited trial carries on from the donor's checkpoint with perturbed values: a plateau
     schedule's reductions and an adapter's shape cannot be carried over. Synchronous PBT needs
     trials of one length (item 7's pbt s1 hung when a 2-epoch trial ended before the next point)."""
-    if not is_population_training(cfg):
+    if not is_population_training(sweep):
         return
-    name = target_name(cfg["scheduler"])
-    if PLATEAU in lr_scheduler_types(cfg["training"], cfg["search_space"]):
+    name = target_name(sweep.scheduler)
+    if PLATEAU in lr_scheduler_types(sweep.training, sweep.search_space):
         raise ConfigError(
             f"training.lr_scheduler_type: under {name}, {PLATEAU} cannot carry an exploited trial's own "
             f"learning rate over the donor's reductions; use another type (e.g. linear), or scheduler=asha."
         )
-    lengths = [key for key in TRIAL_LENGTH_KEYS if key in {path for path, _ in iter_leaves(cfg["search_space"])}]
-    if cfg["scheduler"].get("synch") and lengths:
+    lengths = [key for key in TRIAL_LENGTH_KEYS if key in {path for path, _ in iter_leaves(sweep.search_space)}]
+    if sweep.scheduler.get("synch") and lengths:
         raise ConfigError(
             f"scheduler.synch: synchronous {name} pauses each trial at a perturbation until every running trial "
             f"has reached it, and search_space.{lengths[0]} ends some trials in between, after which Ray's {name} "
             f"can leave the paused ones waiting forever; drop it (~scheduler.synch), or stop searching {lengths[0]}."
         )
-    searched = cfg["search_space"].get("peft", {}) if cfg["peft"]["method"] != "none" else {}
+    searched = sweep.search_space.get("peft", {}) if sweep.peft.method != PeftMethod.none else {}
     perturbed = [key for key in PEFT_SHAPE_KEYS if key in searched and searched[key].get("perturb") is not False]
     if perturbed:
         key = perturbed[0]
@@ -186,12 +187,12 @@ MULTI_OBJECTIVE_SCHEDULERS = ("ray.tune.schedulers.FIFOScheduler",)
 MULTI_OBJECTIVE_SEARCHERS = ("ray.tune.search.optuna.OptunaSearch", "ray.tune.search.BasicVariantGenerator")
 
 
-def _validate_one_metric_users(cfg: dict) -> None:
+def _validate_one_metric_users(sweep: SweepConfig) -> None:
     """With several objectives, refuse what optimises one: schedulers but FIFO, single-objective
     searchers, and stoppers or the Trainer's best model following the whole list."""
-    if not is_multi_objective(cfg):
+    if not is_multi_objective(sweep):
         return
-    metrics, modes = cfg["metric"], cfg["mode"]
+    metrics, modes = sweep.metric, sweep.mode
     fix = f"or sweep one metric (metric={metrics[0]} mode={modes[0]})"
     for key, allowed, what, use in (
         (
@@ -207,12 +208,12 @@ def _validate_one_metric_users(cfg: dict) -> None:
             "search_alg=optuna (multi-objective TPE), grid or random",
         ),
     ):
-        target = cfg[key]["_target_"]
+        target = getattr(sweep, key)["_target_"]
         if not any(_is_a(target, name, exactly=key == "scheduler") for name in allowed):
             raise ConfigError(
                 f"{key}: {target.rsplit('.', 1)[-1]} {what}, and metric lists {len(metrics)}; use {use}, {fix}."
             )
-    for name, node in cfg["stopper"].items():
+    for name, node in sweep.stopper.items():
         if isinstance(node.get("metric"), list):
             raise ConfigError(
                 f"stopper.{name}.metric: a stopper watches one metric, not {as_override(node['metric'])}; "
@@ -223,14 +224,16 @@ def _validate_one_metric_users(cfg: dict) -> None:
 BOHB = ("ray.tune.schedulers.HyperBandForBOHB", "ray.tune.search.bohb.TuneBOHB")  # one works only with the other
 
 
-def _validate_bohb(cfg: dict) -> None:
+def _validate_bohb(sweep: SweepConfig) -> None:
     import importlib.util
 
-    scheduler, searcher = (_is_a(cfg[key]["_target_"], name) for key, name in zip(("scheduler", "search_alg"), BOHB))
+    scheduler, searcher = (
+        _is_a(getattr(sweep, key)["_target_"], name) for key, name in zip(("scheduler", "search_alg"), BOHB)
+    )
     if scheduler != searcher:
         key, other = ("scheduler", "search_alg") if scheduler else ("search_alg", "scheduler")
         raise ConfigError(
-            f"{key}: {cfg[key]['_target_'].rsplit('.', 1)[-1]} works only with BOHB's {other}; "
+            f"{key}: {getattr(sweep, key)['_target_'].rsplit('.', 1)[-1]} works only with BOHB's {other}; "
             f"set scheduler=bohb search_alg=bohb, or use search_alg=optuna scheduler=hyperband."
         )
     if searcher and (importlib.util.find_spec("hpbandster") is None or importlib.util.find_spec("ConfigSpace") is None):
@@ -247,10 +250,10 @@ def _is_a(target: str, class_name: str, exactly: bool = False) -> bool:
     return cls is of or not exactly and isinstance(cls, type) and issubclass(cls, of)
 
 
-def _validate_warm_started_study(cfg: dict) -> None:
+def _validate_warm_started_study(sweep: SweepConfig) -> None:
     """A warm start tells Optuna's sampler the earlier trials through a study in memory
     (`warm_start.optuna_study`), so a storage would never be written."""
-    node = cfg["search_alg"]
+    node = sweep.search_alg
     if node.get("warm_start") and node.get("storage"):
         raise ConfigError(
             "search_alg.storage: a warm-started sweep keeps its study, which holds the earlier sweeps' trials, "
@@ -258,17 +261,17 @@ def _validate_warm_started_study(cfg: dict) -> None:
         )
 
 
-def _validate_select(cfg: dict) -> None:
+def _validate_select(sweep: SweepConfig) -> None:
     """Selection ranks configurations by the mean of one metric over at least two seeds (a t
     interval needs two); PBT's trials change their hyperparameters, so none is one configuration."""
-    select = cfg["select"]
-    if select["top_k"] < 0:
+    select = sweep.select
+    if select.top_k < 0:
         raise ConfigError(
-            f"select.top_k: must be 0 (off) or the number of configurations to re-train, not {select['top_k']}."
+            f"select.top_k: must be 0 (off) or the number of configurations to re-train, not {select.top_k}."
         )
-    if not select["top_k"]:
+    if not select.top_k:
         return
-    seeds = list(select["seeds"])
+    seeds = list(select.seeds)
     if len(set(seeds)) < 2:
         raise ConfigError(
             f"select.seeds: needs at least two different seeds, got {as_override(seeds)}; e.g. select.seeds=[1,2,3]."
@@ -280,15 +283,15 @@ def _validate_select(cfg: dict) -> None:
             f"select.seeds: {as_override(seeds)} names seed {twice} more than once, which would train "
             f"the same run twice; give each seed once, e.g. select.seeds={once}."
         )
-    if not 0 < select["confidence"] < 1:
+    if not 0 < select.confidence < 1:
         raise ConfigError(
-            f"select.confidence: must lie between 0 and 1, not {select['confidence']}; e.g. select.confidence=0.95."
+            f"select.confidence: must lie between 0 and 1, not {select.confidence}; e.g. select.confidence=0.95."
         )
-    if is_multi_objective(cfg):
+    if is_multi_objective(sweep):
         raise ConfigError(
             "select.top_k: picks a winner by the mean of one metric; several objectives have none (set select.top_k=0)."
         )
-    if is_population_training(cfg):
+    if is_population_training(sweep):
         raise ConfigError(
             "select.top_k: PBT and PB2 change a trial's hyperparameters as it trains, so no trial is "
             "one configuration to re-train; set select.top_k=0."

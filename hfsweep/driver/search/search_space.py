@@ -2,7 +2,7 @@
 
 A search space mirrors the config: a leaf `{sampler: NAME, ...}` at `training.learning_rate`
 searches `training.learning_rate`. Tune samples a nested dict of the same shape, which
-`hfsweep.config.loading.apply_sampled` merges into the resolved config of each trial.
+`hfsweep.config.schema.merged` merges into the typed config of each trial.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from ray import tune
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import iter_leaves
 from hfsweep.config.paths import get_path, nested, set_path
+from hfsweep.config.schema import SweepConfig, plain
 
 _ABSENT = object()
 
@@ -70,10 +71,10 @@ RANGE_KEYS = ("low", "high", "q")  # what the range samplers read
 VALUE_SAMPLERS = ("grid", "choice")  # the samplers that read `values`
 
 
-def compile_search_space(space: dict, cfg: dict) -> dict:
+def compile_search_space(space: dict, sweep: SweepConfig) -> dict:
     """Turn the `search_space` config into Tune's nested param space, checking every leaf."""
     samplers = {}
-    composed = OmegaConf.create(cfg)
+    composed = OmegaConf.create(plain(sweep))
     for path, spec in iter_leaves(space):
         if OmegaConf.select(composed, path, default=_ABSENT) is _ABSENT:
             raise ConfigError(

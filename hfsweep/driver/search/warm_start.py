@@ -27,8 +27,9 @@ from omegaconf import OmegaConf
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import changed_keys, iter_leaves, read_config
-from hfsweep.config.objectives import objectives
+from hfsweep.config.objectives import objectives, objectives_of
 from hfsweep.config.paths import get_path, nested
+from hfsweep.config.schema import SweepConfig, plain
 from hfsweep.config.validation import as_override
 from hfsweep.run_dir import RESOLVED_CONFIG, RESULTS_FILE, holds_sweep, last_column
 
@@ -47,22 +48,22 @@ class WarmStart:
     sources: list[str] = field(default_factory=list)
 
 
-def warm_start_dirs(cfg: dict) -> list[str]:
-    dirs = cfg["search_alg"].get("warm_start") or []
+def warm_start_dirs(sweep: SweepConfig) -> list[str]:
+    dirs = sweep.search_alg.get("warm_start") or []
     return [dirs] if isinstance(dirs, str) else list(dirs)
 
 
-def load_warm_start(cfg: dict, param_space: dict) -> Optional[WarmStart]:
+def load_warm_start(sweep: SweepConfig, param_space: dict) -> Optional[WarmStart]:
     """The earlier trials of every `search_alg.warm_start` directory, checked against this sweep;
     None without a warm start. Raises ConfigError, before Ray starts, on a directory that cannot
     warm this sweep's searcher."""
-    dirs = warm_start_dirs(cfg)
+    dirs = warm_start_dirs(sweep)
     if not dirs:
         return None
-    _check_searcher(cfg)
+    _check_searcher(sweep)
     warm = WarmStart(sources=dirs)
     for run_dir in dirs:
-        _read_run(run_dir, cfg, param_space, warm)
+        _read_run(run_dir, sweep, param_space, warm)
     if not warm.points:
         raise ConfigError(
             f"search_alg.warm_start: no trial of {as_override(dirs)} ended with every objective reported inside this "
@@ -71,16 +72,16 @@ def load_warm_start(cfg: dict, param_space: dict) -> Optional[WarmStart]:
     return warm
 
 
-def _check_searcher(cfg: dict) -> None:
+def _check_searcher(sweep: SweepConfig) -> None:
     from ray.tune.search import BasicVariantGenerator
     from ray.tune.search.optuna import OptunaSearch
 
     from hfsweep.config.loading import import_object
 
-    target = cfg["search_alg"]["_target_"]
+    target = sweep.search_alg["_target_"]
     cls = import_object(target)
     if issubclass(cls, BasicVariantGenerator):
-        if not any(spec["sampler"] == "grid" for _, spec in iter_leaves(cfg["search_space"])):
+        if not any(spec["sampler"] == "grid" for _, spec in iter_leaves(sweep.search_space)):
             raise ConfigError(
                 "search_alg.warm_start: random search learns nothing from earlier trials; use search_alg=optuna, "
                 "or a grid (sampler: grid), whose points already run are skipped."
@@ -92,7 +93,7 @@ def _check_searcher(cfg: dict) -> None:
         )
 
 
-def _read_run(run_dir: str, cfg: dict, param_space: dict, warm: WarmStart) -> None:
+def _read_run(run_dir: str, sweep: SweepConfig, param_space: dict, warm: WarmStart) -> None:
     results_path = os.path.join(run_dir, RESULTS_FILE)
     if not holds_sweep(run_dir):
         raise ConfigError(
@@ -105,14 +106,14 @@ def _read_run(run_dir: str, cfg: dict, param_space: dict, warm: WarmStart) -> No
             f"{run_dir}."
         )
     earlier = read_config(run_dir)
-    if objectives(earlier) != objectives(cfg):
+    if objectives_of(earlier["metric"], earlier["mode"]) != objectives(sweep):
         raise ConfigError(
             f"search_alg.warm_start: '{run_dir}' swept metric={as_override(earlier['metric'])} "
-            f"mode={as_override(earlier['mode'])}, this sweep metric={as_override(cfg['metric'])} "
-            f"mode={as_override(cfg['mode'])}; warm-start from a sweep of the same objectives."
+            f"mode={as_override(earlier['mode'])}, this sweep metric={as_override(sweep.metric)} "
+            f"mode={as_override(sweep.mode)}; warm-start from a sweep of the same objectives."
         )
     searched_then = {path for path, _ in iter_leaves(earlier["search_space"])}
-    searched_now = [path for path, _ in iter_leaves(cfg["search_space"])]
+    searched_now = [path for path, _ in iter_leaves(sweep.search_space)]
     fixed_then = OmegaConf.create(earlier)
     for path in searched_now:
         if path not in searched_then and OmegaConf.select(fixed_then, path, default=_ABSENT) is _ABSENT:
@@ -126,17 +127,18 @@ def _read_run(run_dir: str, cfg: dict, param_space: dict, warm: WarmStart) -> No
             f"{run_dir}: searched {', '.join(ignored)}, which this sweep does not; the trials are used as if at this "
             "sweep's values"
         )
+    now = plain(sweep)  # compared with the saved config as it is saved
     changed = sorted(
         k
         for section in COMPARED_SECTIONS
-        for k in changed_keys(earlier.get(section) or {}, cfg.get(section) or {}, f"{section}.")
+        for k in changed_keys(earlier.get(section) or {}, now[section], f"{section}.")
         if k not in searched_then | set(searched_now)
     )
     if changed:
         warm.notes.append(f"{run_dir}: ran with other settings of {', '.join(changed)}")
 
     table = pd.read_csv(results_path)
-    columns = [last_column(metric) for metric, _ in objectives(cfg)]
+    columns = [last_column(metric) for metric, _ in objectives(sweep)]
     used = outside = 0
     for _, row in table.iterrows():
         values = [row.get(column) for column in columns]
@@ -180,7 +182,7 @@ def same_value(a: Any, b: Any) -> bool:
     return a == b
 
 
-def searcher_arguments(cfg: dict, param_space: dict, warm: WarmStart) -> tuple[dict, Optional[int]]:
+def searcher_arguments(sweep: SweepConfig, param_space: dict, warm: WarmStart) -> tuple[dict, Optional[int]]:
     """The search algorithm's extra constructor arguments, and the sweep's num_samples where the
     warm start changes it: the grid points left to run (each `num_samples` times), or an Optuna
     study that already holds the earlier trials."""
@@ -188,25 +190,25 @@ def searcher_arguments(cfg: dict, param_space: dict, warm: WarmStart) -> tuple[d
 
     from hfsweep.config.loading import import_object
 
-    if issubclass(import_object(cfg["search_alg"]["_target_"]), BasicVariantGenerator):
-        points = grid_points_left(cfg, warm)
+    if issubclass(import_object(sweep.search_alg["_target_"]), BasicVariantGenerator):
+        points = grid_points_left(sweep, warm)
         if not points:
             raise ConfigError(
                 f"search_alg.warm_start: every grid point of this sweep was run in {as_override(warm.sources)}; "
                 f"nothing is left to run (add grid values, or drop search_alg.warm_start)."
             )
-        repeated = [point for point in points for _ in range(cfg["num_samples"])]
+        repeated = [point for point in points for _ in range(sweep.num_samples)]
         warm.notes.append(f"{len(points)} grid points left to run")
         return {"points_to_evaluate": repeated}, len(repeated)
     return {
-        "storage": optuna_study(cfg, param_space, warm),
+        "storage": optuna_study(sweep, param_space, warm),
         "study_name": OPTUNA_STUDY,
-        "sampler": warm_tpe_sampler(cfg, warm),
+        "sampler": warm_tpe_sampler(sweep, warm),
         "seed": None,
     }, None
 
 
-def warm_tpe_sampler(cfg: dict, warm: WarmStart):
+def warm_tpe_sampler(sweep: SweepConfig, warm: WarmStart):
     """OptunaSearch's own sampler (TPE, seeded by `seed`) with the earlier trials as its random
     start-up: TPE samples at random until `n_startup_trials` trials are complete (the sweep's
     start-up rule, `schedulers.startup_trials`), and the same seed draws the same random points
@@ -216,12 +218,12 @@ def warm_tpe_sampler(cfg: dict, warm: WarmStart):
 
     from hfsweep.driver.search.schedulers import startup_trials
 
-    return TPESampler(seed=cfg["search_alg"].get("seed"), n_startup_trials=min(startup_trials(cfg), len(warm.points)))
+    return TPESampler(seed=sweep.search_alg.get("seed"), n_startup_trials=min(startup_trials(sweep), len(warm.points)))
 
 
-def grid_points_left(cfg: dict, warm: WarmStart) -> list[dict]:
+def grid_points_left(sweep: SweepConfig, warm: WarmStart) -> list[dict]:
     """This sweep's grid points (nested, as Tune's points_to_evaluate) that no earlier trial ran."""
-    grid = [(path, spec["values"]) for path, spec in iter_leaves(cfg["search_space"]) if spec["sampler"] == "grid"]
+    grid = [(path, spec["values"]) for path, spec in iter_leaves(sweep.search_space) if spec["sampler"] == "grid"]
     paths = [path for path, _ in grid]
     done = [[point[path] for path in paths] for point in warm.points]
     return [
@@ -234,7 +236,7 @@ def grid_points_left(cfg: dict, warm: WarmStart) -> list[dict]:
 OPTUNA_STUDY = "optuna"  # OptunaSearch's own default name for its in-memory study
 
 
-def optuna_study(cfg: dict, param_space: dict, warm: WarmStart):
+def optuna_study(sweep: SweepConfig, param_space: dict, warm: WarmStart):
     """An in-memory Optuna storage whose study holds the earlier trials as completed, with one
     value per objective. OptunaSearch loads the study by name from it (Tune's `evaluated_rewards`
     takes one value per point: single-objective only)."""
@@ -243,7 +245,7 @@ def optuna_study(cfg: dict, param_space: dict, warm: WarmStart):
 
     distributions = OptunaSearch.convert_search_space(param_space)  # keyed "training/learning_rate"
     storage = optuna.storages.InMemoryStorage()
-    directions = ["minimize" if mode == "min" else "maximize" for _, mode in objectives(cfg)]
+    directions = ["minimize" if mode == "min" else "maximize" for _, mode in objectives(sweep)]
     study = optuna.create_study(storage=storage, study_name=OPTUNA_STUDY, directions=directions)
     study.add_trials(
         [
