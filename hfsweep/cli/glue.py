@@ -55,7 +55,7 @@ import pandas as pd
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import read_config
-from hfsweep.contract import TRAIN_SAMPLES
+from hfsweep.contract.metrics import TRAIN_SAMPLES
 from hfsweep.driver.results.pooled import pooled_table
 from hfsweep.driver.results.tables import markdown
 from hfsweep.run_dir import (

@@ -24,7 +24,7 @@ import pandas as pd
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import best_config, saved_config
 from hfsweep.config.objectives import first_objective
-from hfsweep.contract import read_pointer
+from hfsweep.contract.pointers import read_pointer
 from hfsweep.driver.results.rerun import RUN_TO_THE_END
 from hfsweep.driver.results.tables import markdown
 from hfsweep.run_dir import (

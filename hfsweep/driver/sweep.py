@@ -22,7 +22,8 @@ from hfsweep.config.loading import TASK_OPTIONS, extended_config, import_object,
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trains_in_process
 from hfsweep.config.schema import ClusterConfig, DataConfig, ModelConfig, PeftConfig, PrepareOn, StrategyConfig, typed
-from hfsweep.contract import SAMPLES_PER_SECOND, TRAINABLE_PARAMS, TrainingRecipe
+from hfsweep.contract.metrics import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
+from hfsweep.contract.recipe import TrainingRecipe
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, prepare_apart
 from hfsweep.driver.loggers import build_loggers
 from hfsweep.driver.preflight import CheckedConfig, preflight

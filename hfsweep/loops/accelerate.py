@@ -28,15 +28,10 @@ from transformers import get_scheduler
 from transformers.trainer_pt_utils import nested_concat, nested_numpify
 from transformers.utils import find_labels
 
-from hfsweep.contract import (
-    IGNORED,
-    MAX_STEPS,
-    EvalContext,
-    TrainJob,
-    checkpoint_dir_name,
-    checkpoint_step,
-    progress,
-)
+from hfsweep.contract.metrics import MAX_STEPS, progress
+from hfsweep.contract.pointers import checkpoint_dir_name, checkpoint_step
+from hfsweep.contract.protocols import IGNORED, EvalContext
+from hfsweep.contract.recipe import TrainJob
 from hfsweep.loops.common import (
     WhatRan,
     apply_hyperparameters,

@@ -19,7 +19,10 @@ from ray.train.huggingface.transformers import prepare_trainer
 from transformers import PrinterCallback, Seq2SeqTrainingArguments, Trainer, TrainerCallback, TrainingArguments
 
 from hfsweep.config.loading import import_object
-from hfsweep.contract import MAX_STEPS, EvalContext, TrainingRecipe, TrainJob, checkpoint_dir_name, progress
+from hfsweep.contract.metrics import MAX_STEPS, progress
+from hfsweep.contract.pointers import checkpoint_dir_name
+from hfsweep.contract.protocols import EvalContext
+from hfsweep.contract.recipe import TrainingRecipe, TrainJob
 from hfsweep.loops.common import (
     WhatRan,
     apply_hyperparameters,
@@ -46,7 +49,7 @@ class ReportCheckpointCallback(TrainerCallback):
     Trainer just wrote.
 
     `extra` holds what other callbacks add to the next report; `progress_of(step)` is the data
-    `step` steps have trained on (`hfsweep.contract.progress`).
+    `step` steps have trained on (`hfsweep.contract.metrics.progress`).
     """
 
     def __init__(self, extra: dict, trial_started_at: float, in_process: bool, ran: WhatRan, cost: Cost, progress_of):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Optional
 
-from hfsweep.contract import EvalContext
+from hfsweep.contract.protocols import EvalContext
 
 
 class MetricHooks:

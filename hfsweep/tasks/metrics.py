@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.schema import SweepConfig
-from hfsweep.contract import COST_METRICS, MFU, SAMPLES_PER_SECOND, TOKENS_PER_SECOND
+from hfsweep.contract.metrics import COST_METRICS, MFU, SAMPLES_PER_SECOND, TOKENS_PER_SECOND
 
 # What a task's predictions are, so that a metric is only paired with a task that can feed it.
 LABELS, TAGS, ANSWERS, TEXTS = "labels", "tags", "answers", "texts"
@@ -469,7 +469,7 @@ def metrics_function(entries: list, predictions_and_references: Callable) -> Opt
 
 def reported_metrics(task) -> tuple:
     """What every trial of `task` reports besides eval_<eval_metrics>: time_total_s is Tune's, the
-    trial's running time; the cost metrics are `hfsweep.contract`'s; eval_perplexity where the
+    trial's running time; the cost metrics are `hfsweep.contract.metrics`'s; eval_perplexity where the
     task's loss is a token loss."""
     perplexity = ("eval_perplexity",) if task.reports_perplexity else ()
     return ("eval_loss", *perplexity, "loss", "time_total_s", *COST_METRICS)

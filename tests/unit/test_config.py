@@ -195,7 +195,7 @@ def test_training_argument_names_read_from_the_source_are_the_dataclass_fields()
 
 
 def test_precision_and_activation_checkpointing_switches_reach_the_training_arguments(tmp_path):
-    from hfsweep.contract import TrainingRecipe
+    from hfsweep.contract.recipe import TrainingRecipe
     from hfsweep.loops.hf_trainer import training_arguments
 
     cfg = resolved_config(["training.bf16=true", "+training.activation_checkpointing=true"], tmp_path, tmp_path)

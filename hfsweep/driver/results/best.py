@@ -15,7 +15,7 @@ from ray import tune
 from hfsweep import run_dir as run_files
 from hfsweep.config.loading import iter_leaves
 from hfsweep.config.objectives import is_multi_objective, objectives
-from hfsweep.contract import read_pointer
+from hfsweep.contract.pointers import read_pointer
 from hfsweep.driver.results.pareto import best_of_front, pareto_optimal
 from hfsweep.run_dir import last_column
 

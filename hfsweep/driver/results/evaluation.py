@@ -11,7 +11,7 @@ from dataclasses import replace
 from omegaconf import OmegaConf
 
 from hfsweep.config.schema import DataConfig, typed
-from hfsweep.contract import TrainingRecipe
+from hfsweep.contract.recipe import TrainingRecipe
 from hfsweep.data.prepare import raw_splits, write_validation
 from hfsweep.driver.preflight import task_of
 

@@ -29,7 +29,7 @@ from hfsweep.config.loading import read_config  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
 from hfsweep.config.resources import billed_resources, price_key  # noqa: E402
 from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
-from hfsweep.contract import COST_METRICS, MAX_STEPS, TRAIN_SAMPLES  # noqa: E402
+from hfsweep.contract.metrics import COST_METRICS, MAX_STEPS, TRAIN_SAMPLES  # noqa: E402
 from hfsweep.driver.results.anytime import anytime_curve, plot_anytime, summary_row  # noqa: E402
 from hfsweep.driver.results.best import BestTrial, lookup, searched_paths  # noqa: E402
 from hfsweep.driver.results.held_out import held_out_lines  # noqa: E402
