@@ -39,7 +39,7 @@ from hfsweep.driver.results.best import BestTrial, best_trial, write_best
 from hfsweep.driver.results.evaluation import evaluate_model
 from hfsweep.driver.results.export import export_best
 from hfsweep.driver.results.held_out import held_out_lines, held_out_scorer, search_test
-from hfsweep.driver.results.report import selection_spend_lines, sweep_summary, write_report
+from hfsweep.driver.results.report import write_report
 from hfsweep.driver.results.select import (
     candidates_from,
     rank,
@@ -52,6 +52,7 @@ from hfsweep.driver.results.select import (
     winner_checkpoint,
     write_selection,
 )
+from hfsweep.driver.results.summary import selection_spend_lines, sweep_summary
 from hfsweep.driver.search.budget import SweepBudget, build_budget, spent_before
 from hfsweep.driver.search.checkpoint_budget import build_checkpoint_budget, checkpoint_disk_use
 from hfsweep.driver.search.defaults_trial import defaults_point, defaults_values, is_defaults
