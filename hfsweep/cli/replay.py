@@ -22,8 +22,8 @@ from typing import Optional
 import pandas as pd
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import best_config, saved_config
 from hfsweep.config.objectives import first_objective
+from hfsweep.config.saved import best_config, saved_config
 from hfsweep.contract.pointers import read_pointer
 from hfsweep.driver.results.rerun import RUN_TO_THE_END
 from hfsweep.driver.results.tables import markdown

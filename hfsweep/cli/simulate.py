@@ -16,7 +16,7 @@ import os
 import sys
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import read_config
+from hfsweep.config.saved import read_config
 from hfsweep.run_dir import experiment_names, holds_sweep
 
 

@@ -18,9 +18,10 @@ from ray import tune
 
 from hfsweep.compat import forget_points_to_evaluate, hide_from_result_tables, restored_callbacks
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import TASK_OPTIONS, extended_config, import_object, iter_leaves, saved_config
+from hfsweep.config.loading import TASK_OPTIONS, import_object, iter_leaves
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trains_in_process
+from hfsweep.config.saved import extended_config, saved_config
 from hfsweep.config.schema import ClusterConfig, DataConfig, ModelConfig, PeftConfig, PrepareOn, StrategyConfig, typed
 from hfsweep.contract.metrics import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
 from hfsweep.contract.recipe import TrainingRecipe

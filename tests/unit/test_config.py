@@ -1065,7 +1065,7 @@ def test_a_sweep_saved_before_task_options_resumes_with_its_family_options_moved
     resume reads the ones it set away from their defaults as task options, and the rest are gone."""
     import yaml
 
-    from hfsweep.config.loading import saved_config
+    from hfsweep.config.saved import saved_config
     from hfsweep.run_dir import RESOLVED_CONFIG, write_config
 
     cfg = resolved_config(["+experiment=bert_squad_offline", f"data.path={tmp_path}"], tmp_path / "run", tmp_path)
@@ -1093,7 +1093,7 @@ def test_resume_refuses_what_tune_restores_as_saved_even_with_force(tmp_path, ov
     """Tune's restore brings back the pickled scheduler, searcher, stoppers and budget (a USD
     budget with its price): an override of them would be thrown away, so it is refused in one
     line, --force or not."""
-    from hfsweep.config.loading import saved_config
+    from hfsweep.config.saved import saved_config
     from hfsweep.run_dir import write_config
 
     saved = ["budget.usd=5", "cluster.price_per_cpu_hour=2"] if "price" in override else []

@@ -25,9 +25,9 @@ from ray import tune  # noqa: E402
 from ray.tune.result import EXPR_RESULT_FILE  # noqa: E402
 
 from hfsweep import run_dir as run_files  # noqa: E402
-from hfsweep.config.loading import read_config  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
 from hfsweep.config.resources import billed_resources, price_key  # noqa: E402
+from hfsweep.config.saved import read_config  # noqa: E402
 from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
 from hfsweep.contract.metrics import COST_METRICS, MAX_STEPS, TRAIN_SAMPLES  # noqa: E402
 from hfsweep.driver.results.anytime import anytime_curve, plot_anytime, summary_row  # noqa: E402
