@@ -39,7 +39,7 @@ from hfsweep.loops.common import (
     check_finite,
     hyperparameters_in_effect,
     quiet_logs,
-    report,
+    report_to_sweep,
     resume_checkpoint,
     train_stream,
     validation_shard,
@@ -249,6 +249,6 @@ def train_loop_per_worker(job: TrainJob) -> None:
             extra = {}
             path = os.path.join(job.output_dir, checkpoint_dir_name(step))
             _save(accelerator, model, tokenizer, path)
-            report(metrics, path if accelerator.is_main_process else None, in_process)
+            report_to_sweep(metrics, path if accelerator.is_main_process else None, in_process)
         if step >= training["max_steps"]:
             break

@@ -26,7 +26,7 @@ from hfsweep.contract.pointers import checkpoint_dir_name, checkpoint_step, repo
 from hfsweep.contract.recipe import TrainJob
 
 
-def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
+def report_to_sweep(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
     """Hand one result and the checkpoint the loop just wrote (rank 0 only) to the sweep.
 
     In a trial's own process it goes straight to Tune. On a worker group it goes to Ray Train in

@@ -30,7 +30,7 @@ from hfsweep.loops.common import (
     check_finite,
     hyperparameters_in_effect,
     quiet_logs,
-    report,
+    report_to_sweep,
     resumable,
     resume_checkpoint,
     train_batches,
@@ -79,7 +79,7 @@ class ReportCheckpointCallback(TrainerCallback):
         checkpoint_dir = None
         if state.is_world_process_zero:
             checkpoint_dir = os.path.join(args.output_dir, checkpoint_dir_name(state.global_step))
-        report(with_perplexity(metrics, self.cost.task), checkpoint_dir, self.in_process)
+        report_to_sweep(with_perplexity(metrics, self.cost.task), checkpoint_dir, self.in_process)
 
 
 class StopOnDivergence(TrainerCallback):
