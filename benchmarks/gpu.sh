@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check in one command, for an air-gapped node (see benchmarks/README.md):
 #   1. install hfsweep from the wheelhouse, without an index, into the node's Python
-#      (built here by: python -m hfsweep.wheelhouse .wheelhouse --python-version 3.12 \
+#      (built here by: python tools/wheelhouse.py .wheelhouse --python-version 3.12 \
 #         --platform manylinux_2_28_x86_64 --have benchmarks/gpu_target_packages.txt --slim \
 #         --leave-out virtualenv --leave-out py-spy)
 #   2. python benchmarks/gpu.py: the default sweep on the GPU, pytest -m gpu, GPT-2 small against a

@@ -150,7 +150,7 @@ def bench_data(sizes: list[int], root: Path, streaming: bool) -> None:
 
 def tiny_trial(config: dict) -> None:
     """Three reports, each with a pointer checkpoint, and no training."""
-    from hfsweep.contract import report_to_tune
+    from hfsweep.contract.pointers import report_to_tune
 
     for step in (10, 20, 30):
         report_to_tune({"eval_loss": 1.0 / (config["training"]["learning_rate"] * step), "step": step},

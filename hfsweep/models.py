@@ -11,7 +11,7 @@ import warnings
 
 from hfsweep.config.errors import ConfigError, HubUnreachableError
 from hfsweep.config.schema import ModelConfig, PeftConfig, PeftMethod, SweepConfig
-from hfsweep.contract import ModelTask
+from hfsweep.contract.protocols import ModelTask
 
 
 def check_pretrained_reachable(model_cfg: ModelConfig) -> None:

@@ -1,5 +1,5 @@
 """What a sweep's run directory holds, named in one place: the resolved config it ran (read back
-by `hfsweep.config.loading.read_config` for resume, replay, warm start, reports and the GLUE
+by `hfsweep.config.saved.read_config` for resume, replay, warm start, reports and the GLUE
 table), `best.json`, and the results table whose `last_{metric}` columns hold each trial's final
 scores. File names and layout only, no knowledge of the config's contents; kept light (no pandas,
 no Ray): the multirun summary, a Hydra callback, reads it too."""

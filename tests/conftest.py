@@ -201,7 +201,7 @@ def untrained_metrics(cfg: dict, out_dir: str) -> dict:
     from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
     from hfsweep.config.schema import SweepConfig, typed
-    from hfsweep.contract import TrainingRecipe
+    from hfsweep.contract.recipe import TrainingRecipe
     from hfsweep.data.tokenizers import load_tokenizer
     from hfsweep.driver.preflight import task_of
     from hfsweep.loops.hf_trainer import build_trainer

@@ -9,7 +9,7 @@ import time
 
 from transformers import TrainerCallback
 
-from hfsweep.contract import POINTER_FILE
+from hfsweep.contract.pointers import POINTER_FILE
 from hfsweep.driver.preflight import preflight
 
 

@@ -69,7 +69,7 @@ for step in "$@"; do
       for run in "$RUNS"/{tpe,random,pbt}/s{1,2}; do
         if [ ! -f "$run/best.json" ]; then echo "=== $run: no finished search yet"; continue; fi
         # shellcheck disable=SC2016  # the Python is single-quoted on purpose
-        by=$(python -c 'import sys, pathlib; from hfsweep.cli.glue import retrained_in
+        by=$(python -c 'import sys, pathlib; from hfsweep.cli.glue_fair import retrained_in
 print(retrained_in(pathlib.Path(sys.argv[1])) or "")' "$run")
         if [ -n "$by" ]; then echo "=== $run seeds: its winner is re-trained in $by"; continue; fi
         log "${run#"$RUNS"/} seeds: at $(git -C "$(dirname "$0")" rev-parse --short HEAD)"

@@ -22,10 +22,10 @@ from typing import Optional
 import pandas as pd
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import best_config, read_sweep, saved_config
 from hfsweep.config.objectives import first_objective
+from hfsweep.config.saved import best_config, read_sweep, saved_config
 from hfsweep.config.schema import SweepConfig
-from hfsweep.contract import read_pointer
+from hfsweep.contract.pointers import read_pointer
 from hfsweep.driver.results.rerun import RUN_TO_THE_END
 from hfsweep.driver.results.tables import markdown
 from hfsweep.run_dir import (

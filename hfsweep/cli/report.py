@@ -17,7 +17,7 @@ import importlib.util
 import os
 import sys
 
-from hfsweep.config.loading import read_sweep
+from hfsweep.config.saved import read_sweep
 from hfsweep.driver.results.anytime import plot_anytime, summary_row
 from hfsweep.driver.results.insight import study_name
 from hfsweep.driver.results.report import sweep_anytime, write_report

@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import extended_config, saved_config
+from hfsweep.config.saved import extended_config, saved_config
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ import os
 import sys
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import read_config, read_sweep
+from hfsweep.config.saved import read_config, read_sweep
 from hfsweep.run_dir import experiment_names, holds_sweep
 
 
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args) -> None:
+    from hfsweep.driver.results import simulation
     from hfsweep.driver.search import simulate
     from hfsweep.driver.search.schedulers import build_stopper
 
@@ -93,9 +94,9 @@ def run(args) -> None:
                 stopper=stopper,
             )
         )
-        print(simulate.describe(sims[-1], metric, recording.progress))
-    out_dir = os.path.join(args.run_dir, simulate.SIMULATE_DIR)
-    comparison = simulate.write_simulations(sims, out_dir, metric, recording.progress)
+        print(simulation.describe(sims[-1], metric, recording.progress))
+    out_dir = os.path.join(args.run_dir, simulation.SIMULATE_DIR)
+    comparison = simulation.write_simulations(sims, out_dir, metric, recording.progress)
     print(comparison.to_string(index=False))
     print(f"Wrote {', '.join(s.name.replace(' ', '-') for s in sims)} (.md, .csv) and comparison.md in {out_dir}")
 

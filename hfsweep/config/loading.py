@@ -2,8 +2,9 @@
 
 - `composition_error` turns what Hydra could not compose (its messages span several lines) into
   one line that names the key and the fix;
-- `resolve` resolves the composed config once, on the driver;
-- `saved_config` reads a sweep's saved config back, for resume.
+- `resolve` resolves the composed config once, on the driver.
+
+A saved run's config read back is `hfsweep.config.saved`'s.
 """
 
 from __future__ import annotations
@@ -14,13 +15,11 @@ import os
 import re
 from typing import Optional
 
-import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.paths import get_path
-from hfsweep.run_dir import RESOLVED_CONFIG, holds_sweep, read_best
 
 
 def to_plain_dict(cfg: DictConfig) -> dict:
@@ -318,145 +317,3 @@ def searched_overrides(overrides: list[str], search_space: dict) -> list[str]:
     searched = {path for path, _ in iter_leaves(search_space)}
     keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
     return [key for key in keys if key in searched]
-
-
-# --- the saved config, for resume --------------------------------------------------------------
-
-
-# Task family options that sweeps saved before `task_options` existed kept under data.*, with the
-# defaults they had there.
-MOVED_TO_TASK_OPTIONS = {
-    "label_all_tokens": False,
-    "mlm_probability": 0.15,
-    "eval_mlm_probability": 0.15,
-    "whole_word_mask": False,
-    "source_prefix": "",
-    "max_target_length": 64,
-    "doc_stride": 128,
-    "max_answer_length": 30,
-    "n_best_size": 20,
-    "version_2_with_negative": False,
-    "null_score_diff_threshold": 0.0,
-    "chat_template": None,
-    "completion_only_loss": True,
-    "assistant_only_loss": False,
-    "packing": False,
-}
-
-
-def read_config(run_dir: str) -> dict:
-    """The saved config; one saved before task_options existed has its family options moved there
-    (those it set away from their old defaults: the others are the family's defaults still)."""
-    with open(os.path.join(run_dir, RESOLVED_CONFIG)) as f:
-        cfg = yaml.safe_load(f)
-    options = cfg.setdefault("task_options", {})
-    for key, old_default in MOVED_TO_TASK_OPTIONS.items():
-        if key in cfg.get("data", {}) and (value := cfg["data"].pop(key)) != old_default:
-            options[key] = value
-    return cfg
-
-
-def read_sweep(run_dir: str):
-    """The saved config, typed (`SweepConfig`; keys added to hfsweep since it was saved take their defaults)."""
-    from hfsweep.config.schema import SweepConfig, typed
-
-    return typed(SweepConfig, read_config(run_dir))
-
-
-def best_config(run_dir: str) -> dict:
-    """The sweep's config with its best trial's hyperparameters set: what replay re-trains."""
-    cfg = OmegaConf.create(read_config(run_dir))
-    for path, value in read_best(run_dir)["hyperparameters"].items():
-        OmegaConf.update(cfg, path, value)
-    return OmegaConf.to_container(cfg)
-
-
-def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -> dict:
-    """The config saved in a sweep's run directory, for resuming it. An override that changes it
-    is refused unless `force`; keys added to hfsweep since the run was saved take their defaults."""
-    saved = _saved(run_dir)
-    cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
-    changed = sorted(changed_keys(saved, cfg))
-    priced = cfg["budget"].get("usd") is not None  # a USD budget is pickled with its price
-    restored = [
-        key
-        for key in changed
-        if key in RESTORED_BY_TUNE
-        or key.startswith(tuple(f"{group}." for group in RESTORED_BY_TUNE))
-        or (priced and key in BUDGET_PRICES)
-    ]
-    if restored:
-        raise ConfigError(
-            f"resume: {', '.join(restored)} cannot change on resume, --force or not: Tune restores the sweep's "
-            f"scheduler, searcher, stoppers, budget, loggers and search space as saved in {run_dir}; drop those "
-            f"overrides, or start a new sweep (resume --extend adds trials)."
-        )
-    if changed and not force:
-        raise ConfigError(
-            f"resume: {', '.join(changed)} differ from the config saved in {run_dir}; "
-            f"drop those overrides, or pass --force to resume with them."
-        )
-    return cfg
-
-
-# What `Tuner.restore` brings back from the experiment as it was saved (its TuneConfig and RunConfig,
-# pickled): an override of these on resume would be thrown away.
-RESTORED_BY_TUNE = (
-    "scheduler",
-    "search_alg",
-    "stopper",
-    "budget",
-    "callbacks",
-    "logger",
-    "checkpoints",
-    "search_space",
-    "num_samples",
-    "metric",
-    "mode",
-    "name",
-)
-BUDGET_PRICES = ("cluster.price_per_cpu_hour", "cluster.price_per_gpu_hour")
-EXTENDABLE = ("num_samples", "search_space.")  # what an extension of a finished sweep may change
-
-
-def extended_config(run_dir: str, extends: list[str]) -> dict:
-    """The saved config with `extends` applied, for adding trials to a finished sweep: only the
-    sample count and the search space may change, or the new trials would not compare with the old."""
-    saved = _saved(run_dir)
-    cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(extends))), resolve=True)
-    changed = sorted(changed_keys(saved, cfg))
-    fixed = [key for key in changed if not key.startswith(EXTENDABLE)]
-    if fixed:
-        raise ConfigError(
-            f"resume --extend: {', '.join(fixed)} differ from the config saved in {run_dir}; "
-            f"an extension changes num_samples and search_space.* only."
-        )
-    if not changed:
-        raise ConfigError(
-            f"resume --extend: {' '.join(extends)} changes nothing in {run_dir}; "
-            f"give a larger num_samples=N or more search_space values."
-        )
-    return cfg
-
-
-def _saved(run_dir: str) -> dict:
-    from hfsweep.config.schema import SweepConfig
-
-    if not holds_sweep(run_dir):
-        raise ConfigError(
-            f"resume: '{run_dir}' holds no sweep ({RESOLVED_CONFIG} is missing); pass a sweep's run directory."
-        )
-    saved = OmegaConf.merge(OmegaConf.structured(SweepConfig), read_config(run_dir))
-    return OmegaConf.to_container(saved, resolve=True, enum_to_str=True)
-
-
-def changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
-    """The dotted paths whose values differ between two resolved configs."""
-    keys = []
-    for key in old.keys() | new.keys():
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            keys += changed_keys(a, b, f"{prefix}{key}.")
-        elif a != b:
-            keys.append(f"{prefix}{key}")
-    return keys

@@ -22,7 +22,7 @@ from datasets import Dataset, DatasetDict
 from hfsweep.compat import classic_parquet_reader, dataset_fingerprint
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.schema import DataConfig, ModelConfig, plain
-from hfsweep.contract import DataTask
+from hfsweep.contract.protocols import DataTask
 from hfsweep.data.cache import atomic_dir
 from hfsweep.data.shards import write_shards
 from hfsweep.data.sources import load_raw, source_identity

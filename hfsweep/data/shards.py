@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from hfsweep.config.resources import usable_cores
 from hfsweep.config.schema import DataConfig, PrepareOn
-from hfsweep.contract import DataTask
+from hfsweep.contract.protocols import DataTask
 
 SHARD_PATTERN = "part-{:05d}.parquet"
 

@@ -12,7 +12,7 @@ from datasets import DatasetDict
 
 from hfsweep.config.errors import ConfigError, HubUnreachableError
 from hfsweep.config.schema import DataConfig, DataSource
-from hfsweep.contract import DataTask
+from hfsweep.contract.protocols import DataTask
 from hfsweep.data.cache import atomic_dir
 
 LOCAL_BUILDERS = {

@@ -17,7 +17,8 @@ from hfsweep.driver.results.best import BestTrial, best_trial, write_best
 from hfsweep.driver.results.evaluation import evaluate_model
 from hfsweep.driver.results.export import export_best
 from hfsweep.driver.results.held_out import held_out_lines, held_out_scorer, search_test
-from hfsweep.driver.results.report import sweep_summary, write_report
+from hfsweep.driver.results.report import write_report
+from hfsweep.driver.results.summary import sweep_summary
 from hfsweep.driver.search.budget import SweepBudget
 from hfsweep.driver.search.checkpoint_budget import checkpoint_disk_use
 from hfsweep.driver.search.live_study import close_lost_trials

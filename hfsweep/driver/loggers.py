@@ -36,7 +36,7 @@ from ray.tune.utils import flatten_dict
 from hfsweep.compat import RESTORE_FROM_REMOTE, wandb_logging_actor_class, write_rows_under
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.schema import SweepConfig
-from hfsweep.contract import COST_METRICS
+from hfsweep.contract.metrics import COST_METRICS
 from hfsweep.driver.search.schedulers import instantiate_at
 
 

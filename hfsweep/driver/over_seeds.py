@@ -18,7 +18,7 @@ from hfsweep.driver.ray_cluster import searcher_cap
 from hfsweep.driver.results.best import write_best
 from hfsweep.driver.results.export import export_best
 from hfsweep.driver.results.held_out import held_out_lines, held_out_scorer
-from hfsweep.driver.results.report import selection_spend_lines, write_report
+from hfsweep.driver.results.report import write_report
 from hfsweep.driver.results.select import (
     candidates_from,
     rank,
@@ -31,6 +31,7 @@ from hfsweep.driver.results.select import (
     winner_checkpoint,
     write_selection,
 )
+from hfsweep.driver.results.summary import selection_spend_lines
 from hfsweep.driver.search.budget import SweepBudget
 from hfsweep.driver.search.defaults_trial import defaults_values, is_defaults
 from hfsweep.driver.search.defaults_trial import wanted as defaults_trial_wanted

@@ -13,8 +13,9 @@ from ray import tune
 
 from hfsweep.compat import forget_points_to_evaluate, restored_callbacks
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import extended_config, import_object, iter_leaves, saved_config
+from hfsweep.config.loading import import_object, iter_leaves
 from hfsweep.config.objectives import is_multi_objective
+from hfsweep.config.saved import extended_config, saved_config
 from hfsweep.config.schema import SweepConfig, plain
 from hfsweep.driver.finish import finish
 from hfsweep.driver.preflight import preflight

@@ -15,7 +15,7 @@ from hfsweep.compat import hide_from_result_tables
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trains_in_process
 from hfsweep.config.schema import PrepareOn, SweepConfig
-from hfsweep.contract import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
+from hfsweep.contract.metrics import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, prepare_apart
 from hfsweep.driver.loggers import build_loggers
 from hfsweep.driver.ray_cluster import check_trial_fits, init_ray, reserved_by_tune, searcher_cap

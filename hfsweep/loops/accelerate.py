@@ -28,15 +28,10 @@ from transformers import get_scheduler
 from transformers.trainer_pt_utils import nested_concat, nested_numpify
 from transformers.utils import find_labels
 
-from hfsweep.contract import (
-    IGNORED,
-    MAX_STEPS,
-    EvalContext,
-    TrainJob,
-    checkpoint_dir_name,
-    checkpoint_step,
-    progress,
-)
+from hfsweep.contract.metrics import MAX_STEPS, progress
+from hfsweep.contract.pointers import checkpoint_dir_name, checkpoint_step
+from hfsweep.contract.protocols import IGNORED, EvalContext
+from hfsweep.contract.recipe import TrainJob
 from hfsweep.loops.common import (
     WhatRan,
     apply_hyperparameters,
@@ -44,7 +39,7 @@ from hfsweep.loops.common import (
     check_finite,
     hyperparameters_in_effect,
     quiet_logs,
-    report,
+    report_to_sweep,
     resume_checkpoint,
     train_stream,
     validation_shard,
@@ -254,6 +249,6 @@ def train_loop_per_worker(job: TrainJob) -> None:
             extra = {}
             path = os.path.join(job.output_dir, checkpoint_dir_name(step))
             _save(accelerator, model, tokenizer, path)
-            report(metrics, path if accelerator.is_main_process else None, in_process)
+            report_to_sweep(metrics, path if accelerator.is_main_process else None, in_process)
         if step >= training["max_steps"]:
             break

@@ -21,7 +21,7 @@ class Loop:
     name = ""
 
     def train(self, job) -> None:
-        """Train one trial on this worker: `job` is the `TrainJob` the trial built (hfsweep.contract)."""
+        """Train one trial on this worker: `job` is the `TrainJob` the trial built (hfsweep.contract.recipe)."""
         import importlib
 
         importlib.import_module(f"hfsweep.loops.{self.name}").train_loop_per_worker(job)

@@ -21,10 +21,12 @@ from ray.train import Checkpoint, CheckpointUploadMode
 
 from hfsweep.compat import lr_factors, quiet_train_report_log, ray_data_iterable, set_last_lr
 from hfsweep.config.schema import DataConfig
-from hfsweep.contract import REPORTED_AT, TrainJob, checkpoint_dir_name, checkpoint_step, report_to_tune
+from hfsweep.contract.metrics import REPORTED_AT
+from hfsweep.contract.pointers import checkpoint_dir_name, checkpoint_step, report_to_tune
+from hfsweep.contract.recipe import TrainJob
 
 
-def report(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
+def report_to_sweep(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:
     """Hand one result and the checkpoint the loop just wrote (rank 0 only) to the sweep.
 
     In a trial's own process it goes straight to Tune. On a worker group it goes to Ray Train in

@@ -1,12 +1,12 @@
 """What a trial's training costs, measured on every worker of both loops and added to every report
-(the names are `hfsweep.contract`'s): training throughput, trainable parameters, and on a GPU of a
+(the names are `hfsweep.contract.metrics`'s): training throughput, trainable parameters, and on a GPU of a
 known peak an estimate of model FLOPs utilisation. Peak memory is `WhatRan`'s."""
 
 from __future__ import annotations
 
 import time
 
-from hfsweep.contract import MFU, SAMPLES_PER_SECOND, TOKENS_PER_SECOND, TRAINABLE_PARAMS
+from hfsweep.contract.metrics import MFU, SAMPLES_PER_SECOND, TOKENS_PER_SECOND, TRAINABLE_PARAMS
 
 # Dense bf16 tensor-core peaks in FLOP/s, by a part of the device's name; the first match wins,
 # so a more specific name comes before one it contains ("H100 PCIe" before "H100", "L40S" before "L4").

@@ -19,7 +19,10 @@ from ray.train.huggingface.transformers import prepare_trainer
 from transformers import PrinterCallback, Seq2SeqTrainingArguments, Trainer, TrainerCallback, TrainingArguments
 
 from hfsweep.config.loading import import_object
-from hfsweep.contract import MAX_STEPS, EvalContext, TrainingRecipe, TrainJob, checkpoint_dir_name, progress
+from hfsweep.contract.metrics import MAX_STEPS, progress
+from hfsweep.contract.pointers import checkpoint_dir_name
+from hfsweep.contract.protocols import EvalContext
+from hfsweep.contract.recipe import TrainingRecipe, TrainJob
 from hfsweep.loops.common import (
     WhatRan,
     apply_hyperparameters,
@@ -27,7 +30,7 @@ from hfsweep.loops.common import (
     check_finite,
     hyperparameters_in_effect,
     quiet_logs,
-    report,
+    report_to_sweep,
     resumable,
     resume_checkpoint,
     train_batches,
@@ -46,7 +49,7 @@ class ReportCheckpointCallback(TrainerCallback):
     Trainer just wrote.
 
     `extra` holds what other callbacks add to the next report; `progress_of(step)` is the data
-    `step` steps have trained on (`hfsweep.contract.progress`).
+    `step` steps have trained on (`hfsweep.contract.metrics.progress`).
     """
 
     def __init__(self, extra: dict, trial_started_at: float, in_process: bool, ran: WhatRan, cost: Cost, progress_of):
@@ -76,7 +79,7 @@ class ReportCheckpointCallback(TrainerCallback):
         checkpoint_dir = None
         if state.is_world_process_zero:
             checkpoint_dir = os.path.join(args.output_dir, checkpoint_dir_name(state.global_step))
-        report(with_perplexity(metrics, self.cost.task), checkpoint_dir, self.in_process)
+        report_to_sweep(with_perplexity(metrics, self.cost.task), checkpoint_dir, self.in_process)
 
 
 class StopOnDivergence(TrainerCallback):

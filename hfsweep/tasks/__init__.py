@@ -18,7 +18,7 @@ from typing import Optional
 from hfsweep.config.errors import ConfigError
 
 # the shared pieces beside the task modules
-_NOT_TASKS = {"base", "data_hooks", "model_hooks", "metric_hooks", "metrics"}
+_NOT_TASKS = {"base", "data_hooks", "model_hooks", "metric_hooks", "metrics", "local_metrics"}
 
 
 def task_names() -> list[str]:

@@ -6,7 +6,7 @@ checks of a config before Ray starts. Built-in tasks subclass `Task`, one module
 from __future__ import annotations
 
 from hfsweep.config.schema import SweepConfig
-from hfsweep.contract import IGNORED, EvalContext  # noqa: F401  (what task modules share with the loops)
+from hfsweep.contract.protocols import IGNORED, EvalContext  # noqa: F401  (what task modules share with the loops)
 from hfsweep.tasks.data_hooks import DataHooks, batch_collator, quiet_progress, rows  # noqa: F401  (the same)
 from hfsweep.tasks.metric_hooks import MetricHooks
 from hfsweep.tasks.model_hooks import ModelHooks

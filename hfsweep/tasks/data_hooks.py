@@ -1,6 +1,6 @@
 """A task family's data concern: the columns it reads, the processor (tokenizer) it trains or
 loads, how a raw split becomes model inputs, and how lists or Ray Data batches of them are collated.
-`hfsweep.data` calls these hooks (`hfsweep.contract.DataTask`); the loops call the collators."""
+`hfsweep.data` calls these hooks (`hfsweep.contract.protocols.DataTask`); the loops call the collators."""
 
 from __future__ import annotations
 

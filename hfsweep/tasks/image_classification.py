@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.schema import DataConfig, ModelConfig
 from hfsweep.tasks.base import Task
-from hfsweep.tasks.metrics import LABELS
+from hfsweep.tasks.local_metrics import LABELS
 
 
 @dataclass

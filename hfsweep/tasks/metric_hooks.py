@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Optional
 
-from hfsweep.contract import EvalContext
+from hfsweep.contract.protocols import EvalContext
 
 
 class MetricHooks:
     """How a family's predictions are scored (by default: nothing beyond the loss)."""
 
-    # What its predictions are for `evaluate`-named metrics (`hfsweep.tasks.metrics.LABELS`, TAGS,
+    # What its predictions are for `evaluate`-named metrics (`hfsweep.tasks.local_metrics.LABELS`, TAGS,
     # ANSWERS or TEXTS); None: it predicts nothing they score (language modelling: perplexity only).
     inputs: Optional[str] = None
     metrics: tuple[str, ...] = ()  # names the task computes itself (a user task's own), instead of evaluate's

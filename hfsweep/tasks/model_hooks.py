@@ -1,6 +1,6 @@
 """A task family's model concern: the transformers Auto class that builds its models, what their
 config takes from the processor and the data, and the loss's name. `hfsweep.models` calls these
-hooks (`hfsweep.contract.ModelTask`)."""
+hooks (`hfsweep.contract.protocols.ModelTask`)."""
 
 from __future__ import annotations
 

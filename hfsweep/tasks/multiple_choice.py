@@ -14,7 +14,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.schema import DataConfig
 from hfsweep.tasks.base import Task
 from hfsweep.tasks.causal_lm import token_features
-from hfsweep.tasks.metrics import LABELS
+from hfsweep.tasks.local_metrics import LABELS
 
 
 @dataclass

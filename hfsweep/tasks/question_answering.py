@@ -28,7 +28,8 @@ from hfsweep.config.schema import DataConfig, SweepConfig
 from hfsweep.data.formats import read_with
 from hfsweep.tasks.base import Task
 from hfsweep.tasks.causal_lm import token_features
-from hfsweep.tasks.metrics import ANSWERS, parse_entry
+from hfsweep.tasks.local_metrics import ANSWERS
+from hfsweep.tasks.metrics import parse_entry
 
 EXAMPLES = "examples"  # beside the prepared validation features: the raw validation examples
 MISPLACED_SHARE = 0.01  # more train answers than this whose answer_start misses their text: the file is refused

@@ -18,7 +18,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.schema import DataConfig
 from hfsweep.tasks.base import IGNORED, EvalContext, Task
 from hfsweep.tasks.causal_lm import token_features
-from hfsweep.tasks.metrics import TEXTS
+from hfsweep.tasks.local_metrics import TEXTS
 
 
 def sources_and_targets(batch: dict, data_cfg: DataConfig) -> tuple[list, list]:

@@ -18,7 +18,7 @@ from hfsweep.config.schema import DataConfig
 from hfsweep.data.formats import read_with
 from hfsweep.tasks.base import IGNORED, Task
 from hfsweep.tasks.causal_lm import token_features
-from hfsweep.tasks.metrics import TAGS
+from hfsweep.tasks.local_metrics import TAGS
 
 
 def conll_sentences(path: str, size: int, mtime: float):

@@ -11,7 +11,7 @@ import ray.train
 from ray.train import UserCallback
 from ray.util.queue import Queue
 
-from hfsweep.contract import combine_ranks
+from hfsweep.contract.metrics import combine_ranks
 
 
 def train_loop(config: dict) -> None:
@@ -27,7 +27,7 @@ def train_loop(config: dict) -> None:
     ray.train.get_dataset_shard("train")
     quiet_transformers_integrations()
     quiet_bitsandbytes_cpu_notice()
-    job = config["job"]  # a TrainJob (hfsweep.contract), built by the trial
+    job = config["job"]  # a TrainJob (hfsweep.contract.recipe), built by the trial
     get_loop(job.recipe.loop).train(job)
 
 

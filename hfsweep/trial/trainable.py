@@ -6,7 +6,7 @@ worker actors to start. A multi-worker trial fits a `TorchTrainer`; Train V2 run
 its controller actor while the trial blocks in `fit()`, so `ForwardToTune` sends every report
 (metrics plus the path of the checkpoint the workers wrote) through a Ray queue back to the trial
 process, whose main thread re-reports it to Tune. Either way Tune sees every checkpoint as a
-pointer (`hfsweep.contract`), so schedulers can restore trials and PBT can exploit.
+pointer (`hfsweep.contract.pointers`), so schedulers can restore trials and PBT can exploit.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ from ray.util.queue import Queue
 from hfsweep.config.loading import TASK_OPTIONS
 from hfsweep.config.resources import resource_names, trains_in_process
 from hfsweep.config.schema import SweepConfig, merged
-from hfsweep.contract import HF_CHECKPOINTS, TrainingRecipe, TrainJob, read_pointer, report_to_tune, steps_for_epochs
+from hfsweep.contract.metrics import steps_for_epochs
+from hfsweep.contract.pointers import HF_CHECKPOINTS, read_pointer, report_to_tune
+from hfsweep.contract.recipe import TrainingRecipe, TrainJob
 from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, what_is_prepared
 from hfsweep.tasks import with_options
 from hfsweep.trial.train_fn import ForwardToTune, train_loop

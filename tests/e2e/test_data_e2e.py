@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from hfsweep.contract import EPOCH, MAX_STEPS
+from hfsweep.contract.metrics import EPOCH, MAX_STEPS
 from tests.conftest import prepare_data, run_sweep
 from tests.unit.test_data import data_config, shard_tables, write_prose_folder
 

@@ -194,7 +194,7 @@ def test_training_argument_names_read_from_the_source_are_the_dataclass_fields()
 
 
 def test_precision_and_activation_checkpointing_switches_reach_the_training_arguments(tmp_path):
-    from hfsweep.contract import TrainingRecipe
+    from hfsweep.contract.recipe import TrainingRecipe
     from hfsweep.loops.hf_trainer import training_arguments
 
     cfg = resolved_config(["training.bf16=true", "+training.activation_checkpointing=true"], tmp_path, tmp_path)
@@ -1064,7 +1064,7 @@ def test_a_sweep_saved_before_task_options_resumes_with_its_family_options_moved
     resume reads the ones it set away from their defaults as task options, and the rest are gone."""
     import yaml
 
-    from hfsweep.config.loading import saved_config
+    from hfsweep.config.saved import saved_config
     from hfsweep.run_dir import RESOLVED_CONFIG, write_config
 
     cfg = resolved_config(["+experiment=bert_squad_offline", f"data.path={tmp_path}"], tmp_path / "run", tmp_path)
@@ -1092,7 +1092,7 @@ def test_resume_refuses_what_tune_restores_as_saved_even_with_force(tmp_path, ov
     """Tune's restore brings back the pickled scheduler, searcher, stoppers and budget (a USD
     budget with its price): an override of them would be thrown away, so it is refused in one
     line, --force or not."""
-    from hfsweep.config.loading import saved_config
+    from hfsweep.config.saved import saved_config
     from hfsweep.run_dir import write_config
 
     saved = ["budget.usd=5", "cluster.price_per_cpu_hour=2"] if "price" in override else []

@@ -12,7 +12,7 @@ import torch
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.schema import ClusterConfig, StrategyConfig, SweepConfig, typed
-from hfsweep.contract import combine_ranks
+from hfsweep.contract.metrics import combine_ranks
 from hfsweep.driver.preflight import preflight
 from hfsweep.driver.search.budget import build_budget, trial_cost_usd
 from hfsweep.loops.cost import Cost, peak_flops

@@ -211,7 +211,7 @@ def test_the_summary_states_the_winners_gain_over_the_defaults_trial(tmp_path, m
     import pandas as pd
 
     from hfsweep.driver.results.best import BestTrial
-    from hfsweep.driver.results.report import search_lines
+    from hfsweep.driver.results.summary import search_lines
     from hfsweep.driver.search.defaults_trial import DEFAULTS_COLUMN
 
     cfg = sweep_config([f"mode={mode}", "metric=eval_loss"], tmp_path, tmp_path)

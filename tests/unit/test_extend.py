@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import extended_config
+from hfsweep.config.saved import extended_config
 from hfsweep.config.schema import SweepConfig, typed
 from hfsweep.run_dir import experiment_names, write_config
 

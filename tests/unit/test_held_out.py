@@ -47,7 +47,7 @@ def test_the_searchs_winner_and_defaults_trials_alone_are_scored_at_their_final_
 
 @pytest.mark.parametrize("model, words", [("best", "its best checkpoint by validation"), ("final", "its final model")])
 def test_the_summary_says_which_model_the_best_trials_score_comes_from(model, words):
-    from hfsweep.driver.results.report import summary
+    from hfsweep.driver.results.summary import summary
 
     best = BestTrial("t1", {}, "eval_accuracy", 0.9, 10, "/nowhere", model=model)
     assert f"  eval_accuracy = 0.9000 ({words})" in summary(best, "run").splitlines()

@@ -86,11 +86,11 @@ def test_imports_only_go_down(path):
 
 
 def test_every_task_family_is_what_data_and_models_annotate():
-    """`contract.DataTask` and `contract.ModelTask` are the one description of what `hfsweep.data`
+    """`contract.protocols.DataTask` and `contract.protocols.ModelTask` are the one description of what `hfsweep.data`
     and `hfsweep.models` use of a Task: each family has all of it, and they use nothing else of it."""
     from typing_extensions import get_protocol_members  # typing has it from Python 3.13
 
-    from hfsweep.contract import DataTask, ModelTask
+    from hfsweep.contract.protocols import DataTask, ModelTask
     from hfsweep.tasks import get_task, task_names
 
     for name in task_names():

@@ -10,16 +10,8 @@ from pathlib import Path
 import pytest
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.tasks.metrics import (
-    ANSWERS,
-    LABELS,
-    TAGS,
-    TEXTS,
-    check_entry,
-    load_metric,
-    metrics_function,
-    reported_names,
-)
+from hfsweep.tasks.local_metrics import ANSWERS, LABELS, TAGS, TEXTS
+from hfsweep.tasks.metrics import check_entry, load_metric, metrics_function, reported_names
 
 PREDS, REFS = [0, 1, 1, 0], [0, 1, 0, 0]  # TP=1 (index 1), FP=1 (index 2), TN=2, FN=0
 

@@ -169,7 +169,7 @@ def retrained_runs(tmp_path, values: dict) -> list:
 
     from ray import tune
 
-    from hfsweep.contract import POINTER_FILE
+    from hfsweep.contract.pointers import POINTER_FILE
 
     runs = []
     for lr, scores in values.items():

@@ -10,7 +10,7 @@ from torch.nn import functional as F
 from transformers import Trainer
 
 from hfsweep.config.schema import ModelConfig, typed
-from hfsweep.contract import TrainingRecipe
+from hfsweep.contract.recipe import TrainingRecipe
 from hfsweep.loops.hf_trainer import build_trainer, training_arguments
 from hfsweep.loops.trainers import ClassWeightedTrainer
 from hfsweep.models import build_model

@@ -1,4 +1,4 @@
-"""`python -m hfsweep.wheelhouse`'s own logic, without the network: what the target has (a freeze or
+"""`python tools/wheelhouse.py`'s own logic, without the network: what the target has (a freeze or
 names), the platform tags a manylinux target takes, which of pip's resolution the wheelhouse keeps,
 and --slim's rewrite of a wheel, installed by the real pip from a tiny fake wheel."""
 
@@ -9,11 +9,14 @@ import hashlib
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
-from hfsweep.wheelhouse import WheelhouseError, expand_platforms, marker_environment, needed, read_target, slim_wheel
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "wheelhouse.py"
+sys.path.insert(0, str(TOOL.parent))  # tools/ holds scripts run from a clone, not a package
+from wheelhouse import WheelhouseError, expand_platforms, marker_environment, needed, read_target, slim_wheel, stand_in
 
 
 def test_a_pip_freeze_and_a_list_of_names_both_say_what_the_target_has():
@@ -41,7 +44,7 @@ def test_a_bad_have_file_is_refused_in_one_line_with_status_2(tmp_path):
     have = tmp_path / "have.txt"
     have.write_text("numpy\nnot a package!\n")
     ran = subprocess.run(
-        [sys.executable, "-m", "hfsweep.wheelhouse", str(tmp_path / "wh"), "--have", str(have)],
+        [sys.executable, str(TOOL), str(tmp_path / "wh"), "--have", str(have)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -205,8 +208,6 @@ def test_slim_refuses_a_file_that_is_no_wheel(tmp_path):
 
 @pytest.mark.process
 def test_a_left_out_requirement_is_a_metadata_only_stand_in_that_pip_resolves(tmp_path):
-    from hfsweep.wheelhouse import stand_in
-
     wheel = fake_ray_wheel(tmp_path)
     assert stand_in(wheel) > 0
     with zipfile.ZipFile(wheel) as zf:

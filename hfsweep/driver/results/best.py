@@ -16,7 +16,7 @@ from hfsweep import run_dir as run_files
 from hfsweep.config.loading import iter_leaves
 from hfsweep.config.objectives import is_multi_objective, objectives
 from hfsweep.config.schema import SweepConfig
-from hfsweep.contract import read_pointer
+from hfsweep.contract.pointers import read_pointer
 from hfsweep.driver.results.pareto import best_of_front, pareto_optimal
 from hfsweep.run_dir import last_column
 

@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import replace
 
 from hfsweep.config.schema import DataConfig, SweepConfig, merged
-from hfsweep.contract import TrainingRecipe
+from hfsweep.contract.recipe import TrainingRecipe
 from hfsweep.data.prepare import raw_splits, write_validation
 from hfsweep.driver.preflight import task_of
 

@@ -25,7 +25,7 @@ from ray.tune.result import SHOULD_CHECKPOINT
 
 from hfsweep.config.resources import billed_resources, price_key
 from hfsweep.config.schema import ClusterConfig, StrategyConfig, SweepConfig
-from hfsweep.contract import TRAIN_SAMPLES
+from hfsweep.contract.metrics import TRAIN_SAMPLES
 
 
 @dataclass

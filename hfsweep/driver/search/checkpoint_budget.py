@@ -20,7 +20,7 @@ from ray import tune
 
 from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.schema import SweepConfig
-from hfsweep.contract import checkpoint_step
+from hfsweep.contract.pointers import checkpoint_step
 from hfsweep.driver.search.search_rules import is_population_training
 from hfsweep.run_dir import CHECKPOINTS_FILE
 

@@ -19,7 +19,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import target_name
 from hfsweep.config.objectives import is_multi_objective
 from hfsweep.config.schema import SweepConfig
-from hfsweep.contract import EPOCH, MAX_STEPS, REPORTED_AT
+from hfsweep.contract.metrics import EPOCH, MAX_STEPS, REPORTED_AT
 from hfsweep.driver.search.defaults_trial import added_trials
 from hfsweep.driver.search.search_rules import is_population_training, longest_epochs
 from hfsweep.driver.search.search_space import WithinSpace, pb2_bounds, pbt_mutations, unperturbed

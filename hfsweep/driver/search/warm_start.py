@@ -26,9 +26,10 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import changed_keys, iter_leaves, read_config
+from hfsweep.config.loading import iter_leaves
 from hfsweep.config.objectives import objectives, objectives_of
 from hfsweep.config.paths import get_path, nested
+from hfsweep.config.saved import changed_keys, read_config
 from hfsweep.config.schema import SweepConfig, plain
 from hfsweep.config.validation import as_override
 from hfsweep.run_dir import RESOLVED_CONFIG, RESULTS_FILE, holds_sweep, last_column

@@ -5,8 +5,8 @@ the target environment lacks, for the target's Python and platform, so that
 
 installs it there. Run it where PyPI is reachable:
 
-    python -m hfsweep.wheelhouse WH --have target-freeze.txt                     # this machine's Python
-    python -m hfsweep.wheelhouse WH --python-version 3.12 --platform manylinux_2_28_x86_64 \\
+    python tools/wheelhouse.py WH --have target-freeze.txt                     # this machine's Python
+    python tools/wheelhouse.py WH --python-version 3.12 --platform manylinux_2_28_x86_64 \\
         --have benchmarks/gpu_target_packages.txt --slim \\
         --leave-out virtualenv --leave-out py-spy                               # an air-gapped GPU node
 
@@ -22,7 +22,7 @@ machine's Python. `--slim` rewrites Ray's wheel without its Java jars (`ray/jars
 RECORD, so pip installs it as any other wheel.
 
 Only the standard library and pip are used (`packaging` from pip's vendored copy when it is not
-installed), so `python hfsweep/wheelhouse.py` works from a clone too.
+installed), so it runs from a clone, the source tree it builds hfsweep's wheel from, with nothing installed.
 """
 
 from __future__ import annotations
@@ -409,7 +409,7 @@ def build(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m hfsweep.wheelhouse",
+        prog="python tools/wheelhouse.py",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
