@@ -8,6 +8,7 @@ import os
 
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from hfsweep.config.schema import SweepConfig, typed
 from hfsweep.driver.results.best import best_trial
 from tests.conftest import run_sweep, write_glue_pairs
 
@@ -53,7 +54,7 @@ def test_bert_mrpc_offline_sweep_reports_accuracy_and_f1_and_asha_acts_on_them(r
     final_step = {result.config["training"]["learning_rate"]: result.metrics["step"] for result in results}
     assert final_step[3e-3] == MAX_STEPS and final_step[1e-5] == 20, f"ASHA on eval_f1, final steps: {final_step}"
 
-    best = best_trial(results, cfg)
+    best = best_trial(results, typed(SweepConfig, cfg))
     every_f1 = [f1 for result in results for f1 in result.metrics_dataframe["eval_f1"]]
     assert best.metric == "eval_f1" and best.value == max(every_f1)
     assert best.step == MAX_STEPS and os.listdir(os.path.dirname(best.checkpoint_path)) == [f"checkpoint-{MAX_STEPS}"]

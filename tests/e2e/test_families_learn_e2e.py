@@ -25,6 +25,7 @@ from transformers import (
     AutoTokenizer,
 )
 
+from hfsweep.config.schema import SweepConfig, typed
 from hfsweep.data.offline import write as write_offline_data
 from hfsweep.data.offline import write_digits
 from hfsweep.driver import sweep
@@ -186,7 +187,7 @@ def test_each_family_learns_and_asha_acts_on_its_metric(family, ray_cluster, tmp
         assert all(final_step[lr] in steps for lr, steps in row.final_steps.items()), (
             f"ASHA on {cfg['metric']}, final steps: {final_step}"
         )
-    best = best_trial(results, cfg)
+    best = best_trial(results, typed(SweepConfig, cfg))
     assert best.metric == cfg["metric"]
     [trial] = [r for r in results if r.metrics["trial_id"] == best.trial_id]
     learnt = trial.metrics[row.score]

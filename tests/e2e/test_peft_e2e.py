@@ -12,6 +12,7 @@ from peft import PeftModel
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from hfsweep.config.schema import SweepConfig, typed
 from hfsweep.driver.results.best import best_trial, directory_bytes
 from hfsweep.driver.results.evaluation import evaluate_model
 from hfsweep.models import tensors_digest
@@ -84,7 +85,7 @@ def test_a_checkpoint_holds_the_adapter_of_the_trials_rank_and_no_base_weight(as
 
 def test_best_adapter_loads_onto_the_base_and_reproduces_its_eval_loss(asha_sweep, base):
     cfg, results = asha_sweep
-    best = best_trial(results, cfg)
+    best = best_trial(results, typed(SweepConfig, cfg))
     assert best.hyperparameters["training.learning_rate"] == 1e-2
     assert best.checkpoint_bytes == directory_bytes(best.checkpoint_path)
     exported = os.path.join(cfg["cluster"]["storage_path"], "best")

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from hfsweep.config.schema import SweepConfig
 from hfsweep.data.offline import write as write_offline_data
 from hfsweep.driver import sweep
 from hfsweep.driver.preflight import preflight
@@ -38,8 +39,10 @@ def test_the_accelerate_loop_scores_answers_as_the_trainer_does(ray_cluster, tmp
     checked = preflight(cfg)
     results = sweep.run(checked)
     assert results.errors == [] and results[0].metrics["step"] == cfg["training"]["max_steps"]
-    best = best_trial(results, cfg)
+    best = best_trial(results, typed(SweepConfig, cfg))
     data_cfg = typed(DataConfig, cfg["data"])
     raw = raw_splits(data_cfg, cfg["cache_dir"], checked.task)
-    by_trainer = evaluate_checkpoint(cfg, os.path.join(cfg["cluster"]["storage_path"], "best"), data_cfg, raw)
+    by_trainer = evaluate_checkpoint(
+        typed(SweepConfig, cfg), os.path.join(cfg["cluster"]["storage_path"], "best"), data_cfg, raw
+    )
     assert by_trainer["eval_f1"] == pytest.approx(best.value, abs=1e-6)

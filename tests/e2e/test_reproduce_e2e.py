@@ -16,6 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from transformers import AutoModelForCausalLM
 
 from hfsweep.cli import replay
+from hfsweep.config.schema import SweepConfig, typed
 from hfsweep.driver.results.best import best_trial
 from tests.conftest import run_sweep
 
@@ -48,7 +49,7 @@ def test_budget_keeps_one_checkpoint_per_completed_trial_and_the_best(budget_swe
     assert len(results) == len(LEARNING_RATES) and results.errors == []
     completed = [r for r in results if r.metrics["trainer_finished"]]
     assert completed and len(completed) < len(LEARNING_RATES), "ASHA should stop some trials and complete others"
-    best = best_trial(results, cfg)
+    best = best_trial(results, typed(SweepConfig, cfg))
     kept = sorted(checkpoints_on_disk(cfg))
     assert best.checkpoint_path in kept
     assert len(kept) <= len(completed) + 1

@@ -14,6 +14,7 @@ import ray
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from hfsweep.config.schema import SweepConfig, typed
 from hfsweep.driver import sweep
 from hfsweep.driver.preflight import preflight
 from hfsweep.driver.results.best import best_trial
@@ -102,7 +103,7 @@ def test_every_report_says_the_workers_trained_ddp_on_cpu_in_float32(finished_sw
 @pytest.mark.smoke  # the default tier's one sweep: DDP workers, ASHA, checkpoints, best/, the report
 def test_best_checkpoint_loads_and_reproduces_its_eval_loss(finished_sweep):
     cfg, results = finished_sweep
-    best = best_trial(results, cfg)
+    best = best_trial(results, typed(SweepConfig, cfg))
     assert best.hyperparameters["training.learning_rate"] == 3e-3
     model = AutoModelForCausalLM.from_pretrained(best.checkpoint_path)
     tokenizer = AutoTokenizer.from_pretrained(best.checkpoint_path)
@@ -194,6 +195,6 @@ def test_gpt2_wikitext_runs_offline_on_local_wikitext_files(ray_cluster, tmp_pat
     assert cfg["name"] == "gpt2_wikitext" and cfg["data"]["block_size"] == 128
     results = sweep.run(preflight(cfg))
     assert results.errors == [] and len(results) == 1
-    best = best_trial(results, cfg)
+    best = best_trial(results, typed(SweepConfig, cfg))
     assert best.step == 10
     assert AutoModelForCausalLM.from_pretrained(best.checkpoint_path).config.n_positions == 128

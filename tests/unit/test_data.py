@@ -13,7 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.schema import DataConfig, ModelConfig, typed
+from hfsweep.config.schema import DataConfig, ModelConfig, SweepConfig, typed
 from hfsweep.data import offline as datasets_offline
 from hfsweep.data.tokenizers import load_tokenizer
 from hfsweep.tasks.causal_lm import group_texts
@@ -528,9 +528,8 @@ def prepare_apart_data(cfg: dict):
     from hfsweep.data.prepare import prepare_apart
     from hfsweep.driver.preflight import task_of
 
-    return prepare_apart(
-        typed(DataConfig, cfg["data"]), typed(ModelConfig, cfg["model"]), cfg["cache_dir"], task_of(cfg)
-    )
+    sweep = typed(SweepConfig, cfg)
+    return prepare_apart(sweep.data, sweep.model, sweep.cache_dir, task_of(sweep))
 
 
 @pytest.mark.process
