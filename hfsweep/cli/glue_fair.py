@@ -115,7 +115,7 @@ def fair_row(task: str, search: str, run: Path) -> tuple[dict, pd.Series]:
         "task": NAMES[task],
         "search": search,
         "metric": metric.removeprefix("eval_"),
-        "scored_on": "test split, final models" if tested else "validation",
+        "scored_on": "test split, final models" if tested else f"validation, {scored_models_of(seeds)}",
         "seeds": len(paired),
         "winner": ("the defaults: " if defaults_won else "")
         + ", ".join(f"{v.rsplit('.', 1)[-1]}={winner[v]:g}" for v in values if v != "seed"),
@@ -135,6 +135,13 @@ def fair_row(task: str, search: str, run: Path) -> tuple[dict, pd.Series]:
         "search_over_defaults_run_samples": search_samples / defaults_run_samples,
     }
     return row, paired_gains(ours.rename(seed_of), theirs.rename(seed_of))
+
+
+def scored_models_of(seeds: list[str]) -> str:
+    """Which model a selection.csv's per-seed validation columns score: each run's final model
+    (`final_seed_N`, `select.model=final`), or its best checkpoint (`best_seed_N`, and `seed_N` in a
+    table written before both were scored)."""
+    return "final models" if seeds[0].startswith("final_") else "best checkpoints"
 
 
 def seed_of(column: str) -> str:

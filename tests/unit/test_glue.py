@@ -210,7 +210,16 @@ def test_the_fair_table_pairs_the_winner_with_the_defaults_and_states_each_parts
     line = first_row(capsys.readouterr().out, "STS-B")
     cells = [cell.strip() for cell in line.strip("|").split("|")]
     scores = ["86.0 ± 1.0", "84.3 ± 1.5", "+1.7", f"{row['p_value']:.3g}"]
-    assert cells == ["STS-B", "pearson", "validation", "learning_rate=1e-05", *scores, "3.0 + 6.0", "6.0×", "3.0×"]
+    assert cells == [
+        "STS-B",
+        "pearson",
+        "validation, best checkpoints",
+        "learning_rate=1e-05",
+        *scores,
+        "3.0 + 6.0",
+        "6.0×",
+        "3.0×",
+    ]
     (pooled,) = pd.read_csv(tmp_path / "fair_pooled.csv").to_dict("records")
     assert pooled["searches"] == 1 and pooled["gain"] == pytest.approx(100 * (sum(winner) - sum(defaults)) / 3)
 
