@@ -40,6 +40,9 @@ def pbt_sweep(request, ray_cluster, tmp_path_factory, cache_dir):
         "training.max_steps=30",
         "training.lr_scheduler_type=constant",
         "cluster.num_workers=1",
+        # off: the donors' checkpoints are read after the sweep, and the default budget frees them at its
+        # end (PBT under the default budget: tests/e2e/test_restore_e2e.py)
+        "checkpoints.keep_per_trial=null",
     ]
     cfg, results = run_sweep(overrides, tmp_path_factory.mktemp("pbt"), cache_dir)
     rows = [row for result in results for _, row in result.metrics_dataframe.iterrows()]
