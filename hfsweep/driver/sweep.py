@@ -15,7 +15,9 @@ from hfsweep.driver.provenance import write_provenance
 from hfsweep.driver.ray_cluster import check_storage_writable
 from hfsweep.driver.search.live_study import check_new_studies
 from hfsweep.driver.tuner import build_tuner, plan_sweep, start_cluster, tune_fit
-from hfsweep.run_dir import trial_dirname, write_config  # noqa: F401  (trial_dirname: saved sweeps' tuner.pkl name it here)
+
+# trial_dirname: a saved sweep's tuner.pkl names it here, so resume finds it
+from hfsweep.run_dir import trial_dirname, write_config  # noqa: F401
 
 
 def run(checked: CheckedConfig) -> tune.ResultGrid:
