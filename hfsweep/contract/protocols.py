@@ -1,10 +1,14 @@
-"""What the layers below the driver use of a Task, written once: `data/` and `models.py` annotate
-these protocols (tests/unit/test_layout.py holds every family and every use to them), and the loops
-hand a Task's metrics an `EvalContext`."""
+"""What the layers below the driver use of a Task, written once, one protocol per concern: its data
+(`DataTask`, which `data/` annotates), its model (`ModelTask`, `models.py`) and its metrics
+(`MetricTask`, which the loops and the metric checks read; the loops hand it an `EvalContext`).
+tests/unit/test_layout.py holds every family and every use to them. A family subclasses
+`hfsweep.tasks.base.Task`, which has a default for each member but the Auto class, the preprocessing
+and the predictions, and overrides only what differs (docs/tasks.md writes one from scratch)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any, Optional, Protocol, runtime_checkable
 
 from hfsweep.config.schema import DataConfig, ModelConfig
@@ -62,3 +66,24 @@ class ModelTask(Protocol):
     def model_config_kwargs(self, label_names: Optional[list]) -> dict: ...
 
     def auto_model_class(self): ...
+
+
+@runtime_checkable
+class MetricTask(Protocol):
+    """What the loops and the metric checks need of a Task (`hfsweep.tasks.metric_hooks.MetricHooks`
+    has it): what its predictions are for `evaluate`'s metrics (`inputs`) or the metrics it names
+    itself, whether it generates text or reports a perplexity, its options' fit with the sweep's
+    metrics, and its predictions and references."""
+
+    inputs: Optional[str]
+    metrics: tuple[str, ...]
+    generates: bool
+    reports_perplexity: bool
+
+    def check_metrics(self, sweep) -> None: ...
+
+    def predictions_and_references(self, eval_pred, context: EvalContext) -> tuple: ...
+
+    def metrics_for(
+        self, compute_metrics: Optional[Mapping], eval_metrics: list, context: EvalContext
+    ) -> Optional[Callable]: ...

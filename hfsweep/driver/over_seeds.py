@@ -77,9 +77,9 @@ def select_over_seeds(
     param_space = compile_search_space(sub.search_space, sub)
     seeds = sub.select.seeds
     experiment = os.path.join(out, sub.name)
+    trainable = trainable_for(sub, task, data)
     if tune.Tuner.can_restore(experiment):  # a selection cut short (a session's end): Tune continues it
         print(f"hfsweep: select: continuing the selection in {out}: finished runs are kept")
-        trainable = trainable_for(sub, task, data)
         tuner = tune.Tuner.restore(experiment, trainable, resume_errored=True, param_space=param_space)
     else:
         os.makedirs(out, exist_ok=True)
@@ -90,7 +90,7 @@ def select_over_seeds(
         stopper = build_stopper(sub, *filter(None, [budget]))
         callbacks = [*build_loggers(sub), *filter(None, [budget])]
         plan = SweepPlan(sub, task, param_space, build_scheduler(sub, param_space), stopper, callbacks, data, setup)
-        tuner = build_tuner(plan, searcher_cap(sub))
+        tuner = build_tuner(plan, trainable, searcher_cap(sub))
     reruns = tune_fit(tuner)
     rerun_table = write_report(out)
     for line in selection_spend_lines(rerun_table, search_cost, budget):

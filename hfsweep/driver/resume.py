@@ -95,7 +95,8 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
     for note in plan.setup.notes:
         print(f"hfsweep: extend: {note}")
     earlier = [tune.ResultGrid(analysis) for analysis in analyses]
-    return finish(tune_fit(build_tuner(plan, cap)), sweep, checked.task, plan.data, budget, earlier)
+    tuner = build_tuner(plan, trainable_for(sweep, checked.task, plan.data), cap)
+    return finish(tune_fit(tuner), sweep, checked.task, plan.data, budget, earlier)
 
 
 def check_extendable(sweep: SweepConfig, run_dir: str) -> None:

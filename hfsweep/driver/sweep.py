@@ -14,7 +14,7 @@ from hfsweep.driver.preflight import CheckedConfig
 from hfsweep.driver.provenance import write_provenance
 from hfsweep.driver.ray_cluster import check_storage_writable
 from hfsweep.driver.search.live_study import check_new_studies
-from hfsweep.driver.tuner import build_tuner, plan_sweep, start_cluster, tune_fit
+from hfsweep.driver.tuner import build_tuner, plan_sweep, start_cluster, trainable_for, tune_fit
 
 # trial_dirname: a saved sweep's tuner.pkl names it here, so resume finds it
 from hfsweep.run_dir import trial_dirname, write_config  # noqa: F401
@@ -39,4 +39,5 @@ def run(checked: CheckedConfig) -> tune.ResultGrid:
     write_provenance(storage, sweep)
     for note in plan.setup.notes:
         print(f"hfsweep: {note}")
-    return finish(tune_fit(build_tuner(plan, cap)), sweep, task, plan.data, plan.setup.budget)
+    tuner = build_tuner(plan, trainable_for(sweep, task, plan.data), cap)
+    return finish(tune_fit(tuner), sweep, task, plan.data, plan.setup.budget)

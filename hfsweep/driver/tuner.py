@@ -125,8 +125,8 @@ def start_cluster(sweep: SweepConfig) -> Optional[int]:
     return searcher_cap(sweep)
 
 
-def build_tuner(plan: SweepPlan, cap: Optional[int]) -> tune.Tuner:
-    """In-process trials reuse their actors (imports paid once per actor) and are retried by Tune
+def build_tuner(plan: SweepPlan, trainable, cap: Optional[int]) -> tune.Tuner:
+    """A new Tuner of `trainable` (`trainable_for`'s, as `Tuner.restore` takes it). In-process trials reuse their actors (imports paid once per actor) and are retried by Tune
     from their latest checkpoint; a worker group is restarted by Train instead. Several objectives
     are the searcher's alone (TuneConfig takes one metric); a trial's checkpoints are ranked by
     the first. `cap`: `start_cluster`'s."""
@@ -135,7 +135,7 @@ def build_tuner(plan: SweepPlan, cap: Optional[int]) -> tune.Tuner:
     single = not is_multi_objective(sweep)
     metric, mode = first_objective(sweep)
     return tune.Tuner(
-        trainable_for(sweep, plan.task, plan.data),
+        trainable,
         param_space=plan.param_space,
         tune_config=tune.TuneConfig(
             metric=sweep.metric if single else None,

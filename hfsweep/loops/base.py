@@ -14,17 +14,11 @@ SAMPLING_STRATEGIES = ("random", "sequential", "group_by_length")
 
 
 class Loop:
-    """One way to train a trial on a worker: what it refuses (`check`, on the driver) and how it
-    trains (`train`, on each worker). `name` is `loop.name` and the module under hfsweep.loops
-    that holds its training code, imported by `train` only (it imports torch)."""
+    """One way to train a trial on a worker, and what it refuses before Ray starts (`check`). `name`
+    is `loop.name` and the module under hfsweep.loops that holds its training code
+    (`train_loop_per_worker(job)`), which `hfsweep.trial.train_fn` imports on the workers only."""
 
     name = ""
-
-    def train(self, job) -> None:
-        """Train one trial on this worker: `job` is the `TrainJob` the trial built (hfsweep.contract.recipe)."""
-        import importlib
-
-        importlib.import_module(f"hfsweep.loops.{self.name}").train_loop_per_worker(job)
 
     def check(self, sweep: SweepConfig, task) -> None:
         """Refuse in one line what this loop cannot do with the config and the sweep's Task. Both

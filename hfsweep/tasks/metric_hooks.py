@@ -1,5 +1,6 @@
 """A task family's metrics concern: what its predictions are for `evaluate`'s metrics, or the
-metrics it computes itself, and whether it generates text to be scored. The loops call these hooks."""
+metrics it computes itself, and whether it generates text to be scored. The loops and the metric
+checks call these hooks (`hfsweep.contract.protocols.MetricTask`)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ of CPU per trial on a small machine); the chosen loop is imported on the workers
 
 from __future__ import annotations
 
+import importlib
+
 import ray.train
 from ray.train import UserCallback
 from ray.util.queue import Queue
@@ -22,13 +24,12 @@ def train_loop(config: dict) -> None:
     """
     # imported here, on the worker: the controller unpickling this module imports nothing more
     from hfsweep.compat import quiet_bitsandbytes_cpu_notice, quiet_transformers_integrations
-    from hfsweep.loops.base import get_loop
 
     ray.train.get_dataset_shard("train")
     quiet_transformers_integrations()
     quiet_bitsandbytes_cpu_notice()
     job = config["job"]  # a TrainJob (hfsweep.contract.recipe), built by the trial
-    get_loop(job.recipe.loop).train(job)
+    importlib.import_module(f"hfsweep.loops.{job.recipe.loop}").train_loop_per_worker(job)
 
 
 class ForwardToTune(UserCallback):
