@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # #38 item 7: search methods compared on RTE in the fair test's space, at equal compute
-# (experiments/glue/README.md, "Search methods on RTE, at equal compute"). Every search is
+# (experiments/glue/notebook/rte_methods.md). Every search is
 # +experiment=glue_minilm_search glue=rte (all-MiniLM-L6-v2, search_space=finetune, the defaults
 # trial first), stopped by the same budget.trial_hours: 8x one run of run_glue.py's defaults (0.195
 # trial-hours, the mean of the fair test's three defaults runs), the fair test's cost target. Each

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The ablation the fair test's RTE result lacks (experiments/glue/README.md, "RTE: warm-up or learning
-# rate?"): run_glue.py's defaults (lr 5e-5, batch 8, 3 epochs, no weight decay) with no warm-up and
+# The ablation the fair test's RTE result lacks (experiments/glue/notebook/fair_test.md, "The
+# ablation"): run_glue.py's defaults (lr 5e-5, batch 8, 3 epochs, no weight decay) with no warm-up and
 # with 6% warm-up, over seeds 1, 2, 3, in one sweep: a grid, run to the end (FIFO), with the fair
 # test's data, padding, grouping and evaluation every 78 steps. The no-warm-up arm repeats the fair
 # selection's defaults runs (the same seeds), so it also shows whether those reproduce.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fair test of #38 (experiments/glue/README.md, "Does the sweep beat run_glue.py's defaults?"):
+# The fair test of #38 (experiments/glue/notebook/fair_test.md):
 # per task, +experiment=glue_minilm_search (the defaults trial, search_space=finetune, TPE, ASHA in
 # epochs, then the winner and the defaults re-trained over seeds 1-3), resumable: a task whose run
 # directory exists is continued with python -m hfsweep.resume (finished trials and seeds are kept).

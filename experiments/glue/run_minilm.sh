@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GLUE on all-MiniLM-L6-v2 (model=minilm_l6), as experiments/glue/README.md reports it: per task,
+# GLUE on all-MiniLM-L6-v2 (model=minilm_l6), as experiments/glue/notebook/history.md reports it: per task,
 # the learning-rate sweep (+experiment=glue_minilm), its best configuration re-trained over seeds
 # 1, 2, 3 (python -m hfsweep.glue), and one run with run_glue.py's defaults and no search
 # (learning rate 5e-5, batch 8, 3 epochs, no warmup).

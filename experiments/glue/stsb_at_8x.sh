@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# #38 item 6's cost target on STS-B (experiments/glue/README.md, "STS-B at 8x"). The fair test's STS-B
+# #38 item 6's cost target on STS-B (experiments/glue/notebook/fair_test.md, "STS-B at 8x"). The fair test's STS-B
 # search cost 19.2x one defaults run and its anytime curve was not kept, so whether a search of 8x
 # hands back a winner as good is not known. This runs the fair test's recipe unchanged
 # (+experiment=glue_minilm_search glue=stsb: the defaults trial, search_space=finetune, TPE with the
