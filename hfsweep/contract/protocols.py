@@ -7,8 +7,8 @@ and the predictions, and overrides only what differs (docs/tasks.md writes one f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Optional, Protocol, runtime_checkable
 
 from hfsweep.config.schema import DataConfig, ModelConfig

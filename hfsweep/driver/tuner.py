@@ -126,10 +126,11 @@ def start_cluster(sweep: SweepConfig) -> Optional[int]:
 
 
 def build_tuner(plan: SweepPlan, trainable, cap: Optional[int]) -> tune.Tuner:
-    """A new Tuner of `trainable` (`trainable_for`'s, as `Tuner.restore` takes it). In-process trials reuse their actors (imports paid once per actor) and are retried by Tune
-    from their latest checkpoint; a worker group is restarted by Train instead. Several objectives
-    are the searcher's alone (TuneConfig takes one metric); a trial's checkpoints are ranked by
-    the first. `cap`: `start_cluster`'s."""
+    """A new Tuner of `trainable` (`trainable_for`'s, as `Tuner.restore` takes it). In-process trials
+    reuse their actors (imports paid once per actor) and are retried by Tune from their latest
+    checkpoint; a worker group is restarted by Train instead. Several objectives are the searcher's
+    alone (TuneConfig takes one metric); a trial's checkpoints are ranked by the first. `cap`:
+    `start_cluster`'s."""
     sweep, setup = plan.sweep, plan.setup
     in_process = trains_in_process(sweep.cluster, sweep.strategy)
     single = not is_multi_objective(sweep)

@@ -87,14 +87,14 @@ def test_imports_only_go_down(path):
 
 def test_every_task_family_is_what_data_and_models_annotate():
     """`contract.protocols.DataTask` and `contract.protocols.ModelTask` are the one description of what `hfsweep.data`
-    and `hfsweep.models` use of a Task: each family has all of it, and they use nothing else of it."""
+    and `hfsweep.models` use of a Task: each family has all of it (and `MetricTask`), and they use nothing else."""
     from typing_extensions import get_protocol_members  # typing has it from Python 3.13
 
-    from hfsweep.contract.protocols import DataTask, ModelTask
+    from hfsweep.contract.protocols import DataTask, MetricTask, ModelTask
     from hfsweep.tasks import get_task, task_names
 
     for name in task_names():
-        assert isinstance(get_task(name), DataTask) and isinstance(get_task(name), ModelTask), name
+        assert all(isinstance(get_task(name), protocol) for protocol in (DataTask, ModelTask, MetricTask)), name
     for protocol, paths in ((DataTask, (PACKAGE / "data").glob("*.py")), (ModelTask, [PACKAGE / "models.py"])):
         used = {
             node.attr
