@@ -262,7 +262,8 @@ def test_a_selection_cut_short_picks_no_winner_and_keeps_the_search_best(tmp_pat
     monkeypatch.setattr(over_seeds, "top_configurations", lambda results, sweep, k: [STEADY, LUCKY])
     monkeypatch.setattr(over_seeds, "build_stopper", lambda *args: None)
     monkeypatch.setattr(over_seeds, "searcher_cap", lambda sweep: None)
-    monkeypatch.setattr(over_seeds, "build_tuner", lambda plan, cap: None)
+    monkeypatch.setattr(over_seeds, "trainable_for", lambda sweep, task, data: None)
+    monkeypatch.setattr(over_seeds, "build_tuner", lambda plan, trainable, cap: None)
     monkeypatch.setattr(over_seeds, "tune_fit", lambda tuner: setattr(budget, "reason", spent))  # spent selecting
     monkeypatch.setattr(over_seeds, "write_report", lambda out: pd.DataFrame({"ended": ["completed"] * 3 + [ended]}))
     monkeypatch.setattr(over_seeds, "candidates_from", lambda *args: pytest.fail("ranked runs cut short"))
