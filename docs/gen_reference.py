@@ -115,6 +115,7 @@ SECTIONS = {
     "StrategyConfig": "strategy.",
     "LoopConfig": "loop.",
     "ClusterConfig": "cluster.",
+    "GpuConfig": "gpu.",
     "CheckpointsConfig": "checkpoints.",
     "BudgetConfig": "budget.",
     "SelectConfig": "select.",

@@ -305,3 +305,16 @@ def auto_class_builds(auto_class, config_class) -> bool | None:
     a class that is no Auto class (nothing is refused then)."""
     mapping = getattr(auto_class, "_model_mapping", None)
     return config_class in mapping if hasattr(mapping, "__contains__") else None
+
+
+# The private class flag by which a transformers model class says it has an attention kernel (eager: every class).
+ATTENTION_FLAGS = {"sdpa": "_supports_sdpa", "flash_attention_2": "_supports_flash_attn"}
+
+
+def supports_attention(auto_class, config_class, attention: str) -> bool:
+    """Whether the model class a transformers Auto class builds for a config class has the
+    `attention` kernel (asking one it lacks raises); False where the mapping or the flag has moved."""
+    if not auto_class_builds(auto_class, config_class):
+        return False
+    flag = ATTENTION_FLAGS.get(attention)
+    return flag is None or getattr(auto_class._model_mapping[config_class], flag, False) is True

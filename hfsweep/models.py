@@ -117,13 +117,15 @@ def build_model(
     peft_cfg: PeftConfig | None = None,
     *,
     task: ModelTask,
+    attention: str | None = None,
 ):
     """A pretrained model, or one built from `model.config` with the tokenizer's vocabulary,
     through the task's Auto class; or whatever `model.factory` (a `_target_` callable taking
     `model_cfg`, `tokenizer` and `label_names`) returns, for architectures the Auto classes do not
     cover. A classifier gets one output per class of the prepared data, named after it. With
     `peft_cfg` naming a method, the model is that adapter over this base. `task` is the sweep's
-    Task, resolved once on the driver."""
+    Task, resolved once on the driver. `attention` (sdpa, flash_attention_2, eager) is asked of an
+    Auto class's model only where its class has it; elsewhere, and for None, transformers chooses."""
     quantized = peft_cfg is not None and (peft_cfg.load_in_4bit or peft_cfg.load_in_8bit)
     if model_cfg.factory:
         from hydra.utils import instantiate
@@ -135,7 +137,7 @@ def build_model(
         from_data = task.model_config_kwargs(label_names)
         if quantized:
             from_data["quantization_config"] = _quantization_config(peft_cfg)
-        model = _build(model_cfg, task.auto_model_class(), task.config_from_processor(tokenizer), from_data)
+        model = _build(model_cfg, task.auto_model_class(), task.config_from_processor(tokenizer), from_data, attention)
     if getattr(model, "loss_type", None) is None:
         model.loss_type = task.loss_type
     if peft_cfg is None or peft_cfg.method is PeftMethod.none:
@@ -227,14 +229,28 @@ def _quantization_config(peft_cfg: PeftConfig):
     return BitsAndBytesConfig(load_in_8bit=True)
 
 
-def _build(model_cfg: ModelConfig, auto_class, from_processor: dict, from_data: dict):
+def _build(model_cfg: ModelConfig, auto_class, from_processor: dict, from_data: dict, attention: str | None):
     from transformers import AutoConfig
 
     if model_cfg.pretrained:
-        return auto_class.from_pretrained(model_cfg.pretrained, **from_data)
+        config_class = type(AutoConfig.from_pretrained(model_cfg.pretrained)) if attention else None
+        return auto_class.from_pretrained(
+            model_cfg.pretrained, **from_data, **_attention_kwargs(auto_class, config_class, attention)
+        )
     arch = dict(model_cfg.config)
     config = AutoConfig.for_model(arch.pop("model_type"), **from_processor, **arch, **from_data)
-    return auto_class.from_config(config)
+    return auto_class.from_config(config, **_attention_kwargs(auto_class, type(config), attention))
+
+
+def _attention_kwargs(auto_class, config_class, attention: str | None) -> dict:
+    """`attn_implementation` where the model class has that kernel; else nothing: transformers' choice."""
+    from hfsweep.compat import supports_attention
+
+    return (
+        {"attn_implementation": attention}
+        if attention and supports_attention(auto_class, config_class, attention)
+        else {}
+    )
 
 
 def check_peft_targets(model_cfg: ModelConfig, peft_cfg: PeftConfig, search_space: dict, task: ModelTask) -> None:

@@ -70,13 +70,13 @@ def pytest_collection_modifyitems(config, items):
 
     for item in items:
         on_ray = item.path.parent.name == "e2e" or "ray_cluster" in getattr(item, "fixturenames", ())
-        if on_ray and "smoke" not in item.keywords:
+        if on_ray and item.get_closest_marker("smoke") is None:
             item.add_marker(pytest.mark.slow)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
-        if "gpu" in item.keywords:
+        if item.get_closest_marker("gpu"):  # a marker, not a keyword: a checkout in a folder named gpu is one
             item.add_marker(skip)
 
 

@@ -8,7 +8,14 @@ from dataclasses import fields
 from typing import Optional
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.schema import BudgetConfig, ClusterConfig, StrategyConfig, SweepConfig
+from hfsweep.config.schema import (
+    AttnImplementation,
+    BudgetConfig,
+    ClusterConfig,
+    GpuConfig,
+    StrategyConfig,
+    SweepConfig,
+)
 
 GPU_ONLY_TRAINING_ARGS = ("fsdp", "deepspeed")  # on CPU transformers ignores fsdp (plain DDP) and DeepSpeed needs CUDA
 
@@ -80,6 +87,7 @@ def check_hardware(sweep: SweepConfig) -> None:
     _validate_packed_gpus(strategy, cluster)
     _validate_strategy(strategy, cluster)
     _validate_precision(sweep.training, cluster)
+    _validate_attention(sweep.gpu, cluster)
     _validate_cluster(cluster, strategy)
     _validate_budget(sweep.budget, cluster)
     if cluster.address is None:
@@ -156,6 +164,22 @@ def _validate_precision(training: dict, cluster: ClusterConfig) -> None:
                 f"training.bf16: this GPU ({torch.cuda.get_device_name(0)}) has no bf16; "
                 f"use training.fp16=true instead."
             )
+
+
+def _validate_attention(gpu: GpuConfig, cluster: ClusterConfig) -> None:
+    """flash_attention_2 without its package would fail in every trial of a model that has it."""
+    import importlib.util
+
+    wanted = gpu.attn_implementation
+    if (
+        cluster.use_gpu
+        and wanted is AttnImplementation.flash_attention_2
+        and importlib.util.find_spec("flash_attn") is None
+    ):
+        raise ConfigError(
+            "gpu.attn_implementation: flash_attention_2 needs the flash_attn package, which is not installed; "
+            "pip install flash-attn, or gpu.attn_implementation=sdpa."
+        )
 
 
 def _validate_strategy(strategy: StrategyConfig, cluster: ClusterConfig) -> None:

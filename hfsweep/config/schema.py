@@ -53,6 +53,14 @@ class LoopName(Enum):
     accelerate = "accelerate"  # a plain Accelerate loop
 
 
+class AttnImplementation(Enum):
+    """The attention kernel `gpu.attn_implementation` asks of a model whose class has it."""
+
+    sdpa = "sdpa"  # torch's scaled_dot_product_attention, with its flash and memory-efficient kernels on GPUs
+    flash_attention_2 = "flash_attention_2"  # the flash_attn package's kernels: pip install flash-attn
+    eager = "eager"  # transformers' plain matmul-and-softmax attention
+
+
 class SelectModel(Enum):
     """Which model of each re-trained run `select` ranks by and headlines."""
 
@@ -185,6 +193,21 @@ class ClusterConfig(ReadOnly):
 
 
 @dataclass
+class GpuConfig(ReadOnly):
+    """The fast defaults of a trial on GPUs (`cluster.use_gpu=true`; on CPUs none applies). Each is a
+    default: a training.* key the config sets wins, and `gpu.KEY=false` turns one off
+    (docs/operations.md, "Fast GPU defaults"). Not yet measured on a GPU."""
+
+    # bf16 mixed precision where the GPU has it natively (Ampere on), unless training.bf16 or training.fp16 is set
+    bf16: bool = True
+    tf32: bool = True  # TF32 matmuls and convolutions where the GPU has them (Ampere on)
+    fused_adamw: bool = True  # AdamW's fused kernel (training.optim=adamw_torch_fused); false: adamw_torch
+    # asked of models whose class supports it; null: transformers' own choice (sdpa where supported, else eager)
+    attn_implementation: Optional[AttnImplementation] = AttnImplementation.sdpa
+    torch_compile: bool = False  # torch.compile the model: off until measured to pay back its compile time
+
+
+@dataclass
 class CheckpointsConfig(ReadOnly):
     keep_per_trial: Optional[int] = 1  # best K per trial (and a running trial's latest); null keeps all
 
@@ -228,6 +251,7 @@ class SweepConfig(ReadOnly):
     scheduler: Dict[str, Any] = field(default_factory=dict)
     search_alg: Dict[str, Any] = field(default_factory=dict)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    gpu: GpuConfig = field(default_factory=GpuConfig)
     logger: Dict[str, Any] = field(default_factory=dict)
     stopper: Dict[str, Any] = field(default_factory=dict)
     callbacks: Dict[str, Any] = field(default_factory=dict)

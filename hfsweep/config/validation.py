@@ -84,6 +84,11 @@ def _validate_training(training: dict) -> None:
             raise ConfigError(
                 f"training.{key}: must be a positive integer, not {training[key]}; e.g. training.{key}=8."
             )
+    if training.get("bf16") and training.get("fp16"):  # the Trainer would refuse it in every trial
+        raise ConfigError(
+            "training.fp16: training.bf16=true is set too, and a trial computes in one precision; "
+            "set one of them false, e.g. training.fp16=false."
+        )
     rate = training.get("learning_rate")
     if rate is not None and (not isinstance(rate, (int, float)) or rate <= 0):  # the defaults trial runs it
         raise ConfigError(f"training.learning_rate: must be above 0, not {rate}; e.g. training.learning_rate=5e-5.")

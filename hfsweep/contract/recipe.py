@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from hfsweep.config.schema import DataConfig, ModelConfig, PeftConfig, SweepConfig
+from hfsweep.config.schema import DataConfig, GpuConfig, ModelConfig, PeftConfig, SweepConfig
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class TrainingRecipe:
     training: Mapping[str, Any]
     strategy_training_args: Mapping[str, Any]  # the distributed strategy's TrainingArguments (FSDP, DeepSpeed)
     use_gpu: bool
+    gpu: Optional[GpuConfig]  # the sweep's fast GPU defaults; None on a CPU sweep, which trains as configured
     model: ModelConfig
     data: DataConfig
     peft: PeftConfig
@@ -39,6 +40,7 @@ class TrainingRecipe:
             training=sweep.training,
             strategy_training_args=sweep.strategy.training_args,
             use_gpu=sweep.cluster.use_gpu,
+            gpu=sweep.gpu if sweep.cluster.use_gpu else None,
             model=sweep.model,
             data=sweep.data,
             peft=sweep.peft,

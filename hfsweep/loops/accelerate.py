@@ -8,6 +8,7 @@ shard. It trains as the Trainer does, key for key: the seed, gradient accumulati
 clipping at `max_grad_norm`, the training loss averaged over `logging_steps`, evaluation every
 `eval_steps` (and at the last step), and a checkpoint and report every `save_steps` (and at the last step), through the
 same `report`; it resumes the same way, so every scheduler (PBT included) treats both loops alike.
+On GPUs it takes the same fast defaults (`gpu.*`) from the same function (`effective_training`).
 """
 
 from __future__ import annotations
@@ -26,17 +27,21 @@ from accelerate import Accelerator
 from torch.utils.data import DataLoader
 from transformers import get_scheduler
 from transformers.trainer_pt_utils import nested_concat, nested_numpify
-from transformers.utils import find_labels
+from transformers.utils import enable_tf32, find_labels
 
 from hfsweep.contract.metrics import MAX_STEPS, progress
 from hfsweep.contract.pointers import checkpoint_dir_name, checkpoint_step
 from hfsweep.contract.protocols import IGNORED, EvalContext
 from hfsweep.contract.recipe import TrainJob
 from hfsweep.loops.common import (
+    ADAMW_FUSED,
+    GpuFeatures,
     WhatRan,
     apply_hyperparameters,
+    attention,
     batches_drawn,
     check_finite,
+    effective_training,
     hyperparameters_in_effect,
     quiet_logs,
     report_to_sweep,
@@ -66,13 +71,33 @@ def trainer_defaults() -> dict:
     return {key: fields[key] for key in DEFAULTED_BY_THE_TRAINER}
 
 
+def accelerator_settings(training: dict, use_gpu: bool) -> dict:
+    """The Accelerator's arguments, read from training.* as TrainingArguments reads the Trainer's:
+    mixed precision, and torch.compile with the Trainer's default backend. TF32 is process-wide, so it
+    is set here, by the function TrainingArguments(tf32=True) calls. One scheduler step per
+    optimizer step: by default Accelerate steps it once per process, for a schedule written for one
+    process, and the LR would decay num_workers times too fast."""
+    if training.get("tf32"):
+        enable_tf32(True)
+    compiled = {"dynamo_backend": "inductor"} if training.get("torch_compile") else {}
+    return dict(
+        cpu=not use_gpu,
+        mixed_precision="bf16" if training.get("bf16") else "fp16" if training.get("fp16") else "no",
+        step_scheduler_with_optimizer=False,
+        gradient_accumulation_steps=training["gradient_accumulation_steps"],
+        **compiled,
+    )
+
+
 def _optimizer(model, training: dict) -> torch.optim.Optimizer:
-    """AdamW with the Trainer's grouping: no weight decay on biases and LayerNorm weights."""
+    """AdamW with the Trainer's grouping: no weight decay on biases and LayerNorm weights; its fused
+    kernel where training.optim names it (the GPU default)."""
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
     return torch.optim.AdamW(
         [{"params": decay, "weight_decay": training["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
         lr=training["learning_rate"],
+        fused=training.get("optim") == ADAMW_FUSED,
     )
 
 
@@ -131,16 +156,8 @@ def _save(accelerator: Accelerator, model, tokenizer, path: str) -> None:
 def train_loop_per_worker(job: TrainJob) -> None:
     """Train with Accelerate for training.max_steps optimizer steps."""
     recipe, task, in_process = job.recipe, job.task, job.in_process
-    training = {**trainer_defaults(), **recipe.training}
-    precision = "bf16" if training.get("bf16") else "fp16" if training.get("fp16") else "no"
-    # One scheduler step per optimizer step: by default Accelerate steps it once per process, for a
-    # schedule written for one process, and the LR would decay num_workers times too fast.
-    accelerator = Accelerator(
-        cpu=not recipe.use_gpu,
-        mixed_precision=precision,
-        step_scheduler_with_optimizer=False,
-        gradient_accumulation_steps=training["gradient_accumulation_steps"],
-    )
+    training = {**trainer_defaults(), **effective_training(recipe, GpuFeatures.here())}
+    accelerator = Accelerator(**accelerator_settings(training, recipe.use_gpu))
     world_size = 1 if in_process else ray.train.get_context().get_world_size()
     if accelerator.num_processes != world_size:  # each worker would train alone, silently
         raise RuntimeError(f"Accelerate sees {accelerator.num_processes} processes, Ray Train started {world_size}")
@@ -148,7 +165,7 @@ def train_loop_per_worker(job: TrainJob) -> None:
     tokenizer = task.load_processor(job.tokenizer_path)
     validation = datasets.load_from_disk(job.validation_path)
     transformers.set_seed(recipe.seed)  # every trial starts from the same initial weights
-    model = build_model(recipe.model, tokenizer, job.label_names, task=task)
+    model = build_model(recipe.model, tokenizer, job.label_names, task=task, attention=attention(recipe))
     transformers.set_seed(training.get("seed", recipe.seed))  # as the Trainer seeds itself, after the model
     if training.get("activation_checkpointing"):
         model.gradient_checkpointing_enable()

@@ -1,6 +1,7 @@
-"""What both training loops share, written once: reporting a result and its checkpoint, what the
-worker really trains with, the checkpoint to resume from, the trial's own hyperparameters over a
-restored optimizer, the validation shard, quiet logs and the divergence check."""
+"""What both training loops share, written once: the training.* and attention they train with (the
+sweep's fast GPU defaults applied), reporting a result and its checkpoint, what the worker really
+trains with, the checkpoint to resume from, the trial's own hyperparameters over a restored
+optimizer, the validation shard, quiet logs and the divergence check."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import resource
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import ray.train
 from ray.train import Checkpoint, CheckpointUploadMode
@@ -23,7 +25,56 @@ from hfsweep.compat import lr_factors, quiet_train_report_log, ray_data_iterable
 from hfsweep.config.schema import DataConfig
 from hfsweep.contract.metrics import REPORTED_AT
 from hfsweep.contract.pointers import checkpoint_dir_name, checkpoint_step, report_to_tune
-from hfsweep.contract.recipe import TrainJob
+from hfsweep.contract.recipe import TrainingRecipe, TrainJob
+
+ADAMW_FUSED, ADAMW = "adamw_torch_fused", "adamw_torch"  # TrainingArguments' optim names
+
+
+@dataclass(frozen=True)
+class GpuFeatures:
+    """What this process's GPU runs natively: bf16 and TF32 from Ampere on, neither without CUDA.
+    The GPU defaults ask only for these, so a sweep's defaults also run on an older GPU (in fp32);
+    emulated bf16 is slow, and TrainingArguments refuses TF32 there."""
+
+    bf16: bool
+    tf32: bool
+
+    @classmethod
+    def here(cls) -> GpuFeatures:
+        import torch
+        from transformers.utils import is_torch_tf32_available
+
+        cuda = torch.cuda.is_available()
+        return cls(
+            bf16=cuda and torch.cuda.is_bf16_supported(including_emulation=False), tf32=is_torch_tf32_available()
+        )
+
+
+def effective_training(recipe: TrainingRecipe, gpu: GpuFeatures) -> dict:
+    """The TrainingArguments fields both loops train with: `recipe.training`, plus on a GPU sweep its
+    `gpu.*` defaults that `gpu` runs, each only where the config leaves the field unset
+    (`training.bf16` is null unless set, and `training.fp16=true` keeps bf16 off). The one place
+    they are applied; a CPU sweep's training is as configured, bf16 off unless set."""
+    training = dict(recipe.training)
+    chosen = recipe.gpu
+    if training.get("bf16") is None:
+        training["bf16"] = bool(chosen and chosen.bf16 and gpu.bf16 and not training.get("fp16"))
+    if chosen is None:
+        return training
+    if chosen.tf32 and gpu.tf32:
+        training.setdefault("tf32", True)
+    # spelt out both ways: transformers 5 on torch 2.8+ already defaults to the fused kernel
+    training.setdefault("optim", ADAMW_FUSED if chosen.fused_adamw else ADAMW)
+    if chosen.torch_compile:
+        training.setdefault("torch_compile", True)
+    return training
+
+
+def attention(recipe: TrainingRecipe) -> str | None:
+    """The attention kernel to ask of the model: `gpu.attn_implementation` on a GPU sweep; None
+    (transformers' choice) on CPUs."""
+    chosen = recipe.gpu and recipe.gpu.attn_implementation
+    return chosen.value if chosen else None
 
 
 def report_to_sweep(metrics: dict, checkpoint_dir: str | None, in_process: bool) -> None:

@@ -24,10 +24,13 @@ from hfsweep.contract.pointers import checkpoint_dir_name
 from hfsweep.contract.protocols import EvalContext
 from hfsweep.contract.recipe import TrainingRecipe, TrainJob
 from hfsweep.loops.common import (
+    GpuFeatures,
     WhatRan,
     apply_hyperparameters,
+    attention,
     batches_drawn,
     check_finite,
+    effective_training,
     hyperparameters_in_effect,
     quiet_logs,
     report_to_sweep,
@@ -118,10 +121,11 @@ class ApplyHyperparametersOnResume(TrainerCallback):
 
 
 def training_arguments(recipe: TrainingRecipe, output_dir: str, task) -> TrainingArguments:
-    """The Trainer's arguments from the recipe, plus what hfsweep owns: paths, device, logging. Their
-    class is the one the Trainer class names as its `arguments_class` (trainer=sft: TRL's
-    SFTConfig), else Seq2SeqTrainingArguments for a task that generates, else TrainingArguments."""
-    args = {**recipe.training, **recipe.strategy_training_args}
+    """The Trainer's arguments from the recipe (with the GPU defaults this GPU runs), plus what
+    hfsweep owns: paths, device, logging. Their class is the one the Trainer class names as its
+    `arguments_class` (trainer=sft: TRL's SFTConfig), else Seq2SeqTrainingArguments for a task that
+    generates, else TrainingArguments."""
+    args = {**effective_training(recipe, GpuFeatures.here()), **recipe.strategy_training_args}
     args.setdefault("seed", recipe.seed)
     default_class = Seq2SeqTrainingArguments if task.generates else TrainingArguments
     arguments_class = getattr(import_object(recipe.trainer["_target_"]), "arguments_class", default_class)
@@ -176,7 +180,8 @@ def train_loop_per_worker(job: TrainJob) -> None:
     task.prepare_tokenizer(tokenizer, recipe.data)  # saved with every checkpoint's tokenizer
     validation = datasets.load_from_disk(job.validation_path)
     transformers.set_seed(recipe.seed)  # every trial starts from the same initial weights
-    model = build_model(recipe.model, tokenizer, job.label_names, recipe.peft, task=task)  # peft: an adapter over it
+    # peft: an adapter over it
+    model = build_model(recipe.model, tokenizer, job.label_names, recipe.peft, task=task, attention=attention(recipe))
 
     resume_from = resume_checkpoint(job)
     collate = batches_collator(task, recipe.data_collator, tokenizer, "train", worker_seed(recipe.seed, in_process))

@@ -86,6 +86,17 @@ def test_transformers_auto_classes_tell_which_configs_they_build():
     assert compat.auto_class_builds(PretrainedConfig, GPT2Config) is None  # no Auto class: nothing refused
 
 
+def test_transformers_model_classes_tell_which_attention_kernels_they_have():
+    from transformers import AutoModelForMaskedLM, BertConfig, MPNetConfig
+
+    assert compat.supports_attention(AutoModelForMaskedLM, BertConfig, "sdpa") is True, "_supports_sdpa has moved"
+    assert compat.supports_attention(AutoModelForMaskedLM, BertConfig, "flash_attention_2") is True, (
+        "_supports_flash_attn has moved"
+    )
+    assert compat.supports_attention(AutoModelForMaskedLM, MPNetConfig, "sdpa") is False
+    assert compat.supports_attention(AutoModelForMaskedLM, MPNetConfig, "eager") is True
+
+
 def test_lambda_lr_exposes_its_factors_and_last_lr():
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5)
