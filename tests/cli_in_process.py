@@ -56,13 +56,27 @@ def run(argv: list[str]) -> tuple[str, int, bool]:
 
 
 def preflight_only() -> None:
-    """Each case stops after the preflight `python -m hfsweep` runs before Ray (`--preflight`):
-    the sweep is not run, and the hardware's check is left out, so the docs' GPU commands are
-    checked on a machine without one."""
+    """Each case stops after the preflight `python -m hfsweep` runs before Ray (`--preflight`) and
+    the lookup of a local folder's files (`files_found`): the sweep is not run, and the hardware's
+    check is left out, so the docs' GPU commands are checked on a machine without one."""
     from hfsweep.driver import preflight, sweep
 
-    sweep.run = lambda checked: print("hfsweep: preflight passed")
+    sweep.run = files_found
     preflight.check_hardware = lambda cfg: None
+
+
+def files_found(checked) -> None:
+    """What a real run's data preparation checks of a local folder before Ray starts (a data file for
+    every split the config reads, found as `load_raw` finds them: `source_identity`), so that a runnable command
+    whose data lacks a split fails here as it would in a real run (a ConfigError: one line, exit 2).
+    Data read on the cluster's nodes (`data.prepare_on=cluster`) is not on this machine to check."""
+    from hfsweep.config.schema import DataSource, PrepareOn
+    from hfsweep.data.sources import source_identity
+
+    data = checked.sweep.data
+    if data.source is DataSource.local and data.prepare_on is not PrepareOn.cluster:
+        source_identity(data, checked.sweep.cache_dir)
+    print("hfsweep: preflight passed")
 
 
 if __name__ == "__main__":

@@ -207,14 +207,6 @@ def _parse_error(builder: str, files: dict, options: dict, err: Exception) -> Co
     )
 
 
-def check_local_files(data_cfg: DataConfig) -> None:
-    """A local folder's files found for every split the config reads (`split_roles`), by the
-    patterns `load_raw` uses: a missing split is refused before Ray starts and before the data is
-    prepared in its own process (the preflight calls it last, as it imports `datasets`)."""
-    if data_cfg.source is DataSource.local and data_cfg.path and os.path.isdir(data_cfg.path):
-        _local_data_files(data_cfg.path, data_cfg.data_files, data_cfg)
-
-
 def source_identity(data_cfg: DataConfig, cache_dir: str) -> list:
     """What names a streamed source's content without reading it: the hub dataset's name (and
     `data.load_kwargs.revision`, when pinned), or the local files with their sizes and times."""

@@ -47,10 +47,6 @@ def preflight(cfg: dict) -> CheckedConfig:
     get_loop(sweep.loop.name.value).check(sweep, task)
     check_peft(sweep)
     check_search(sweep)
-    if sweep.data.source.value == "local":  # last: it imports datasets
-        from hfsweep.data.sources import check_local_files
-
-        check_local_files(sweep.data)
     return CheckedConfig(sweep, task)
 
 
