@@ -46,7 +46,7 @@ from transformers import Trainer, TrainingArguments, default_data_collator, set_
 
 from hfsweep.config.schema import ClusterConfig, ModelConfig, typed  # noqa: E402
 from hfsweep.data.tokenizers import load_tokenizer  # noqa: E402
-from hfsweep.driver import sweep  # noqa: E402
+from hfsweep.driver import tuner  # noqa: E402
 from hfsweep.driver.ray_cluster import init_ray  # noqa: E402
 from hfsweep.models import build_model  # noqa: E402
 from hfsweep.tasks import get_task  # noqa: E402
@@ -120,17 +120,17 @@ def hf_search(cfg: dict, reuse_actors: bool, threads_dir: str) -> tuple[float, f
 
 
 def hfsweep_search(threads_dir: str) -> tuple[float, float, float, str]:
-    real_run_trial = sweep.run_trial
+    real_run_trial = tuner.run_trial  # what `trainable_for` binds (hfsweep.driver.tuner)
 
     def run_trial(config, **kwargs):  # the trial's own process: it trains there (num_workers=1)
         record_threads(threads_dir)
         return real_run_trial(config, **kwargs)
 
-    sweep.run_trial = run_trial
+    tuner.run_trial = run_trial
     try:
         wall, results = run_sweep(BASE)
     finally:
-        sweep.run_trial = real_run_trial
+        tuner.run_trial = real_run_trial
     assert len(results) == len(GRID) and not results.errors, results.errors
     return (wall, *outcome({r.config["training"]["learning_rate"]: r.metrics_dataframe for r in results}))
 
