@@ -158,52 +158,50 @@ def tiny_trial(config: dict) -> None:
 
 
 def bench_trials(counts: list[int], root: Path) -> None:
-    from ray import tune
-
     from hfsweep.config.schema import ClusterConfig, typed
-    from hfsweep.driver import sweep
+    from hfsweep.driver import tuner
     from hfsweep.driver.ray_cluster import init_ray
 
     init_ray(typed(ClusterConfig, {"num_cpus": 8}))
-    real_trainable_for = sweep.trainable_for
-    sweep.trainable_for = lambda cfg, task, data: tune.with_resources(tiny_trial, {"CPU": 1})
-    # As `sweep.fit` runs every sweep: without Tune's automatic JSON, CSV and TensorBoard loggers
+    # As `tuner.tune_fit` runs every sweep: without Tune's automatic JSON, CSV and TensorBoard loggers
     # (the baseline too, so that it measures Tune's own bookkeeping, not its loggers').
-    os.environ[sweep.NO_AUTO_LOGGERS] = "1"
+    os.environ[tuner.NO_AUTO_LOGGERS] = "1"
     try:
         _run_trial_counts(counts, root)
     finally:
-        sweep.trainable_for = real_trainable_for
-        del os.environ[sweep.NO_AUTO_LOGGERS]
+        del os.environ[tuner.NO_AUTO_LOGGERS]
 
 
 def _run_trial_counts(counts: list[int], root: Path) -> None:
-    import yaml
+    from ray import tune
 
-    from hfsweep.driver import sweep
+    from hfsweep.config.schema import plain
+    from hfsweep.driver.preflight import preflight
     from hfsweep.driver.ray_cluster import searcher_cap
     from hfsweep.driver.results.report import write_report
     from hfsweep.driver.search.checkpoint_budget import build_checkpoint_budget
     from hfsweep.driver.search.schedulers import build_scheduler, build_stopper
     from hfsweep.driver.search.search_space import compile_search_space
+    from hfsweep.driver.tuner import SweepPlan, build_tuner
+    from hfsweep.run_dir import write_config
 
     for count in counts:
         storage = str(root / f"trials-{count}")
-        cfg = config(
+        sweep = preflight(config(
             ["cluster.num_workers=1", f"num_samples={count}", "search_space=learning_rate_loguniform",
              "checkpoints.keep_per_trial=1"],
             storage,
-        )
+        )).sweep
         os.makedirs(storage, exist_ok=True)
-        with open(os.path.join(storage, "resolved_config.yaml"), "w") as f:  # what write_report reads
-            yaml.safe_dump(cfg, f)
-        param_space = compile_search_space(cfg["search_space"], cfg)
+        write_config(storage, plain(sweep))  # what write_report reads
+        param_space = compile_search_space(sweep.search_space, sweep)
         # the baseline on both sides: a later fit may run slower
-        bare_before = bare_tune_fit(cfg, count, root / "before")
-        callbacks = [build_checkpoint_budget(cfg)]
-        plan = sweep.SweepPlan(cfg, None, param_space, build_scheduler(cfg, param_space), build_stopper(cfg), callbacks,
-                               None)
-        tuner = sweep.build_tuner(plan, searcher_cap(cfg))
+        bare_before = bare_tune_fit(sweep, count, root / "before")
+        callbacks = [build_checkpoint_budget(sweep)]
+        plan = SweepPlan(sweep, None, param_space, build_scheduler(sweep, param_space), build_stopper(sweep),
+                         callbacks, None)
+        trainable = tune.with_resources(tiny_trial, {"CPU": 1})  # in place of the real trial: no training
+        tuner = build_tuner(plan, trainable, searcher_cap(sweep))
         start = time.perf_counter()
         results = tuner.fit()
         fit_s = time.perf_counter() - start
@@ -211,7 +209,7 @@ def _run_trial_counts(counts: list[int], root: Path) -> None:
         start = time.perf_counter()
         write_report(storage)
         report_s = time.perf_counter() - start
-        bare_after = bare_tune_fit(cfg, count, root / "after")
+        bare_after = bare_tune_fit(sweep, count, root / "after")
         bare_s = (bare_before + bare_after) / 2
         print(f"trials {count}: {fit_s / count:.3f} s per trial (Tune fit {fit_s:.1f} s), report {report_s:.1f} s; "
               f"bare Tune {bare_s / count:.3f} s per trial "
@@ -219,7 +217,7 @@ def _run_trial_counts(counts: list[int], root: Path) -> None:
               f"hfsweep / bare = {(fit_s + report_s) / bare_s:.2f}")
 
 
-def bare_tune_fit(cfg: dict, count: int, root: Path) -> float:
+def bare_tune_fit(sweep, count: int, root: Path) -> float:
     """The baseline: the same trivial trainable and concurrency through a plain Ray Tune script
     (Tuner, ASHA, Tune's own checkpoint retention; no hfsweep config, search space, callbacks or
     report; each trial's config is its one searched value). Actors are reused, as hfsweep's
@@ -228,7 +226,6 @@ def bare_tune_fit(cfg: dict, count: int, root: Path) -> float:
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
 
-    from hfsweep.config.schema import ClusterConfig, StrategyConfig, typed
     from hfsweep.driver.ray_cluster import max_concurrent_trials
 
     tuner = tune.Tuner(
@@ -236,8 +233,7 @@ def bare_tune_fit(cfg: dict, count: int, root: Path) -> float:
         param_space={"training": {"learning_rate": tune.loguniform(1e-5, 1e-2)}},
         tune_config=tune.TuneConfig(metric="eval_loss", mode="min", num_samples=count,
                                     scheduler=ASHAScheduler(max_t=3, grace_period=1),
-                                    max_concurrent_trials=max_concurrent_trials(
-                                        typed(ClusterConfig, cfg["cluster"]), typed(StrategyConfig, cfg["strategy"])),
+                                    max_concurrent_trials=max_concurrent_trials(sweep.cluster, sweep.strategy),
                                     reuse_actors=True),
         run_config=tune.RunConfig(name="bare", storage_path=str(root / f"bare-{count}"), verbose=1,
                                   checkpoint_config=tune.CheckpointConfig(num_to_keep=1)),
@@ -256,7 +252,7 @@ def bench_ingest(root: Path, steps: int) -> None:
     from throughput import tokens_per_second
 
     from hfsweep.data import prepare as prepare_module
-    from hfsweep.driver import sweep
+    from hfsweep.driver import sweep, tuner
 
     streamed = prepare_module.load_ray_datasets
 
@@ -267,7 +263,7 @@ def bench_ingest(root: Path, steps: int) -> None:
     rates = {}
     for name, loader in (("in-memory", in_memory), ("streamed", streamed), ("in-memory again", in_memory),
                          ("streamed again", streamed)):
-        sweep.load_ray_datasets = loader
+        tuner.load_ray_datasets = loader  # what trainable_for loads the sweep's datasets with
         storage = str(root / f"ingest-{name.replace(' ', '-')}")
         cfg = config(["cluster.num_workers=1", "search_space.training.learning_rate.values=[1e-3]",
                       "scheduler=fifo", f"training.max_steps={steps}", f"cache_dir={root / 'ingest-cache'}"], storage)
