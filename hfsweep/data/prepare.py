@@ -12,7 +12,7 @@ import hashlib
 import json
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+import traceback
 from dataclasses import dataclass
 from typing import Optional
 
@@ -173,17 +173,41 @@ def prepare_apart(data_cfg: DataConfig, model_cfg: ModelConfig, cache_dir: str, 
     (the `tokenizers` pool, torch's, tqdm's monitor) when it starts Ray: Ray launches its daemons by
     fork with a Python `preexec_fn`, which Python documents as unsafe beside other threads. (The
     start-up time-out on a 16-core node once blamed on this was a float num_cpus:
-    `ray_cluster.whole_cpus`.) A refusal comes back as the same ConfigError."""
-    with ProcessPoolExecutor(
-        1, mp_context=multiprocessing.get_context("spawn"), initializer=_stand_in_for_driver
-    ) as pool:
-        return pool.submit(prepare, data_cfg, model_cfg, cache_dir, task).result()
+    `ray_cluster.whole_cpus`.) The result comes back through a pipe and the driver goes on while the
+    process exits: a process pool would keep a manager thread here and wait for its interpreter's
+    teardown (2.3 s of a loaded sweep's 11.5 s in it). A refusal comes back as the same ConfigError."""
+    spawn = multiprocessing.get_context("spawn")
+    results, sender = spawn.Pipe(duplex=False)
+    process = spawn.Process(target=_prepare_and_send, args=(sender, data_cfg, model_cfg, cache_dir, task))
+    process.start()
+    sender.close()  # else the driver's copy would keep the pipe open past the process's end
+    try:
+        outcome = results.recv()
+    except EOFError:
+        process.join()
+        raise RuntimeError(
+            f"preparing the data: its process ended without a result (exit code {process.exitcode}); see above"
+        ) from None
+    finally:
+        results.close()
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
-def _stand_in_for_driver() -> None:
-    """The preparing process does the driver's work: transformers' seeded collators (masked LM's
-    fixed validation masks) take any process not named MainProcess for a DataLoader worker."""
+def _prepare_and_send(sender, *arguments) -> None:
+    """The spawned process's work. It stands in for the driver: transformers' seeded collators
+    (masked LM's fixed validation masks) take any process not named MainProcess for a DataLoader
+    worker. An unexpected error's traceback is printed here, where it happened."""
     multiprocessing.current_process().name = "MainProcess"
+    try:
+        outcome = prepare(*arguments)
+    except ConfigError as err:
+        outcome = err
+    except Exception as err:
+        traceback.print_exc()
+        outcome = err
+    sender.send(outcome)
 
 
 def _from_stream(raw, data_cfg: DataConfig) -> DatasetDict:

@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
+import ray
 from ray import tune
 
 from hfsweep.compat import hide_from_result_tables
@@ -111,6 +112,8 @@ def plan_sweep(sweep: SweepConfig, task) -> SweepPlan:
     check_peft_targets(sweep.model, sweep.peft, sweep.search_space, task)
     if sweep.data.prepare_on == PrepareOn.cluster:  # the one preparation that needs Ray: tasks on the cluster's nodes
         init_ray(sweep.cluster)
+        data = prepare(sweep.data, sweep.model, sweep.cache_dir, task)
+    elif ray.is_initialized():  # no Ray left to start here, so no fork to keep tokenizer threads from
         data = prepare(sweep.data, sweep.model, sweep.cache_dir, task)
     else:  # the driver starts Ray after it, holding no tokenizer threads
         data = prepare_apart(sweep.data, sweep.model, sweep.cache_dir, task)

@@ -56,3 +56,23 @@ def test_a_checkout_run_in_its_folder_puts_itself_on_the_local_workers_path(in_c
     ray_cluster.init_ray(typed(ClusterConfig, {"num_cpus": 2}))
     path = given[0]["runtime_env"]["env_vars"].get("PYTHONPATH")
     assert path == (f"{checkout}{os.pathsep}/elsewhere" if in_checkout else None)
+
+
+@pytest.mark.parametrize("ray_up", [True, False], ids=["ray up", "ray to start"])
+def test_the_data_is_prepared_in_a_spawned_process_only_when_this_driver_starts_ray_after_it(
+    ray_up, monkeypatch, tmp_path, cache_dir
+):
+    """The spawned process keeps tokenizer threads out of a driver that then starts Ray by fork.
+    With Ray already up (a notebook, a benchmark, a test module) nothing forks, and the spawn's
+    seconds are saved: the driver prepares in its own process."""
+    from hfsweep.driver import tuner
+    from hfsweep.driver.preflight import task_of
+    from tests.conftest import sweep_config
+
+    sweep = sweep_config(["data.max_train_samples=50"], tmp_path, cache_dir)
+    ways = []
+    monkeypatch.setattr(tuner.ray, "is_initialized", lambda: ray_up)
+    monkeypatch.setattr(tuner, "prepare", lambda *args: ways.append("here"))
+    monkeypatch.setattr(tuner, "prepare_apart", lambda *args: ways.append("apart"))
+    tuner.plan_sweep(sweep, task_of(sweep))
+    assert ways == (["here"] if ray_up else ["apart"])
