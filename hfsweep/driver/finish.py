@@ -5,6 +5,7 @@ when one is held out, and then, with `select.top_k`, the selection over seeds (`
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Optional
 
@@ -45,14 +46,18 @@ def finish(
         trials = [result for grid in (*earlier, results) for result in grid]
         best = replace(best, test=search_test(trials, best, sweep, score))
     write_best(best, storage)
-    export_best(best, sweep, task, os.path.join(storage, "best"), data.label_names)
-    table = write_report(storage)
+    # the tables and plots (pandas and matplotlib: no torch, no RNG) are drawn beside the model work
+    with ThreadPoolExecutor(1, thread_name_prefix="hfsweep-report") as beside:
+        report = beside.submit(write_report, storage)
+        export_best(best, sweep, task, os.path.join(storage, "best"), data.label_names)
+        untrained_loss = untrained_eval_loss(sweep, task, data)
+        table = report.result()
     print(
         sweep_summary(
             best,
             table,
             sweep,
-            untrained_loss=untrained_eval_loss(sweep, task, data),
+            untrained_loss=untrained_loss,
             perplexity=task.reports_perplexity,
             startup=startup_trials(sweep),
             drawn_at_random=drawn_at_random(
