@@ -33,6 +33,7 @@ from hfsweep.driver.results.select import (
 )
 from hfsweep.driver.results.summary import selection_spend_lines
 from hfsweep.driver.search.budget import SweepBudget
+from hfsweep.driver.search.checkpoint_budget import build_checkpoint_budget
 from hfsweep.driver.search.defaults_trial import defaults_values, is_defaults
 from hfsweep.driver.search.defaults_trial import wanted as defaults_trial_wanted
 from hfsweep.driver.search.schedulers import build_scheduler, build_stopper
@@ -88,7 +89,7 @@ def select_over_seeds(
         points = selection_points(sweep, configurations)
         setup = SearchSetup(searcher_arguments={"points_to_evaluate": points}, num_samples=len(points))
         stopper = build_stopper(sub, *filter(None, [budget]))
-        callbacks = [*build_loggers(sub), *filter(None, [budget])]
+        callbacks = [*build_loggers(sub), *filter(None, [budget, build_checkpoint_budget(sub, selection=True)])]
         plan = SweepPlan(sub, task, param_space, build_scheduler(sub, param_space), stopper, callbacks, data, setup)
         tuner = build_tuner(plan, trainable, searcher_cap(sub))
     reruns = tune_fit(tuner)

@@ -25,6 +25,7 @@ def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_
         f"search_space.training.learning_rate.values={LEARNING_RATES}",
         "select.top_k=2",
         "select.seeds=[1,2]",
+        "training.max_steps=30",  # three checkpoints a run: the checkpoint budget frees one at least
         # the recipe's own value: the defaults trial, re-trained beside the top 2
         "training.learning_rate=1e-4",
         "search_alg.defaults_trial=true",
@@ -78,6 +79,12 @@ def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_
         assert "against the defaults (training.learning_rate=0.0001: " in proc.stdout
     assert (run_dir / "best" / "config.json").is_file()
     assert best["checkpoint_path"].startswith(str(run_dir / "select"))
+    # each re-run keeps its best checkpoint by validation and its final model, no more (checkpoints.keep_per_trial=1)
+    runs = (run_dir / "select").glob("*/train_runs/*")
+    kept = {run.name: sorted(c.name for c in run.glob("hf_checkpoints/checkpoint-*")) for run in runs}
+    assert len(kept) == len(reruns), kept
+    assert all(1 <= len(names) <= 2 and "checkpoint-30" in names for names in kept.values()), kept
+    assert (run_dir / "select" / "checkpoints.json").is_file()
 
     results_md = (run_dir / "results.md").read_text()
     assert "## Selection over seeds" in results_md and "95% CI" in results_md and "paired t-test" in results_md

@@ -121,6 +121,9 @@ def test_keep_per_trial_must_keep_the_best(tmp_path):
     assert build_checkpoint_budget(
         sweep_config(["checkpoints.keep_per_trial=2", "scheduler=pbt"], tmp_path, tmp_path)
     ).defer
+    # a selection over seeds ranks its runs' final models: each keeps its latest beside its best
+    assert not build_checkpoint_budget(sweep_config([], tmp_path, tmp_path)).keep_latest
+    assert build_checkpoint_budget(sweep_config([], tmp_path, tmp_path), selection=True).keep_latest
 
 
 # A Trainer checkpoint's files, with sizes: the weights, and what only resuming reads.
