@@ -27,8 +27,12 @@ for job in "$@"; do  # every job, then every job's data, checked before any runs
   [ -n "${FOLDER[$task]:-}" ] && [[ ${job#*:} =~ ^[0-9]+$ ]] || { echo "run_heldout.sh: '$job' is not TASK:SEED (TASK: rte, mrpc or stsb)" >&2; exit 2; }
 done
 mkdir -p "$OUT"
-for job in "$@"; do
-  record_start "$GLUE_DIR/${FOLDER[${job%%:*}]}" "$OUT/${job%%:*}"
+declare -A RECORDED=()
+for job in "$@"; do  # once per task, however many of its search seeds this start runs
+  task=${job%%:*}
+  [ -n "${RECORDED[$task]:-}" ] && continue
+  RECORDED[$task]=1
+  record_start "$GLUE_DIR/${FOLDER[$task]}" "$OUT/$task"
 done
 for job in "$@"; do
   task=${job%%:*} seed=${job#*:}

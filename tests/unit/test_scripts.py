@@ -187,3 +187,22 @@ def test_the_fair_test_records_every_start_and_refuses_data_that_changed(tmp_pat
     ]
     assert (out / "rte.sha256").read_text() == first and len((out / "rte.starts").read_text().splitlines()) == 6
     assert (tmp_path / "python-ran").read_text().count("ran") == 2
+
+
+def test_the_held_out_runs_record_each_tasks_start_once(tmp_path):
+    """run_heldout.sh records a start once per task, however many of that task's search seeds it runs."""
+    shim = tmp_path / "bin" / "python"
+    shim.parent.mkdir()
+    shim.write_text("#!/bin/sh\n")
+    shim.chmod(0o755)
+    data, out = tmp_path / "glue" / "RTE", tmp_path / "out"
+    data.mkdir(parents=True)
+    (data / "train.tsv").write_text("a\tb\n")
+    (data / "dev.tsv").write_text("c\td\n")
+    env = {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}", "GLUE_DIR": str(data.parent), "OUT": str(out)}
+    script = str(ROOT / "experiments/glue/run_heldout.sh")
+    ran = subprocess.run(["bash", script, "rte:1", "rte:2"], capture_output=True, text=True, env=env, timeout=60)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.count(": exit 0") == 2  # both searches ran
+    starts = (out / "rte.starts").read_text().splitlines()
+    assert len(starts) == 3 and starts[1:] == (out / "rte.sha256").read_text().splitlines()  # date and commit, 2 hashes
