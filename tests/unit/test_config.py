@@ -979,6 +979,24 @@ def test_the_default_preflight_imports_no_trainer_so_a_refusal_stays_fast_and_qu
     assert result.stdout.strip() == "[]"
 
 
+@pytest.mark.process
+def test_a_config_the_first_checks_refuse_is_refused_before_ray_is_imported(tmp_path):
+    """The preflight imports the search rules, which compile Tune's samplers: Ray's import (about
+    5 s of a 8 s refusal on a slow day) waits until a space is compiled. `-X importtime` lists
+    every module the process imported."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "hfsweep", "num_samples=0", f"hydra.run.dir={tmp_path / 'run'}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "hfsweep: error: num_samples: must be at least 1" in result.stdout + result.stderr
+    timings = [line for line in result.stderr.splitlines() if line.startswith("import time:")]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in timings}
+    assert "omegaconf" in imported and "ray" not in imported
+
+
 def test_a_lazily_listed_target_is_checked_without_loading_it():
     from hfsweep.config.loading import check_importable
 

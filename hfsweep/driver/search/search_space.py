@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Any
 
 from omegaconf import OmegaConf
-from ray import tune
 
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import iter_leaves
@@ -56,16 +55,24 @@ def _values(path: str, spec: dict) -> list:
     return list(values)
 
 
+def _tune():
+    """Ray Tune, imported when a space is compiled rather than with this module: the preflight
+    imports this module, and a config its first checks refuse should not wait for Ray's import."""
+    from ray import tune
+
+    return tune
+
+
 SAMPLERS: dict[str, Callable[[str, dict], Any]] = {
-    "choice": lambda p, s: tune.choice(_values(p, s)),
-    "grid": lambda p, s: tune.grid_search(_values(p, s)),
-    "uniform": lambda p, s: tune.uniform(*_bounds(p, s)),
-    "quniform": lambda p, s: tune.quniform(*_bounds(p, s), s.get("q", 1)),
-    "loguniform": lambda p, s: tune.loguniform(*_bounds(p, s, positive=True)),
-    "qloguniform": lambda p, s: tune.qloguniform(*_bounds(p, s, positive=True), s.get("q", 1)),
-    "randint": lambda p, s: tune.randint(*_bounds(p, s)),
-    "qrandint": lambda p, s: tune.qrandint(*_bounds(p, s), s.get("q", 1)),
-    "lograndint": lambda p, s: tune.lograndint(*_bounds(p, s, positive=True)),
+    "choice": lambda p, s: _tune().choice(_values(p, s)),
+    "grid": lambda p, s: _tune().grid_search(_values(p, s)),
+    "uniform": lambda p, s: _tune().uniform(*_bounds(p, s)),
+    "quniform": lambda p, s: _tune().quniform(*_bounds(p, s), s.get("q", 1)),
+    "loguniform": lambda p, s: _tune().loguniform(*_bounds(p, s, positive=True)),
+    "qloguniform": lambda p, s: _tune().qloguniform(*_bounds(p, s, positive=True), s.get("q", 1)),
+    "randint": lambda p, s: _tune().randint(*_bounds(p, s)),
+    "qrandint": lambda p, s: _tune().qrandint(*_bounds(p, s), s.get("q", 1)),
+    "lograndint": lambda p, s: _tune().lograndint(*_bounds(p, s, positive=True)),
 }
 RANGE_KEYS = ("low", "high", "q")  # what the range samplers read
 VALUE_SAMPLERS = ("grid", "choice")  # the samplers that read `values`
