@@ -6,8 +6,9 @@ Task's, the loop's, the adapter's (`hfsweep.models`) and the search's
 What passes is a `CheckedConfig`: the typed config (`SweepConfig`, built here once: the driver and
 every layer below read it by attribute) with the sweep's Task, resolved here once and handed to
 every layer below. `sweep.run` takes nothing else. Kept light: no torch, and Ray only once the
-search rules compile the search space, so a config the first checks refuse is refused without it. An offline preset's stand-in data (`data.proxy`) is written into `cache_dir` here,
-first, so that `data.path` names it before the data checks.
+search rules compile the search space, so a config the first checks refuse is refused without it.
+An offline preset's stand-in data (`data.proxy`) is written into `cache_dir` here, first, so that
+`data.path` names it before the data checks.
 """
 
 from __future__ import annotations

@@ -982,7 +982,7 @@ def test_the_default_preflight_imports_no_trainer_so_a_refusal_stays_fast_and_qu
 @pytest.mark.process
 def test_a_config_the_first_checks_refuse_is_refused_before_ray_is_imported(tmp_path):
     """The preflight imports the search rules, which compile Tune's samplers: Ray's import (about
-    5 s of a 8 s refusal on a slow day) waits until a space is compiled. `-X importtime` lists
+    5 s of an 8 s refusal on a slow day) waits until a space is compiled. `-X importtime` lists
     every module the process imported."""
     result = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "hfsweep", "num_samples=0", f"hydra.run.dir={tmp_path / 'run'}"],
