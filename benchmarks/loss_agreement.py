@@ -145,7 +145,7 @@ def ray_order(cfg: dict, data) -> datasets.Dataset:
     import pyarrow as pa
     import ray
 
-    from hfsweep.data.prepare import load_ray_datasets
+    from hfsweep.data.prepared import load_ray_datasets
 
     train = load_ray_datasets(data, ["train"], cfg["seed"])["train"]
     return datasets.Dataset(pa.concat_tables(ray.get(train.to_arrow_refs())))

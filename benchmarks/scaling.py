@@ -251,10 +251,10 @@ def bench_ingest(root: Path, steps: int) -> None:
     import ray.data
     from throughput import tokens_per_second
 
-    from hfsweep.data import prepare as prepare_module
+    from hfsweep.data import prepared as prepared_module
     from hfsweep.driver import sweep, tuner
 
-    streamed = prepare_module.load_ray_datasets
+    streamed = prepared_module.load_ray_datasets
 
     def in_memory(data, datasets_to_split, seed):
         train = pq.read_table(data.train_path)
@@ -287,7 +287,7 @@ def bench_shuffle(root: Path, size: int, batches: int = 500, batch_size: int = 8
     import pyarrow.parquet as pq
 
     from hfsweep.config.schema import ClusterConfig, typed
-    from hfsweep.data.prepare import PreparedData, load_ray_datasets
+    from hfsweep.data.prepared import PreparedData, load_ray_datasets
     from hfsweep.driver.ray_cluster import init_ray
 
     init_ray(typed(ClusterConfig, {"num_cpus": 8}))

@@ -5,16 +5,20 @@ Arrow as it reads, and cached by the file's path, size and time."""
 from __future__ import annotations
 
 import os
-
-from datasets import Dataset, DatasetDict, concatenate_datasets
+from typing import TYPE_CHECKING
 
 from hfsweep.config.errors import ConfigError
+
+if TYPE_CHECKING:  # the task modules import this, and a trial's process imports them: `datasets` waits for a read
+    from datasets import Dataset, DatasetDict
 
 
 def read_with(parser, features, files: dict, what: str) -> DatasetDict:
     """Each split's files as rows of `features`, parsed by `parser(path, size, mtime)` (a generator;
     size and time name the file's version for the cache). A split whose files hold no rows is
     refused, naming `what` they should hold."""
+    from datasets import DatasetDict, concatenate_datasets
+
     splits = {}
     for split, paths in files.items():
         parts = [
@@ -28,6 +32,7 @@ def read_with(parser, features, files: dict, what: str) -> DatasetDict:
 
 def _from_generator(generator, features, **gen_kwargs) -> Dataset:
     """`Dataset.from_generator`, with a reader's own one-line refusal passed through unwrapped."""
+    from datasets import Dataset
     from datasets.exceptions import DatasetGenerationError
 
     try:

@@ -13,34 +13,20 @@ import json
 import multiprocessing
 import os
 import traceback
-from dataclasses import dataclass
-from typing import Optional
 
 import datasets
 from datasets import Dataset, DatasetDict
 
-from hfsweep.compat import classic_parquet_reader, dataset_fingerprint
+from hfsweep.compat import dataset_fingerprint
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.schema import DataConfig, ModelConfig, plain
+from hfsweep.config.schema import DataConfig, ModelConfig
 from hfsweep.contract.protocols import DataTask
 from hfsweep.data.cache import atomic_dir
+from hfsweep.data.prepared import PreparedData, what_is_prepared
 from hfsweep.data.shards import write_shards
 from hfsweep.data.sources import load_raw, source_identity
 
 PREPARED_LAYOUT = 2  # what a prepared folder holds; a change makes earlier caches miss instead of misread
-
-
-@dataclass
-class PreparedData:
-    """Where a sweep's tokenized data lives; every trial and worker reads these paths."""
-
-    tokenizer_path: str  # the Task's processor: a tokenizer for text
-    train_path: str
-    validation_path: str
-    num_train_blocks: int  # training examples (packed blocks for causal LM)
-    num_validation_blocks: int
-    num_train_tokens: int = 0  # real (unpadded) tokens in the train split
-    label_names: Optional[list] = None  # classification: the classes, in label order
 
 
 def _check_columns(raw: DatasetDict, data_cfg: DataConfig, keys) -> None:
@@ -53,15 +39,6 @@ def _check_columns(raw: DatasetDict, data_cfg: DataConfig, keys) -> None:
                     f"data.{key}: '{column}' is not a column of the {split} split "
                     f"(columns: {', '.join(raw[split].column_names)}); set data.{key}."
                 )
-
-
-# How the data is prepared and used, not what is prepared: processes, sharding, shuffling, the test split.
-NOT_PREPARED = ("datasets_to_split", "num_proc", "prepare_on", "shuffle_buffer_rows", "test_split")
-
-
-def what_is_prepared(data_cfg: DataConfig) -> dict:
-    """The data.* keys the prepared data depends on (with the task's `identity`, its cache key)."""
-    return {k: v for k, v in plain(data_cfg).items() if k not in NOT_PREPARED}
 
 
 def raw_splits(data_cfg: DataConfig, cache_dir: str, task: DataTask) -> DatasetDict:
@@ -221,27 +198,3 @@ def _from_stream(raw, data_cfg: DataConfig) -> DatasetDict:
         validation = validation.take(data_cfg.max_eval_samples)
     rest = {split: Dataset.from_list(list(raw[split])) for split in raw if split not in ("train", "validation")}
     return DatasetDict(train=train, validation=Dataset.from_list(list(validation)), **rest)
-
-
-def load_ray_datasets(data: PreparedData, datasets_to_split: list, seed: int) -> dict:
-    """What Ray Train hands the workers: the train split's shards, streamed from parquet by Ray
-    Data's read tasks (nothing is read here), and the validation split when it is sharded too
-    (`data.datasets_to_split`); otherwise workers read it from disk.
-
-    Shuffling is seeded and needs no process to hold the split: the shards' order is shuffled
-    (anew each epoch), and each worker's local shuffle buffer (`data.shuffle_buffer_rows`) mixes
-    rows from the shards it is reading. BENCHMARKS.md measures how close that comes to a global
-    permutation."""
-    import ray.data
-
-    context = ray.data.DataContext.get_current()  # the datasets carry it: on the driver, or in a trial re-reading them
-    classic_parquet_reader(context)
-    context.enable_progress_bars = False  # a trial's split coordinator would print a bar per epoch otherwise
-    # Shards read in parallel still arrive in their seeded order: a seed gives one sequence of batches.
-    # A worker group's DataConfig says so again; Train's local mode (a one-worker trial) reads them as they are.
-    context.execution_options.preserve_order = True
-    train = ray.data.read_parquet(data.train_path, shuffle=ray.data.FileShuffleConfig(seed=seed))
-    ray_datasets = {"train": train}
-    if "validation" in datasets_to_split:
-        ray_datasets["validation"] = ray.data.from_arrow(datasets.load_from_disk(data.validation_path).data.table)
-    return ray_datasets

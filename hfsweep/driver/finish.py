@@ -12,7 +12,7 @@ from typing import Optional
 from ray import tune
 
 from hfsweep.config.schema import SweepConfig
-from hfsweep.data.prepare import PreparedData
+from hfsweep.data.prepared import PreparedData
 from hfsweep.driver.over_seeds import UNFINISHED, select_over_seeds
 from hfsweep.driver.results.best import BestTrial, best_trial, write_best
 from hfsweep.driver.results.evaluation import evaluate_model

@@ -12,7 +12,7 @@ import pandas as pd
 from ray import tune
 
 from hfsweep.config.schema import SweepConfig, plain
-from hfsweep.data.prepare import PreparedData
+from hfsweep.data.prepared import PreparedData
 from hfsweep.driver.loggers import build_loggers
 from hfsweep.driver.ray_cluster import searcher_cap
 from hfsweep.driver.results.best import write_best

@@ -17,7 +17,8 @@ from hfsweep.config.objectives import first_objective, is_multi_objective
 from hfsweep.config.resources import trains_in_process
 from hfsweep.config.schema import PrepareOn, SweepConfig
 from hfsweep.contract.metrics import SAMPLES_PER_SECOND, TRAINABLE_PARAMS
-from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, prepare_apart
+from hfsweep.data.prepare import prepare, prepare_apart
+from hfsweep.data.prepared import PreparedData, load_ray_datasets
 from hfsweep.driver.loggers import build_loggers
 from hfsweep.driver.ray_cluster import check_trial_fits, init_ray, reserved_by_tune, searcher_cap
 from hfsweep.driver.search.budget import SweepBudget, build_budget

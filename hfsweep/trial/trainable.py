@@ -33,7 +33,7 @@ from hfsweep.config.schema import SweepConfig, merged
 from hfsweep.contract.metrics import steps_for_epochs
 from hfsweep.contract.pointers import HF_CHECKPOINTS, read_pointer, report_to_tune
 from hfsweep.contract.recipe import TrainingRecipe, TrainJob
-from hfsweep.data.prepare import PreparedData, load_ray_datasets, prepare, what_is_prepared
+from hfsweep.data.prepared import PreparedData, load_ray_datasets, what_is_prepared
 from hfsweep.tasks import with_options
 from hfsweep.trial.train_fn import ForwardToTune, train_loop
 
@@ -82,6 +82,8 @@ def run_trial(sampled: dict, *, sweep: SweepConfig, task, data: PreparedData, ra
     changed = data_changed(sweep_recipe, recipe, task, trial_task)
     task = trial_task
     if changed:  # a searched data, tokenizer or task key: prepare (cached) for this trial
+        from hfsweep.data.prepare import prepare  # the `datasets` library: only a trial that prepares imports it
+
         data = prepare(recipe.data, recipe.model, sweep.cache_dir, task)
     # epochs in steps over the data this trial trains on (its own, when a searched key changed it)
     cluster = trial.cluster  # cluster.* may be searched too

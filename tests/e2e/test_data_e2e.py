@@ -43,7 +43,7 @@ def test_prepared_on_the_cluster_as_ray_tasks_into_the_same_shards_as_on_the_dri
 
 def test_workers_stream_every_shard_in_a_new_order_each_epoch_set_by_the_seed(ray_cluster, tmp_path):
     from hfsweep.config.schema import DataConfig, typed
-    from hfsweep.data.prepare import load_ray_datasets
+    from hfsweep.data.prepared import load_ray_datasets
     from hfsweep.loops.common import train_batches
 
     folder = write_prose_folder(tmp_path / "prose")

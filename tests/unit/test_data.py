@@ -495,7 +495,7 @@ def test_the_typed_data_config_names_the_prepared_data_as_the_resolved_dict_does
     prepared data's cache key holds the same plain values as the resolved config: a sweep prepared
     before finds its cache, and what a trial compares to decide whether to prepare anew is the same."""
     from hfsweep.config.schema import DataSource
-    from hfsweep.data.prepare import NOT_PREPARED, what_is_prepared
+    from hfsweep.data.prepared import NOT_PREPARED, what_is_prepared
     from tests.conftest import resolved_config
 
     cfg = resolved_config([f"+experiment={experiment}"], tmp_path / "run", tmp_path / "cache")

@@ -182,3 +182,29 @@ def test_a_dict_becomes_a_typed_config_in_the_config_layer_and_the_preflight_alo
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "typed"
     ]
     assert not callers, f"pass the typed config on instead of typing a dict again: {', '.join(callers)}"
+
+
+def test_a_trial_process_imports_no_datasets_library(tmp_path):
+    """A worker-group trial starts a fresh process per trial: what it imports and unpickles (the
+    trainable's module, every built-in Task, the sweep's config and `PreparedData`) leaves the
+    `datasets` library, a second or more of each trial's start on 2 cores, to the workers and to
+    `prepare`. Checked in a fresh interpreter, as the trial's process is."""
+    import pickle
+    import subprocess
+    import sys
+
+    from hfsweep.data.prepared import PreparedData
+    from hfsweep.tasks import get_task, task_names
+    from tests.conftest import sweep_config
+
+    sent = tmp_path / "sent.pkl"
+    sweep = sweep_config([], tmp_path / "runs", tmp_path / "cache")
+    tasks = [get_task(name) for name in task_names()]
+    sent.write_bytes(pickle.dumps((sweep, tasks, PreparedData("t", "a", "b", 1, 1))))
+    child = (
+        "import pickle, sys; import hfsweep.trial.trainable; "
+        f"pickle.loads(open({str(sent)!r}, 'rb').read()); print('datasets' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "False"
