@@ -51,21 +51,22 @@ def raw_splits(data_cfg: DataConfig, cache_dir: str, task: DataTask) -> DatasetD
         raw = _from_stream(raw, data_cfg)
     raw = task.prepare_raw(raw, data_cfg)
     if data_cfg.validation_split_percentage is not None:
-        raw = carve_validation(raw, data_cfg)
+        raw = carve_validation(raw, data_cfg, task)
     for split, limit in (("train", data_cfg.max_train_samples), ("validation", data_cfg.max_eval_samples)):
         if limit and isinstance(raw[split], Dataset):
             raw[split] = raw[split].select(range(min(limit, len(raw[split]))))
     return raw
 
 
-def carve_validation(raw: DatasetDict, data_cfg: DataConfig) -> DatasetDict:
+def carve_validation(raw: DatasetDict, data_cfg: DataConfig, task: DataTask) -> DatasetDict:
     """`data.validation_split_percentage` of the train split as the validation set, the rest as
     train, by `datasets`' own `train_test_split`: seeded by `data.split_seed` (not `seed`, so
-    every search holds out the same examples), stratified when the labels are classes (a
-    ClassLabel, as `prepare_raw` makes them), so a small validation set keeps the classes' shares."""
+    every search holds out the same examples), stratified when the task's `class_column` holds
+    classes (a ClassLabel, as `prepare_raw` makes them), so a small validation set keeps the
+    classes' shares."""
     from datasets import ClassLabel
 
-    train, label = raw["train"], data_cfg.label_column
+    train, label = raw["train"], task.class_column(data_cfg)
     stratify = label if isinstance(train.features.get(label), ClassLabel) else None
     try:
         parts = train.train_test_split(

@@ -93,14 +93,21 @@ class DataHooks:
         values = [row[getattr(data_cfg, k)] for k in keys]
         return [text for value in values for text in (value if isinstance(value, list) else [value])]
 
+    def class_column(self, data_cfg: DataConfig) -> Optional[str]:
+        """The column that holds the labels (a class, or a sequence of them, where they are
+        classes), if the task reads one: what `label_names` lists and a carved validation set
+        keeps the shares of."""
+        return data_cfg.label_column if "label_column" in self.columns else None
+
     def label_names(self, train, data_cfg: DataConfig) -> Optional[list]:
         """The classes, in label order, that the model's config names: those of the (prepared raw)
-        train split's label column when it is a ClassLabel or a sequence of them."""
+        train split's `class_column` when it is a ClassLabel or a sequence of them."""
         from datasets import ClassLabel
 
-        if "label_column" not in self.columns:
+        column = self.class_column(data_cfg)
+        if column is None:
             return None
-        feature = train.features.get(data_cfg.label_column)
+        feature = train.features.get(column)
         feature = getattr(feature, "feature", feature)  # a sequence's items
         return feature.names if isinstance(feature, ClassLabel) else None
 

@@ -62,8 +62,8 @@ class ImageClassification(Task):
     def config_from_processor(self, processor) -> dict:
         return {}  # the image size and channels are model.config's
 
-    def label_names(self, train, data_cfg: DataConfig):
-        return train.features[self.label_column].names
+    def class_column(self, data_cfg: DataConfig) -> str:
+        return self.label_column  # a task option: images have no data.label_column
 
     def prepare_raw(self, raw, data_cfg: DataConfig):
         """Both columns present, the labels encoded as classes (names kept in the model's config)."""

@@ -148,6 +148,20 @@ def test_a_validation_share_is_carved_from_train_seeded_stratified_and_disjoint(
     assert other["validation"]["text"] != validation and "test" not in other
 
 
+def test_an_image_carve_is_stratified_by_the_tasks_own_label_column(tmp_path):
+    """Image classification names its label column as a task option (data.label_column is the
+    text tasks'): the carve keeps the shares of that column's classes, here 10% of class 1."""
+    from hfsweep.data.prepare import carve_validation
+    from hfsweep.tasks.image_classification import ImageClassification
+
+    digits = datasets.Features({"pixels": datasets.Value("int64"), "digit": datasets.ClassLabel(names=["0", "1"])})
+    rows = {"pixels": list(range(200)), "digit": [int(i % 10 == 0) for i in range(200)]}
+    raw = datasets.DatasetDict(train=datasets.Dataset.from_dict(rows, features=digits))
+    data_cfg = typed(DataConfig, {**data_config(tmp_path)["data"], "validation_split_percentage": 25})
+    carved = carve_validation(raw, data_cfg, ImageClassification(image_column="pixels", label_column="digit"))
+    assert carved["validation"]["digit"].count(1) == 5 and carved["train"]["digit"].count(1) == 15
+
+
 def test_a_test_split_is_read_beside_train_and_validation_and_a_missing_one_is_refused(tmp_path):
     raw = held_out_splits(tmp_path, test_split="test", max_eval_samples=20)
     assert [raw[split].num_rows for split in ("train", "validation", "test")] == [200, 20, 200]
