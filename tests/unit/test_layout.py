@@ -184,6 +184,7 @@ def test_a_dict_becomes_a_typed_config_in_the_config_layer_and_the_preflight_alo
     assert not callers, f"pass the typed config on instead of typing a dict again: {', '.join(callers)}"
 
 
+@pytest.mark.process
 def test_a_trial_process_imports_no_datasets_library(tmp_path):
     """A worker-group trial starts a fresh process per trial: what it imports and unpickles (the
     trainable's module, every built-in Task, the sweep's config and `PreparedData`) leaves the
