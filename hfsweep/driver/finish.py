@@ -13,7 +13,7 @@ from ray import tune
 
 from hfsweep.config.schema import SweepConfig
 from hfsweep.data.prepared import PreparedData
-from hfsweep.driver.over_seeds import UNFINISHED, select_over_seeds
+from hfsweep.driver.over_seeds import UNFINISHED, select_over_seeds, selection_finished
 from hfsweep.driver.results.best import BestTrial, best_trial, write_best
 from hfsweep.driver.results.evaluation import evaluate_model
 from hfsweep.driver.results.export import export_best
@@ -41,15 +41,18 @@ def finish(
     if results.num_terminated == 0:
         raise RuntimeError(f"no trial finished ({results.num_errors} errored); see the errors above.")
     storage = sweep.cluster.storage_path
+    trials = [result for grid in (*earlier, results) for result in grid]
     best = best_of([*earlier, results], sweep)
     if not sweep.select.top_k and (score := held_out_scorer(sweep, task)):  # a selection scores its own runs
-        trials = [result for grid in (*earlier, results) for result in grid]
         best = replace(best, test=search_test(trials, best, sweep, score))
-    write_best(best, storage)
+    selected = sweep.select.top_k and selection_finished(storage)  # a resumed sweep: best/ stays its winner
+    if not selected:
+        write_best(best, storage)
     # the tables and plots (pandas and matplotlib: no torch, no RNG) are drawn beside the model work
     with ThreadPoolExecutor(1, thread_name_prefix="hfsweep-report") as beside:
         report = beside.submit(write_report, storage)
-        export_best(best, sweep, task, os.path.join(storage, "best"), data.label_names)
+        if not selected:
+            export_best(best, sweep, task, os.path.join(storage, "best"), data.label_names)
         untrained_loss = untrained_eval_loss(sweep, task, data)
         table = report.result()
     print(
@@ -78,7 +81,7 @@ def finish(
             f"python -m hfsweep.resume {storage} finishes it, then selects"
         )
     elif sweep.select.top_k:
-        select_over_seeds(results, sweep, task, data, budget, search_cost=table.get("cost_usd"))
+        select_over_seeds(trials, sweep, task, data, budget, search_cost=table.get("cost_usd"))
     return results
 
 

@@ -45,15 +45,21 @@ UNFINISHED = ("running", "pending")  # what results.csv says of trials a Ctrl-C 
 CUT_SHORT = ("stopped by scheduler/stopper", "never started")  # a selection's runs, by the budget (no scheduler)
 
 
+def selection_finished(storage: str) -> bool:
+    """Whether the run directory holds a finished selection, whose winner `best/` and `best.json` are."""
+    return os.path.exists(os.path.join(storage, SELECT_DIR, SELECTION_FILE))
+
+
 def select_over_seeds(
-    results: tune.ResultGrid,
+    trials: list[tune.Result],
     sweep: SweepConfig,
     task,
     data: PreparedData,
     budget: Optional[SweepBudget] = None,
     search_cost: Optional[pd.Series] = None,
 ) -> None:
-    """Re-train the search's `select.top_k` best configurations once per seed, as one sweep in
+    """Re-train the search's `select.top_k` best configurations (of its `trials`, an extended sweep's
+    earlier experiments' included) once per seed, as one sweep in
     RUN_DIR/select/ on the same data; best/ and best.json become the winner's (best mean) median seed.
     A budget bounds the selection too: it draws on what the search left (the same ledger), and is
     skipped when the search spent it all; with `select.within_budget=false` it bounds the search alone."""
@@ -61,8 +67,11 @@ def select_over_seeds(
     out = os.path.join(storage, SELECT_DIR)
     if not sweep.select.within_budget:  # the budget priced the search; the selection measures its winner
         budget = None
-    if os.path.exists(os.path.join(out, SELECTION_FILE)):  # a resumed sweep whose selection ran already
-        print(f"hfsweep: {out} holds a finished selection: it is not run again (move it away to select anew)")
+    if selection_finished(storage):  # a resumed sweep whose selection ran already
+        print(
+            f"hfsweep: {out} holds a finished selection: it is not run again, and best/ stays its winner "
+            f"(move it away to select anew)"
+        )
         return
     if budget is not None and budget.reason:
         print(
@@ -70,7 +79,7 @@ def select_over_seeds(
             f"re-train the top {sweep.select.top_k} over seeds"
         )
         return
-    top = top_configurations(results, sweep, sweep.select.top_k)
+    top = top_configurations(trials, sweep, sweep.select.top_k)
     defaults = defaults_values(sweep) if defaults_trial_wanted(sweep) else None
     beside = defaults is not None and not any(is_defaults(c, defaults) for c in top)
     configurations = [*top, *([defaults] if beside else [])]  # the defaults re-trained beside the top K
@@ -104,6 +113,12 @@ def select_over_seeds(
             f"best/ stays the search's best trial"
         )
         return
+    errored = int((rerun_table["ended"] == "errored").sum())
+    if errored:
+        print(
+            f"hfsweep: select: {errored} of {len(rerun_table)} runs errored (see select/results.md): each "
+            f"configuration is ranked on the seeds that finished"
+        )
     model = sweep.select.model.value  # final or best
     candidates = candidates_from(reruns, sub, configurations, model)
     defaults = next((c for c in configurations if defaults is not None and is_defaults(c, defaults)), None)

@@ -182,7 +182,9 @@ def retrained_runs(tmp_path, values: dict) -> list:
                 config = {"training": {"learning_rate": lr}, "seed": seed}
                 metrics = {"eval_accuracy": value, "step": step, "trial_id": f"{lr}-{seed}", "config": config}
                 reports.append((tune.Checkpoint.from_directory(str(folder / "pointer")), metrics))
-            runs.append(SimpleNamespace(best_checkpoints=reports, metrics=reports[-1][1], checkpoint=reports[-1][0]))
+            runs.append(
+                SimpleNamespace(best_checkpoints=reports, metrics=reports[-1][1], checkpoint=reports[-1][0], error=None)
+            )
     return runs
 
 
@@ -211,6 +213,22 @@ def test_select_model_names_the_model_that_ranks_and_both_models_are_in_the_tabl
         f"mean_{model}_eval_accuracy",
         "eval_accuracy",
     )
+
+
+def test_a_run_that_errored_after_a_checkpoint_is_not_ranked_by_its_score_before_the_error(tmp_path):
+    """3e-3's seed 1 diverged after its step-10 checkpoint: its 0.9 there is no final model, so
+    3e-3 ranks on seed 2 alone (0.6) and 1e-3 wins (0.7)."""
+    from hfsweep.driver.results.select import candidates_from
+
+    configurations = [{"training.learning_rate": lr} for lr in (3e-3, 1e-3)]
+    runs = retrained_runs(tmp_path, {3e-3: (0.9, 0.6), 1e-3: (0.8, 0.7)})
+    diverged = runs[0]
+    diverged.best_checkpoints = diverged.best_checkpoints[:1]
+    diverged.checkpoint, diverged.metrics = diverged.best_checkpoints[0]
+    diverged.error = FloatingPointError("training diverged: loss is nan at step 15")
+    found = candidates_from(runs, typed(SweepConfig, {**SELECTED, **SEARCHED}), configurations, "final")
+    assert found[0].scores == {2: 0.6}
+    assert rank(found, "eval_accuracy", "max", 0.95).winner.hyperparameters == {"training.learning_rate": 1e-3}
 
 
 def test_only_the_winners_and_the_defaults_final_models_are_scored_on_the_test_split(tmp_path):
@@ -273,3 +291,43 @@ def test_a_selection_cut_short_picks_no_winner_and_keeps_the_search_best(tmp_pat
         f"hfsweep: select: 1 of 4 runs were cut short by {why}: no winner is picked, and best/ stays the search's "
         f"best trial"
     )
+
+
+def test_finishing_a_resumed_sweep_keeps_its_finished_selections_winner(tmp_path, monkeypatch, capsys):
+    """`resume` (or `resume --extend`) of a sweep whose selection finished runs `finish` again: the
+    selection is not run again, so best.json and best/ stay its winner, not the search's best trial.
+    The model and report work of `finish` is replaced; the decision under test is `finish`'s own."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from hfsweep.driver import finish as finishing
+    from hfsweep.driver.results.best import BestTrial
+    from hfsweep.run_dir import read_best, write_best
+    from tests.conftest import sweep_config
+
+    storage = tmp_path / "run"
+    sweep = sweep_config(["select.top_k=2", "search_alg.defaults_trial=false"], storage, tmp_path)
+    (storage / "select").mkdir(parents=True)
+    (storage / "select" / "selection.csv").write_text("rank\n1\n")
+    write_best(str(storage), {"trial_id": "selected-seed-2", "seed": 2, "selection": {"mean": 0.71}})
+    lucky = BestTrial("lucky", {"training.learning_rate": 3e-3}, "eval_loss", 3.5, 60, "/ckpt")
+    for name, stand_in in {
+        "best_of": lambda grids, sweep: lucky,
+        "export_best": lambda *args: pytest.fail("best/ exported over the selection's winner"),
+        "untrained_eval_loss": lambda *args: None,
+        "sweep_summary": lambda *args, **kwargs: "",
+        "write_report": lambda out: pd.DataFrame({"ended": ["completed"]}),
+        "startup_trials": lambda sweep: None,
+        "drawn_at_random": lambda *args: None,
+        "checkpoint_disk_use": lambda *args: (0, 0),
+        "close_lost_trials": lambda sweep: 0,
+    }.items():
+        monkeypatch.setattr(finishing, name, stand_in)
+
+    class Grid(list):
+        num_terminated, num_errors = 1, 0
+
+    finishing.finish(Grid(), sweep, SimpleNamespace(reports_perplexity=False), SimpleNamespace(label_names=None))
+    assert "holds a finished selection: it is not run again, and best/ stays its winner" in capsys.readouterr().out
+    assert read_best(str(storage))["trial_id"] == "selected-seed-2"

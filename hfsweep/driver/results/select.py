@@ -159,10 +159,11 @@ def rank(
 
 def candidates_from(results, sub: dict, configurations: list[dict], model: str = "final") -> list[Candidate]:
     """The re-training's runs grouped by configuration: each run's final model and best checkpoint
-    with their scores; `model`'s rank."""
+    with their scores; `model`'s rank. A run that errored (a diverged loss, out of memory) has no
+    final model, whatever it saved before: its seed is left out, as a run that never finished."""
     candidates = [Candidate(hyperparameters=c, scores={}) for c in configurations]
     for result in results:
-        if not result.best_checkpoints:
+        if result.error is not None or not result.best_checkpoints:
             continue
         runs = {"final": final_of_trial(result, sub), "best": best_of_trial(result, sub)}
         seed = runs["final"].hyperparameters.pop("seed")
