@@ -218,7 +218,9 @@ def test_the_summary_states_the_winners_gain_over_the_defaults_trial(tmp_path, m
     table = pd.DataFrame({DEFAULTS_COLUMN: [False, True], "best_eval_loss": [best, 4.0]})
     winner = BestTrial("t1", {}, "eval_loss", best, step=10, checkpoint_path="unused")
     (line,) = search_lines(table, cfg, winner, startup=None, drawn_at_random=None)
-    assert line == f"  defaults trial:  eval_loss = 4.0000 (its best checkpoint; the config's own values); {verdict}"
+    assert line == (
+        f"  defaults trial:  eval_loss = 4.0000 (its best checkpoint by validation; the config's own values); {verdict}"
+    )
 
 
 def test_pbts_population_counts_the_defaults_trial(tmp_path):

@@ -83,6 +83,34 @@ def test_pareto_best_is_the_front_trial_with_the_best_first_objective():
     assert best_of_front(table, objectives[::-1]) == "d"  # the first objective picks
 
 
+def test_the_pareto_best_is_its_last_report_and_set_beside_the_defaults_last_report(tmp_path):
+    """A trial's point on the front is its last report (eval_loss 2.5 at step 20, not its best, 2.0
+    at step 10): the summary calls it the final model, and the defaults trial's gain line uses the
+    defaults' last report too, not its best."""
+    from hfsweep.driver.results.best import best_of_pareto_front
+    from hfsweep.driver.results.summary import search_lines, summary
+    from hfsweep.driver.search.defaults_trial import DEFAULTS_COLUMN
+
+    sweep = sweep_config(TWO, tmp_path, tmp_path)
+    history = pd.DataFrame(
+        {
+            "trial_id": ["a", "a"],
+            "step": [10, 20],
+            "eval_loss": [2.0, 2.5],
+            "time_total_s": [5.0, 10.0],
+            "checkpoint_path": [str(tmp_path / "c10"), str(tmp_path / "c20")],
+        }
+    )
+    trial = SimpleNamespace(metrics_dataframe=history, metrics={"trial_id": "a"}, config={"seed": 42})
+    best = best_of_pareto_front([trial], sweep)
+    assert (best.step, best.value, best.model) == (20, 2.5, "final")
+    shown = summary(best, "run")
+    assert "  eval_loss = 2.5000 (its final model)" in shown.splitlines() and "best checkpoint" not in shown
+    table = pd.DataFrame({DEFAULTS_COLUMN: [False, True], "best_eval_loss": [2.0, 1.0], "last_eval_loss": [2.5, 3.0]})
+    (line,) = search_lines(table, sweep, best, startup=None, drawn_at_random=None)
+    assert line.startswith("  defaults trial:  eval_loss = 3.0000 (its final model;") and "+0.5 better" in line
+
+
 def test_pareto_plot_is_written(tmp_path):
     objectives = [("eval_loss", "min"), ("time_total_s", "min")]
     table = pd.DataFrame(

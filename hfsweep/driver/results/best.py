@@ -113,6 +113,7 @@ def best_of_pareto_front(results: tune.ResultGrid, sweep: SweepConfig) -> BestTr
         checkpoint_path=report["checkpoint_path"],
         checkpoint_bytes=directory_bytes(report["checkpoint_path"]),
         objectives={name: float(report[name]) for name in names},
+        model="final",  # each trial's last report is its point on the front
     )
 
 

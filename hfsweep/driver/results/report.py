@@ -284,12 +284,16 @@ def defaults_rows(table: pd.DataFrame) -> pd.DataFrame:
     return table[table[column].astype(bool)] if column in table else table.iloc[:0]
 
 
-def defaults_score(table: pd.DataFrame, metric: str) -> Optional[float]:
-    """The defaults trial's best value of `metric` from the config's own values (before PBT first
-    exploited it), when the sweep ran one and it reported."""
+def defaults_score(table: pd.DataFrame, metric: str, model: str = "best") -> Optional[float]:
+    """The defaults trial's value of `metric` from the config's own values, when the sweep ran one
+    and it reported: at its best checkpoint (before PBT first exploited it), or with `model="final"`
+    at its last report, to compare with a best trial chosen by its last report."""
     ran = defaults_rows(table)
-    best = before_exploit_column(metric) if before_exploit_column(metric) in table else f"best_{metric}"
-    return float(ran[best].iloc[0]) if len(ran) and pd.notna(ran[best].iloc[0]) else None
+    if model == "final":
+        column = last_column(metric)
+    else:
+        column = before_exploit_column(metric) if before_exploit_column(metric) in table else f"best_{metric}"
+    return float(ran[column].iloc[0]) if len(ran) and pd.notna(ran[column].iloc[0]) else None
 
 
 def billed_per_trial(sweep: SweepConfig) -> float:

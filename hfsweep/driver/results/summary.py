@@ -74,19 +74,22 @@ def selection_spend_lines(rerun_table: pd.DataFrame, search_cost: Optional[pd.Se
     return lines
 
 
+MODEL_WORDS = {"best": "its best checkpoint by validation", "final": "its final model"}  # BestTrial.model's
+
+
 def summary(best: BestTrial, run_dir: str, untrained_loss: Optional[float] = None, perplexity: bool = False) -> str:
     """The console's account of the best trial (`perplexity`: the task's loss is a token loss)."""
     lines = [f"Best trial {best.trial_id} at step {best.step}:"]
     lines += [f"  {path} = {value}" for path, value in best.hyperparameters.items()]
-    model = "its final model" if best.model == "final" else "its best checkpoint by validation"
-    lines.append(f"  {best.metric} = {best.value:.4f} ({model})")
+    lines.append(f"  {best.metric} = {best.value:.4f} ({MODEL_WORDS[best.model]})")
     if best.metric == "eval_loss":
         if perplexity:
             lines.append(f"  perplexity = {math.exp(best.value):.2f}")
         if untrained_loss:
             drop = 1 - best.value / untrained_loss
             lines.append(f"  untrained eval_loss = {untrained_loss:.4f} ({drop:.0%} lower after training)")
-    lines.append(f"  best checkpoint: {best.checkpoint_path} ({best.checkpoint_bytes / 2**20:.2f} MiB)")
+    checkpoint = "best checkpoint:" if best.model == "best" else "final model:    "
+    lines.append(f"  {checkpoint} {best.checkpoint_path} ({best.checkpoint_bytes / 2**20:.2f} MiB)")
     lines.append(f"  exported model:  {os.path.join(run_dir, 'best')}")
     lines.append(
         f"  results:         {os.path.join(run_dir, 'results.md')} (and .csv, curves.png, hyperparameters.png)"
@@ -100,13 +103,14 @@ def search_lines(
     """The summary's lines on the search itself: the winner against the defaults trial, and how
     many trials a model-based searcher chose by its model rather than its random start-up."""
     lines = []
-    value = defaults_score(table, best.metric)
+    value = defaults_score(table, best.metric, best.model)
     if value is not None:
         gain = (best.value - value) * (1 if first_objective(sweep)[1] == "max" else -1)
         relative = f" ({gain / abs(value):+.1%})" if value else ""
         verdict = f"the best is {gain:+.4g} better{relative}" if gain > 0 else "no searched trial beat it"
         lines.append(
-            f"  defaults trial:  {best.metric} = {value:.4f} (its best checkpoint; the config's own values); {verdict}"
+            f"  defaults trial:  {best.metric} = {value:.4f} ({MODEL_WORDS[best.model]}; the config's own values); "
+            f"{verdict}"
         )
     elif defaults_trial.wanted(sweep):
         lines.append("  defaults trial:  did not report; no gain over the config's own values to state")
