@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pandas as pd
+from scipy import stats
 
 from hfsweep.cli.glue_tasks import NAMES, OFFICIAL
 from hfsweep.config.errors import ConfigError
@@ -62,12 +63,10 @@ def hours_to_best(run: Path) -> float:
     """The trial-hours the search had spent when it found its final best (its anytime curve,
     `anytime_curve.csv`); nan for a run without one (written before the curve was kept). Every
     GLUE metric is higher-is-better."""
-    import math
-
     from hfsweep.driver.results.anytime import hours_to_reach
 
     if not (run / ANYTIME_CURVE).is_file():
-        return math.nan
+        return float("nan")
     curve = pd.read_csv(run / ANYTIME_CURVE)
     return hours_to_reach(curve, curve["best"].iloc[-1], "max")
 
@@ -94,8 +93,6 @@ def defaults_runs(run: Path) -> pd.DataFrame:
 def fair_row(task: str, search: str, run: Path) -> tuple[dict, pd.Series]:
     """One search of the fair test: winner and defaults over the selection's seeds, and the compute;
     and the winner's gains over the defaults by seed (× 100)."""
-    from scipy import stats
-
     from hfsweep.driver.results.select import ranking_columns
 
     selection, values, defaults = selection_defaults(run)
@@ -118,7 +115,7 @@ def fair_row(task: str, search: str, run: Path) -> tuple[dict, pd.Series]:
         "scored_on": "test split, final models" if tested else f"validation, {scored_models_of(seeds)}",
         "seeds": len(paired),
         "winner": ("the defaults: " if defaults_won else "")
-        + ", ".join(f"{v.rsplit('.', 1)[-1]}={winner[v]:g}" for v in values if v != "seed"),
+        + configuration({v: winner[v] for v in values if v != "seed"}),
         "winner_mean": 100 * ours.mean(),
         "winner_std": 100 * ours.std(),
         "defaults_mean": 100 * theirs.mean(),
@@ -135,6 +132,12 @@ def fair_row(task: str, search: str, run: Path) -> tuple[dict, pd.Series]:
         "search_over_defaults_run_samples": search_samples / defaults_run_samples,
     }
     return row, paired_gains(ours.rename(seed_of), theirs.rename(seed_of))
+
+
+def configuration(values: dict) -> str:
+    """Searched values in a table cell, `learning_rate=2e-05, lr_scheduler_type=cosine`: each by the
+    last part of its path, a number in its shortest form (a choice of names stays as it is)."""
+    return ", ".join(f"{p.rsplit('.', 1)[-1]}={f'{v:g}' if isinstance(v, float) else v}" for p, v in values.items())
 
 
 def scored_models_of(seeds: list[str]) -> str:
@@ -172,10 +175,11 @@ def fair_cells(row) -> dict:
         "metric": row.metric,
         "scored on": row.scored_on,
         "winner": row.winner,
-        f"winner (mean ± std, {row.seeds} seeds)": f"{row.winner_mean:.1f} ± {row.winner_std:.1f}",
+        "winner (mean ± std)": f"{row.winner_mean:.1f} ± {row.winner_std:.1f}",
         "defaults": f"{row.defaults_mean:.1f} ± {row.defaults_std:.1f}",
         "gain": f"{row.winner_mean - row.defaults_mean:+.1f}",
         "paired p": "–" if pd.isna(row.p_value) else f"{row.p_value:.3g}",
+        "seeds": row.seeds,
         "trial-hours: search + selection": f"{row.search_trial_hours:.1f} + {row.selection_trial_hours:.1f}",
         "search / one defaults run": f"{row.search_over_defaults_run:.1f}×",
     }
@@ -217,14 +221,13 @@ def write_fair_tables(fair_dir: str) -> str:
     )
     path = os.path.join(fair_dir, FAIR_TABLE[1])
     Path(path).write_text(
-        f"{markdown(shown)}\nIn points (× 100), on the split each row names (a test split is held out from "
-        f"the search, which selected on a validation set carved from train); the t-test pairs the winner and "
-        f"the defaults by "
-        f"seed (– where the defaults won the search or its re-training over seeds: one configuration, nothing to "
-        f"test). One defaults run: the "
-        f"mean trial-hours of the defaults' re-trainings in the selection. Winner found "
-        f"after: the search's trial-hours when its best score was first reached (its {ANYTIME_CURVE}), in defaults "
-        f"runs: a budget that large would have handed back the same winner; – where the curve was not kept."
+        f"{markdown(shown)}\nIn points (× 100), on the split each row names (a test split is held out from the "
+        f"search, which selected on a validation set carved from train), over the seeds the row counts; the t-test "
+        f"pairs the winner and the defaults by seed (– where the defaults won the search or its re-training over "
+        f"seeds: one configuration, nothing to test). One defaults run: the mean trial-hours of the defaults' "
+        f"re-trainings in the selection. Winner found after: the search's trial-hours when its best score was first "
+        f"reached (its {ANYTIME_CURVE}), in defaults runs: a budget that large would have handed back the same "
+        f"winner; – where the curve was not kept."
         f"{samples}\n\n{pooled_text(pooled)}"
     )
     return path
@@ -246,9 +249,9 @@ def pooled_text(pooled: pd.DataFrame) -> str:
     return (
         f"{markdown(shown)}\nPooled over searches (search seeds): the mean over searches of each winner's mean gain "
         f"over the defaults on the same training seeds, in points, with a 95% Student t interval over the searches' "
-        f"mean gains: each carries both which search ran and which seeds re-trained its winner. With one search "
-        f"the interval is the paired t over its training seeds only. "
-        f"A search beats the defaults when its winner's mean gain is above zero.\n"
+        f"mean gains: each carries both which search ran and which seeds re-trained its winner. With one search the "
+        f"interval is the paired t over its training seeds only. A search beats the defaults when its winner's mean "
+        f"gain is above zero.\n"
     )
 
 
@@ -260,8 +263,6 @@ def paired_gains(ours: pd.Series, defaults: pd.Series) -> pd.Series:
 
 def compared(ours: pd.Series, defaults: pd.Series) -> tuple[float, float, float, float]:
     """Mean and std (× 100) of `ours`, its gain over `defaults` on the seeds both ran, the paired p."""
-    from scipy import stats
-
     seeds = ours.index.intersection(defaults.index)
     p_value = stats.ttest_rel(ours[seeds], defaults[seeds]).pvalue if len(seeds) > 1 else float("nan")
     return 100 * ours.mean(), 100 * ours.std(), paired_gains(ours, defaults).mean(), p_value
@@ -306,7 +307,7 @@ def methods_row(run: Path, retrained: Path, defaults: pd.DataFrame) -> tuple[dic
         "samples_over_defaults_run": samples_seen(run / RESULTS_FILE) / train_samples(defaults).mean(),
         "best_own_seed": best["value"],
         "found_after_hours": hours_to_best(run),
-        "winner": ", ".join(f"{k.rsplit('.', 1)[-1]}={v:g}" for k, v in best["hyperparameters"].items()),
+        "winner": configuration(best["hyperparameters"]),
         "seeds": " ".join(replay.index),
         "retrained_in": f"{retrained.parent.name}/{retrained.name}",
     }
@@ -344,6 +345,10 @@ def write_methods_tables(methods_dir: str, fair_run: str) -> str:
         p_value = "–" if pd.isna(row[f"{label}_p"]) else f"{row[f'{label}_p']:.2g}"
         return f"{row[f'{label}_mean']:.1f} ± {row[f'{label}_std']:.1f} ({row[f'{label}_gain']:+.1f}, p {p_value})"
 
+    def retrained_note(row) -> str:  # a winner another search found first was re-trained there
+        here = row["retrained_in"] == f"{row['method']}/{row['search']}"
+        return "" if here else f" (re-trained in {row['retrained_in']})"
+
     def samples(row) -> dict:
         if "samples" not in row:
             return {}
@@ -357,12 +362,7 @@ def write_methods_tables(methods_dir: str, fair_run: str) -> str:
             "trial-hours": f"{row['trial_hours']:.2f}",
             **samples(row),
             "best, own seed (found after)": f"{100 * row['best_own_seed']:.1f} ({row['found_after_hours']:.2f} h)",
-            "winner": row["winner"]
-            + (
-                ""
-                if row["retrained_in"] == f"{row['method']}/{row['search']}"
-                else f" (re-trained in {row['retrained_in']})"
-            ),
+            "winner": row["winner"] + retrained_note(row),
             "re-trained: best checkpoint (gain, p)": cell(row, "best"),
             "re-trained: final model (gain, p)": cell(row, "final"),
         }

@@ -209,7 +209,7 @@ def test_the_fair_table_pairs_the_winner_with_the_defaults_and_states_each_parts
     assert row["best_found_over_defaults_run"] == pytest.approx(3)
     line = first_row(capsys.readouterr().out, "STS-B")
     cells = [cell.strip() for cell in line.strip("|").split("|")]
-    scores = ["86.0 ± 1.0", "84.3 ± 1.5", "+1.7", f"{row['p_value']:.3g}"]
+    scores = ["86.0 ± 1.0", "84.3 ± 1.5", "+1.7", f"{row['p_value']:.3g}", "3"]
     assert cells == [
         "STS-B",
         "pearson",
@@ -282,7 +282,7 @@ def test_the_fair_table_counts_each_parts_training_samples_where_the_runs_report
     assert row["search_over_defaults_run_samples"] == pytest.approx(1.5)
     line = first_row(capsys.readouterr().out, "CoLA")
     cells = [cell.strip() for cell in line.strip("|").split("|")]
-    assert cells[8:] == ["0.8 + 0.8", "2.7×", "4500 + 9000", "1.5×", "–"]
+    assert cells[8:] == ["3", "0.8 + 0.8", "2.7×", "4500 + 9000", "1.5×", "–"]
 
 
 def methods_search(
@@ -520,6 +520,38 @@ def test_the_fair_table_scores_on_the_test_split_where_the_selection_held_one_ou
     (pooled,) = pd.read_csv(tmp_path / "fair_pooled.csv").to_dict("records")
     assert pooled["gain"] == pytest.approx(3.5)  # (1 + 6) / 2 on the test split; 10 on validation
     assert "| test split, final models |" in (tmp_path / "fair.md").read_text()
+
+
+def test_the_fair_table_shows_a_searched_choice_of_names_and_one_winner_column_whatever_the_seeds(tmp_path):
+    """A searched scheduler name (a choice of strings) is shown as it is, and a search whose winner
+    lost a seed keeps to the table's one winner column: the seed count is a cell of its own."""
+    key = "training.lr_scheduler_type"
+    for search, seeds in (("s1", 3), ("s2", 2)):
+        run = tmp_path / "rte" / search
+        (run / "select").mkdir(parents=True)
+        pd.DataFrame({key: ["linear", "cosine"], "time_total_s": [1800.0, 1800.0]}).to_csv(
+            run / "results.csv", index=False
+        )
+        winner = [0.60, 0.62, 0.61 if seeds == 3 else None]
+        pd.DataFrame(
+            {
+                "rank": [1, 2],
+                key: ["cosine", "linear"],
+                "defaults": [False, True],
+                **{f"seed_{s}": [w, 0.55] for s, w in zip((1, 2, 3), winner)},
+                "n": [seeds, 3],
+                "mean_eval_accuracy": [0.61, 0.55],
+            }
+        ).to_csv(run / "select" / "selection.csv", index=False)
+        pd.DataFrame({key: ["cosine"] * 3 + ["linear"] * 3, "seed": [1, 2, 3] * 2, "time_total_s": [900.0] * 6}).to_csv(
+            run / "select" / "results.csv", index=False
+        )
+
+    assert glue.main(["--fair", str(tmp_path)]) == 0
+    table = pd.read_csv(tmp_path / "fair.csv")
+    assert table["winner"].tolist() == ["lr_scheduler_type=cosine"] * 2 and table["seeds"].tolist() == [3, 2]
+    header = [cell.strip() for cell in (tmp_path / "fair.md").read_text().splitlines()[0].strip("|").split("|")]
+    assert [c for c in header if c.startswith("winner (")] == ["winner (mean ± std)"] and "seeds" in header
 
 
 COMMITTED = Path(__file__).resolve().parents[2] / "experiments" / "glue" / "minilm"
