@@ -23,7 +23,7 @@ from hfsweep.driver.search.budget import SweepBudget, build_budget, spent_before
 from hfsweep.driver.search.live_study import study_exists
 from hfsweep.driver.search.warm_start import warm_start_dirs
 from hfsweep.driver.tuner import build_tuner, plan_sweep, start_cluster, trainable_for, tune_fit
-from hfsweep.run_dir import RESULTS_FILE, experiment_names, write_config
+from hfsweep.run_dir import RESULTS_FILE, SELECT_DIR, experiment_names, write_config
 
 
 def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune.ResultGrid:
@@ -85,10 +85,11 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
     budget = plan.setup.budget
     analyses = [tune.ExperimentAnalysis(os.path.join(run_dir, name)) for name in names]
     if budget is not None:  # one budget for the whole sweep: the extension spends what is left
-        budget.set_state(spent_before(analyses))
+        budget.set_state(spent_before([*analyses, *selection_spend(sweep, run_dir)]))
         if budget.stop_all():
             raise ConfigError(
-                f"resume --extend: {run_dir} has spent {budget.reason} already; raise that budget to add trials."
+                f"resume --extend: {run_dir} has spent {budget.reason} already, and an extension keeps its budget; "
+                f"to search on with a larger one, start a new sweep with search_alg.warm_start={run_dir}."
             )
     cap = start_cluster(checked.sweep)
     write_config(run_dir, plain(sweep))  # the sweep's config is the extended one from now on
@@ -97,6 +98,13 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
     earlier = [tune.ResultGrid(analysis) for analysis in analyses]
     tuner = build_tuner(plan, trainable_for(sweep, checked.task, plan.data), cap)
     return finish(tune_fit(tuner), sweep, checked.task, plan.data, budget, earlier)
+
+
+def selection_spend(sweep: SweepConfig, run_dir: str) -> list:
+    """The selection's experiment, where it drew on the sweep's budget (`select.within_budget`)."""
+    selection = os.path.join(run_dir, SELECT_DIR, sweep.name)
+    drew = sweep.select.top_k and sweep.select.within_budget and os.path.isdir(selection)
+    return [tune.ExperimentAnalysis(selection)] if drew else []
 
 
 def check_extendable(sweep: SweepConfig, run_dir: str) -> None:

@@ -204,3 +204,28 @@ def test_an_extension_counts_what_the_sweeps_earlier_experiments_spent(ray_clust
     roomy = SweepBudget(None, 2 * hours, resources_per_trial=1)
     roomy.set_state(state)
     assert not roomy.stop_all() and roomy.trial_hours_used() == pytest.approx(hours)
+
+
+@pytest.mark.parametrize("within_budget", [True, False])
+def test_an_extension_counts_what_a_selection_drew_from_the_budget(ray_cluster, tmp_path, within_budget):
+    """A selection over seeds that drew on the sweep's budget (`select.within_budget`, the default)
+    spent part of it: `resume --extend` counts its runs beside the search's; with
+    `select.within_budget=false` the budget priced the search alone."""
+    from ray import tune
+
+    from hfsweep.driver.resume import selection_spend
+    from hfsweep.driver.search.budget import spent_before
+    from tests.conftest import sweep_config
+
+    sweep = sweep_config(["select.top_k=1", f"select.within_budget={within_budget}"], tmp_path, tmp_path)
+    for folder in (tmp_path, tmp_path / "select"):
+        tune.Tuner(
+            two_reports,
+            param_space={"x": tune.grid_search([0, 1])},
+            run_config=tune.RunConfig(name=sweep.name, storage_path=str(folder), verbose=0),
+        ).fit()
+    search = tune.ExperimentAnalysis(str(tmp_path / sweep.name))
+    selection = tune.ExperimentAnalysis(str(tmp_path / "select" / sweep.name))
+    counted = spent_before([search, *selection_spend(sweep, str(tmp_path))])["trial_s"]
+    expected = [*search.trials, *(selection.trials if within_budget else [])]
+    assert sorted(counted) == sorted(trial.trial_id for trial in expected)
