@@ -26,7 +26,7 @@ from hfsweep.data.prepared import PreparedData, what_is_prepared
 from hfsweep.data.shards import write_shards
 from hfsweep.data.sources import load_raw, source_identity
 
-PREPARED_LAYOUT = 2  # what a prepared folder holds; a change makes earlier caches miss instead of misread
+PREPARED_LAYOUT = 3  # what a prepared folder holds; a change makes earlier caches miss instead of misread
 
 
 def _check_columns(raw: DatasetDict, data_cfg: DataConfig, keys) -> None:
@@ -89,6 +89,22 @@ def write_validation(raw_validation, task: DataTask, tokenizer, data_cfg: DataCo
     return path
 
 
+PROCESSOR_FILES = (".json", ".txt", ".model")  # a tokenizer's or image processor's files; not a model's weights
+
+
+def processor_identity(path: str) -> list:
+    """The tokenizer (or image processor) in the cache key: its hub name, or a local folder's path
+    and what its processor files hold, so one retrained into the same folder prepares anew."""
+    if not os.path.isdir(path):
+        return [path]
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(path)):
+        if name.endswith(PROCESSOR_FILES) and os.path.isfile(os.path.join(path, name)):
+            with open(os.path.join(path, name), "rb") as f:
+                digest.update(name.encode() + b"\0" + f.read())
+    return [path, digest.hexdigest()]
+
+
 def prepare(data_cfg: DataConfig, model_cfg: ModelConfig, cache_dir: str, task: DataTask) -> PreparedData:
     """Tokenize the configured data once, as the sweep's Task needs it (with the tokenizer
     `model_cfg` names or trains); return where trials find it."""
@@ -103,7 +119,7 @@ def prepare(data_cfg: DataConfig, model_cfg: ModelConfig, cache_dir: str, task: 
                 PREPARED_LAYOUT,
                 train_identity,
                 dataset_fingerprint(raw["validation"]),
-                tokenizer_path,
+                processor_identity(tokenizer_path),
                 tokenized_by,
                 task.identity(),
             ],

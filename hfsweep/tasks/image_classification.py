@@ -21,6 +21,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.schema import DataConfig, ModelConfig
 from hfsweep.tasks.base import Task
 from hfsweep.tasks.local_metrics import LABELS
+from hfsweep.tasks.sequence_classification import encode_labels, refuse_missing_labels
 
 
 @dataclass
@@ -66,9 +67,8 @@ class ImageClassification(Task):
         return self.label_column  # a task option: images have no data.label_column
 
     def prepare_raw(self, raw, data_cfg: DataConfig):
-        """Both columns present, the labels encoded as classes (names kept in the model's config)."""
-        from datasets import ClassLabel
-
+        """Both columns present, the labels encoded as the train split's classes in every split
+        (names kept in the model's config)."""
         for split, ds in raw.items():
             for option, column in (("image_column", self.image_column), ("label_column", self.label_column)):
                 if column not in ds.column_names:
@@ -76,9 +76,8 @@ class ImageClassification(Task):
                         f"task_options.{option}: '{column}' is not a column of the {split} split "
                         f"(columns: {', '.join(ds.column_names)}); give the task the column's name."
                     )
-        if not isinstance(raw["train"].features[self.label_column], ClassLabel):
-            raw = raw.class_encode_column(self.label_column)
-        return raw
+        refuse_missing_labels(raw, self.label_column, "task_options.label_column")
+        return encode_labels(raw, self.label_column, None, "task_options.label_column")
 
     def preprocess(self, ds, processor, data_cfg: DataConfig, split: str):
         """Each image as flat `pixel_values` (a fixed-length row streams through Ray Data as one

@@ -12,9 +12,24 @@ from hfsweep.tasks.causal_lm import token_features
 from hfsweep.tasks.local_metrics import LABELS
 
 
-def encode_labels(raw, column: str, num_labels: int | None):
+def refuse_missing_labels(raw, column: str, key: str = "data.label_column") -> None:
+    """One line naming the split and rows where an example has no label (a blank cell), which a
+    cast would meet as a traceback, or a float column would train on as a NaN target."""
+    for split, ds in raw.items():
+        values = ds[column]
+        missing = [row for row, value in enumerate(values) if value is None or value != value]  # None, or NaN
+        if missing:
+            which = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+            raise ConfigError(
+                f"{key}: '{column}' of the {split} split is empty in {len(missing)} of its examples ({which}, "
+                f"counting from 0); label them or drop them."
+            )
+
+
+def encode_labels(raw, column: str, num_labels: int | None, key: str = "data.label_column"):
     """Make the label column a ClassLabel taken from the train split (integer labels count
-    0..N-1, string labels are named classes), so both splits and the model share the classes."""
+    0..N-1, string labels are named classes), so every split and the model share the classes.
+    `key`: the config key that names the column, for a refusal."""
     from datasets import ClassLabel
 
     feature = raw["train"].features[column]
@@ -24,7 +39,7 @@ def encode_labels(raw, column: str, num_labels: int | None):
         words = sorted(v for v in values if isinstance(v, str) and not _is_number(v))
         if numbers and words:
             raise ConfigError(
-                f"data.label_column: '{column}' of the train split mixes numbers ({', '.join(numbers[:3])}) and words "
+                f"{key}: '{column}' of the train split mixes numbers ({', '.join(numbers[:3])}) and words "
                 f"({', '.join(words[:3])}); give every example a label of one kind (class ids, or class names)."
             )
         values = sorted(values)
@@ -37,7 +52,7 @@ def encode_labels(raw, column: str, num_labels: int | None):
                 outside = sorted(v for v in set(raw[split][column]) if not 0 <= v < feature.num_classes)
                 if outside:
                     raise ConfigError(
-                        f"data.label_column: '{column}' of the {split} split has labels outside the "
+                        f"{key}: '{column}' of the {split} split has labels outside the "
                         f"{feature.num_classes} classes of the train split ({', '.join(map(str, outside[:5]))}); "
                         f"check the data or data.num_labels."
                     )
@@ -46,7 +61,7 @@ def encode_labels(raw, column: str, num_labels: int | None):
                 raw = raw.cast_column(column, feature)
         except ValueError as err:
             raise ConfigError(
-                f"data.label_column: '{column}' has labels outside the {feature.num_classes} classes of the train "
+                f"{key}: '{column}' has labels outside the {feature.num_classes} classes of the train "
                 f"split ({err}); check the data or data.num_labels."
             ) from err
     if num_labels and feature.num_classes != num_labels:
@@ -92,6 +107,7 @@ class SequenceClassification(Task):
         return super().model_config_kwargs(label_names)
 
     def prepare_raw(self, raw, data_cfg: DataConfig):
+        refuse_missing_labels(raw, data_cfg.label_column)  # else a blank cell makes a column of floats: a regression
         if is_regression(raw["train"], data_cfg):
             from datasets import Value
 

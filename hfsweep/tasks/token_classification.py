@@ -66,12 +66,13 @@ def encode_tags(raw, column: str):
         raise ConfigError(
             f"data.label_column: '{column}' holds tag ids without names; give tag strings, or a ClassLabel sequence."
         )
-    unknown = sorted({tag for tags in raw["validation"][column] for tag in tags} - set(names))
-    if unknown:
-        raise ConfigError(
-            f"data.label_column: the validation split has tags the train split lacks "
-            f"({', '.join(unknown[:5])}); add them to train."
-        )
+    for split in set(raw) - {"train"}:  # the validation split (unless it is carved from train later), a test split
+        unknown = sorted({tag for tags in raw[split][column] for tag in tags} - set(names))
+        if unknown:
+            raise ConfigError(
+                f"data.label_column: the {split} split has tags the train split lacks "
+                f"({', '.join(unknown[:5])}); add them to train."
+            )
     return raw.cast_column(column, List(ClassLabel(names=names)))
 
 

@@ -162,6 +162,59 @@ def test_an_image_carve_is_stratified_by_the_tasks_own_label_column(tmp_path):
     assert carved["validation"]["digit"].count(1) == 5 and carved["train"]["digit"].count(1) == 15
 
 
+def test_image_labels_are_the_train_splits_classes_in_every_split():
+    """A validation split without one of train's classes (no 'dog') keeps train's ids for the
+    others: 'fish' is class 2 in both, as the model's label names say."""
+    from hfsweep.tasks.image_classification import ImageClassification
+
+    raw = datasets.DatasetDict(
+        train=datasets.Dataset.from_dict({"image": [0, 1, 2], "label": ["cat", "dog", "fish"]}),
+        validation=datasets.Dataset.from_dict({"image": [0, 1], "label": ["cat", "fish"]}),
+    )
+    encoded = ImageClassification().prepare_raw(raw, typed(DataConfig, {}))
+    assert encoded["validation"].features["label"].names == ["cat", "dog", "fish"]
+    assert encoded["validation"]["label"] == [0, 2]
+
+
+@pytest.mark.parametrize("split", ["train", "validation"])
+def test_an_example_without_a_label_is_refused_in_one_line_naming_its_row(tmp_path, split):
+    """A blank label cell: in train it would make the column floats and the task a regression on a
+    NaN target; in validation, a traceback from the class check."""
+    folder = tmp_path / "blank"
+    folder.mkdir()
+    rows = {
+        name: "text,label\n" + "".join(f"sentence {i},{i % 2}\n" for i in range(10)) for name in ("train", "validation")
+    }
+    rows[split] += "a sentence without a label,\n"
+    for name, text in rows.items():
+        (folder / f"{name}.csv").write_text(text)
+    with pytest.raises(
+        ConfigError,
+        match=rf"^data\.label_column: 'label' of the {split} split is empty in 1 of its examples \(10, counting",
+    ):
+        prepare_data(classification_config(tmp_path / "cache", folder))
+
+
+def test_a_tokenizer_retrained_into_the_same_folder_prepares_the_data_anew(tmp_path):
+    """The cache key holds what a local tokenizer folder's files hold, not only its path."""
+    from hfsweep.data.tokenizers import _wordpiece
+
+    folder = write_imbalanced_csv(tmp_path / "data", rows=40)
+    texts = [f"sentence number {i}" for i in range(40)]
+    tokenizer = tmp_path / "tokenizer"
+    _wordpiece(iter(texts), 40).save_pretrained(tokenizer)
+    cfg = classification_config(tmp_path / "cache", folder)
+    cfg["model"]["tokenizer"]["pretrained"] = str(tokenizer)
+    first = prepare_data(cfg)
+    _wordpiece(iter(texts), 200).save_pretrained(tokenizer)
+    second = prepare_data(cfg)
+    assert second.validation_path != first.validation_path
+    encoded = datasets.load_from_disk(second.validation_path)[0]["input_ids"]
+    assert (
+        encoded == load_tokenizer(str(tokenizer))("sentence number 10000", truncation=True, max_length=48)["input_ids"]
+    )
+
+
 def test_a_test_split_is_read_beside_train_and_validation_and_a_missing_one_is_refused(tmp_path):
     raw = held_out_splits(tmp_path, test_split="test", max_eval_samples=20)
     assert [raw[split].num_rows for split in ("train", "validation", "test")] == [200, 20, 200]

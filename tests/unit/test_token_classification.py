@@ -66,6 +66,27 @@ def test_a_validation_tag_the_training_split_lacks_is_refused(tmp_path):
         TASK.prepare_raw(load_raw(data_cfg, str(tmp_path / "cache"), TASK), data_cfg)
 
 
+def test_a_test_split_tag_the_training_split_lacks_is_refused(tmp_path):
+    files = {"train.txt": CONLL_TRAIN, "validation.txt": "Peter B-PER\n", "test.txt": CONLL_VALIDATION}
+    data_cfg = local_data_cfg(tmp_path, files, test_split="test")
+    with pytest.raises(
+        ConfigError, match=r"^data\.label_column: the test split has tags the train split lacks \(B-LOC\)"
+    ):
+        TASK.prepare_raw(load_raw(data_cfg, str(tmp_path / "cache"), TASK), data_cfg)
+
+
+def test_a_validation_set_carved_from_train_takes_the_training_splits_tags(tmp_path):
+    """With data.validation_split_percentage no validation file is read: the tags are checked on
+    the splits there are, and the carve is made from the encoded train split."""
+    from hfsweep.data.prepare import raw_splits
+
+    sentences = "".join(f"Peter{i} B-PER\nvisits O\n\n" for i in range(20))
+    data_cfg = local_data_cfg(tmp_path, {"train.txt": sentences}, validation_split_percentage=20)
+    raw = raw_splits(data_cfg, str(tmp_path / "cache"), TASK)
+    assert (len(raw["train"]), len(raw["validation"])) == (16, 4)
+    assert raw["validation"].features["ner_tags"] == raw["train"].features["ner_tags"]
+
+
 def test_a_line_without_a_tag_is_refused_with_its_file_and_line(tmp_path):
     data_cfg = local_data_cfg(tmp_path, {"train.txt": "EU B-ORG\nrejects\n", "validation.txt": CONLL_VALIDATION})
     with pytest.raises(
