@@ -1,4 +1,4 @@
-"""Every private API of Ray, torch, datasets and W&B that hfsweep touches (and the one library
+"""Every private API of Ray, torch, transformers, datasets and W&B that hfsweep touches (and the one library
 print silenced where it is first imported), each guarded, in one place to mend on an upgrade.
 Where one has gone, hfsweep degrades (a log line stays loud, a
 cache key is computed the slow way) and nothing fails; `tests/unit/test_compat.py` fails instead, so
@@ -305,6 +305,19 @@ def auto_class_builds(auto_class, config_class) -> bool | None:
     a class that is no Auto class (nothing is refused then)."""
     mapping = getattr(auto_class, "_model_mapping", None)
     return config_class in mapping if hasattr(mapping, "__contains__") else None
+
+
+def decay_parameter_names(model) -> list[str]:
+    """The names of the parameters the Trainer puts under weight decay, by its own rule
+    (`Trainer.get_decay_parameter_names`: no biases, no norms by type or name), which reads nothing
+    of the Trainer it is a method of, so none is built; should it come to read one, the parameters
+    of two or more dimensions (the rule's gist: biases and norm weights are vectors)."""
+    from transformers import Trainer
+
+    try:
+        return Trainer.get_decay_parameter_names(None, model)
+    except AttributeError:
+        return [name for name, parameter in model.named_parameters() if parameter.ndim >= 2]
 
 
 # The private class flag by which a transformers model class says it has an attention kernel (eager: every class).

@@ -109,6 +109,12 @@ def _validate_training(training: dict) -> None:
             "training.eval_strategy and training.save_strategy: both must be 'steps', so every "
             "checkpoint reaches Tune with a fresh eval metric."
         )
+    if training.get("save_total_limit") is not None:
+        raise ConfigError(
+            f"training.save_total_limit: {training['save_total_limit']}, but the Trainer would delete checkpoints "
+            f"that Tune still points to (PBT, a retry and resume read them); drop it, and keep fewer with "
+            f"checkpoints.keep_per_trial=K."
+        )
     eval_steps, save_steps = training.get("eval_steps"), training.get("save_steps")
     if not eval_steps or not save_steps or save_steps % eval_steps:
         raise ConfigError(

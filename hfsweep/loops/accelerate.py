@@ -29,6 +29,7 @@ from transformers import get_scheduler
 from transformers.trainer_pt_utils import nested_concat, nested_numpify
 from transformers.utils import enable_tf32, find_labels
 
+from hfsweep.compat import decay_parameter_names
 from hfsweep.contract.metrics import MAX_STEPS, progress
 from hfsweep.contract.pointers import checkpoint_dir_name, checkpoint_step
 from hfsweep.contract.protocols import IGNORED, EvalContext
@@ -90,10 +91,11 @@ def accelerator_settings(training: dict, use_gpu: bool) -> dict:
 
 
 def _optimizer(model, training: dict) -> torch.optim.Optimizer:
-    """AdamW with the Trainer's grouping: no weight decay on biases and LayerNorm weights; its fused
-    kernel where training.optim names it (the GPU default)."""
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    """AdamW with the Trainer's grouping (its own rule: no weight decay on biases and norms); its
+    fused kernel where training.optim names it (the GPU default)."""
+    decayed = set(decay_parameter_names(model))
+    decay = [p for n, p in model.named_parameters() if n in decayed]
+    no_decay = [p for n, p in model.named_parameters() if n not in decayed]
     return torch.optim.AdamW(
         [{"params": decay, "weight_decay": training["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
         lr=training["learning_rate"],
@@ -241,8 +243,9 @@ def train_loop_per_worker(job: TrainJob) -> None:
         step += 1
         step_losses.append(torch.stack(micro_losses).mean().item())
         micro_losses = []
-        if step % training["logging_steps"] == 0:
-            logged["loss"] = sum(step_losses) / len(step_losses)
+        if step % training["logging_steps"] == 0:  # the mean over the workers, as the Trainer logs it
+            mean = torch.tensor(sum(step_losses) / len(step_losses), device=accelerator.device)
+            logged["loss"] = accelerator.reduce(mean, reduction="mean").item()
             logged["learning_rate"] = lr_scheduler.get_last_lr()[0]
             check_finite("loss", logged["loss"], step)
             step_losses = []

@@ -215,7 +215,9 @@ def apply_hyperparameters(optimizer, lr_scheduler, training: dict) -> None:
     """Put the trial's learning rate and weight decay over a restored optimizer and LR scheduler.
 
     Restoring a checkpoint restores the donor's values too; a PBT-exploited trial must continue
-    from the donor's weights with its own perturbed ones. The schedule's progress is kept.
+    from the donor's weights with its own perturbed ones. The schedule's progress is kept. The
+    weight decay goes to the decayed group, the first in the Trainer's grouping (and the Accelerate
+    loop's), whatever the donor's was (0 included), and to any other group that decays.
     """
     factors = lr_factors(lr_scheduler)
     if factors is None:
@@ -224,10 +226,10 @@ def apply_hyperparameters(optimizer, lr_scheduler, training: dict) -> None:
         return
     learning_rate, weight_decay = training["learning_rate"], training.get("weight_decay", 0.0)
     lr_scheduler.base_lrs = [learning_rate] * len(optimizer.param_groups)
-    for group, factor in zip(optimizer.param_groups, factors):
+    for index, (group, factor) in enumerate(zip(optimizer.param_groups, factors)):
         group["initial_lr"] = learning_rate
         group["lr"] = learning_rate * factor
-        if group.get("weight_decay"):
+        if index == 0 or group.get("weight_decay"):
             group["weight_decay"] = weight_decay
     set_last_lr(lr_scheduler, [group["lr"] for group in optimizer.param_groups])
 

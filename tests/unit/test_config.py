@@ -237,6 +237,7 @@ def write_bad_data(folder: Path) -> Path:
         "empty_validation": ("sentence,label\na b c,1\nd e f,0\n", ""),
         "mixed_labels": ("sentence,label\na b c,1\nd e f,pos\ng h,0\n", "sentence,label\na b,1\n"),
         "unseen_label": ("sentence,label\na b c,1\nd e f,0\n", "sentence,label\na b,2\n"),
+        "blank_label": ("sentence,label\na b c,1\nd e f,\n", "sentence,label\na b,1\n"),
         "good": ("sentence,label\na b c,1\nd e f,0\n", "sentence,label\na b,1\n"),
     }
     for name, (train, validation) in files.items():
@@ -348,6 +349,11 @@ REFUSED = [
         ["training.eval_strategy=no"],
         "training.eval_strategy and training.save_strategy: both must be 'steps', so every checkpoint reaches Tune "
         "with a fresh eval metric.",
+    ),
+    (
+        ["+training.save_total_limit=2"],
+        "training.save_total_limit: 2, but the Trainer would delete checkpoints that Tune still points to (PBT, a "
+        "retry and resume read them); drop it, and keep fewer with checkpoints.keep_per_trial=K.",
     ),
     (
         ["training.learning_rate=-1"],
@@ -806,6 +812,11 @@ REFUSED = [
         [*PAIRS, "data.path={data}/mixed_labels"],
         "data.label_column: 'label' of the train split mixes numbers (0, 1) and words (pos); give every example a "
         "label of one kind (class ids, or class names).",
+    ),
+    (
+        [*PAIRS, "data.path={data}/blank_label"],
+        "data.label_column: 'label' of the train split is empty in 1 of its examples (1, counting from 0); label them "
+        "or drop them.",
     ),
     (
         [*PAIRS, "data.path={data}/unseen_label"],

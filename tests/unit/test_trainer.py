@@ -124,6 +124,45 @@ def test_resumed_hyperparameters_keep_the_schedules_progress_and_a_plateau_sched
     assert plateau.param_groups[0]["lr"] == pytest.approx(5e-4)
 
 
+def test_an_exploited_trial_trains_with_its_own_weight_decay_over_a_donor_that_had_none():
+    """PBT copies a donor trained with weight_decay=0.0 (a value search_space=finetune searches)
+    into a trial with 0.1: the decayed group takes 0.1; the biases' group stays undecayed."""
+    from transformers import get_scheduler
+
+    from hfsweep.loops.common import apply_hyperparameters, hyperparameters_in_effect
+
+    model = torch.nn.Linear(2, 2)
+    donor = torch.optim.AdamW(
+        [{"params": [model.weight], "weight_decay": 0.0}, {"params": [model.bias], "weight_decay": 0.0}], lr=1e-3
+    )  # the Trainer's grouping, as the donor saved it
+    schedule = get_scheduler("linear", donor, num_warmup_steps=0, num_training_steps=10)
+    donor.step()
+    schedule.step()
+    apply_hyperparameters(donor, schedule, {"learning_rate": 1e-3, "weight_decay": 0.1})
+    assert [group["weight_decay"] for group in donor.param_groups] == [0.1, 0.0]
+    assert hyperparameters_in_effect(donor)["weight_decay_in_effect"] == 0.1
+
+
+def test_the_accelerate_loop_decays_the_parameters_the_trainer_decays(tmp_path):
+    """The Trainer's rule goes by name and layer type: Swin's 2-D `relative_position_bias_table`
+    is not decayed, though it is a matrix."""
+    from transformers import SwinConfig, SwinForImageClassification, Trainer, TrainingArguments
+
+    from hfsweep.loops.accelerate import _optimizer
+
+    model = SwinForImageClassification(
+        SwinConfig(image_size=8, patch_size=2, embed_dim=8, depths=[1], num_heads=[2], window_size=2, num_labels=2)
+    )
+    trainer = Trainer(model=model, args=TrainingArguments(output_dir=str(tmp_path), report_to=[]))
+    names = {id(parameter): name for name, parameter in model.named_parameters()}
+    decayed = {
+        names[id(parameter)]
+        for parameter in _optimizer(model, {"weight_decay": 0.01, "learning_rate": 1e-3}).param_groups[0]["params"]
+    }
+    assert decayed == set(trainer.get_decay_parameter_names(model))
+    assert any("relative_position_bias_table" in name for name in set(names.values()) - decayed)
+
+
 def three_layer_gpt2(model_cfg, tokenizer, label_names):
     """A model factory of a user's: the architecture's sizes its own."""
     from transformers import GPT2Config, GPT2LMHeadModel
