@@ -90,6 +90,37 @@ def test_a_model_based_searcher_refuses_defaults_outside_its_space_in_one_line(t
         )
 
 
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (  # Tune never draws a randint's high
+            [
+                "+search_space.training.per_device_train_batch_size={sampler:randint,low:8,high:32}",
+                "training.per_device_train_batch_size=32",
+            ],
+            r"^search_space\.training\.per_device_train_batch_size: the defaults trial runs the config's own "
+            r"training\.per_device_train_batch_size=32, outside \[8, 32\); widen",
+        ),
+        (  # null by default: no range holds it
+            ["+search_space.data.max_train_samples={sampler:randint,low:100,high:1000}"],
+            r"^search_space\.data\.max_train_samples: the defaults trial runs the config's own "
+            r"data\.max_train_samples, which is null, and a range holds no null; set",
+        ),
+    ],
+)
+def test_defaults_a_range_cannot_hold_are_refused_in_one_line(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        searcher_and_setup(
+            tmp_path,
+            [
+                "search_alg=optuna",
+                "search_space=learning_rate_loguniform",
+                "search_alg.defaults_trial=true",
+                *overrides,
+            ],
+        )
+
+
 @pytest.mark.parametrize("num_samples, startup", [(11, 4), (2, 2), (30, 11)])
 def test_tpes_random_start_up_is_a_third_of_the_trials_in_optunas_own_sampler(tmp_path, num_samples, startup):
     """Optuna's default of 10 random trials left nothing to its model in an 11-trial sweep."""

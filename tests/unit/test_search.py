@@ -88,6 +88,15 @@ def test_nested_model_key_is_searchable():
             r"search_space\.training\.learning_rate: expected \{sampler: NAME, \.\.\.\}",
         ),
         (
+            {"training": {"learning_rate": {"sampler": "quniform", "low": 1e-4, "high": 1e-2}}},
+            r"^search_space\.training\.learning_rate\.q: quniform rounds every sample to a multiple of q; give it "
+            r"\(above 0\), or use uniform for samples unrounded\.$",
+        ),
+        (
+            {"training": {"learning_rate": {"sampler": "quniform", "low": 0.25, "high": 0.9, "q": 0.1}}},
+            r"^search_space\.training\.learning_rate: Tune refuses this range \(.*divisible.*\); fix low, high or q\.$",
+        ),
+        (
             {"training": {"learning_rate": {"sampler": "grid", "values": [1e-3], "low": 1e-5, "high": 1e-3}}},
             r"^search_space\.training\.learning_rate: sampler 'grid' reads values, not low, high; set "
             r"search_space\.training\.learning_rate\.sampler=loguniform \(or uniform\) to sample the range, or remove "

@@ -17,7 +17,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object, iter_leaves
 from hfsweep.config.paths import nested
 from hfsweep.config.schema import SweepConfig, plain
-from hfsweep.driver.search.search_space import SAMPLERS, VALUE_SAMPLERS
+from hfsweep.driver.search.search_space import EXCLUSIVE_HIGH, SAMPLERS, VALUE_SAMPLERS
 
 DEFAULTS_COLUMN = "defaults"  # results.csv: True on the trial that ran the config's own values
 # Searchers that name their parameters by "/"-joined paths and take a point under those names
@@ -65,9 +65,19 @@ def check_searchable(sweep: SweepConfig, values: dict, model_based: bool) -> Non
         chosen = spec["sampler"] in VALUE_SAMPLERS  # a range sampler beside a preset's `values` samples its range
         if spec["sampler"] not in SAMPLERS or not chosen and None in (spec.get("low"), spec.get("high")):
             continue  # compile_search_space refuses the leaf itself, in its own line
-        inside = (value in spec["values"]) if chosen else spec["low"] <= value <= spec["high"]
+        if value is None and not chosen:
+            raise ConfigError(
+                f"search_space.{path}: the defaults trial runs the config's own {path}, which is null, and a range "
+                f"holds no null; set {path} inside [{spec['low']}, {spec['high']}], or search_alg.defaults_trial=false."
+            )
+        exclusive = spec["sampler"] in EXCLUSIVE_HIGH
+        inside = (
+            (value in spec["values"])
+            if chosen
+            else spec["low"] <= value and (value < spec["high"] if exclusive else value <= spec["high"])
+        )
         if not inside:
-            space = spec["values"] if chosen else f"[{spec['low']}, {spec['high']}]"
+            space = spec["values"] if chosen else f"[{spec['low']}, {spec['high']}{')' if exclusive else ']'}"
             raise ConfigError(
                 f"search_space.{path}: the defaults trial runs the config's own {path}={value}, outside {space}; "
                 f"widen the space to hold it, set {path} inside it, or search_alg.defaults_trial=false."

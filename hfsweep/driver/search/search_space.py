@@ -67,15 +67,26 @@ SAMPLERS: dict[str, Callable[[str, dict], Any]] = {
     "choice": lambda p, s: _tune().choice(_values(p, s)),
     "grid": lambda p, s: _tune().grid_search(_values(p, s)),
     "uniform": lambda p, s: _tune().uniform(*_bounds(p, s)),
-    "quniform": lambda p, s: _tune().quniform(*_bounds(p, s), s.get("q", 1)),
+    "quniform": lambda p, s: _tune().quniform(*_bounds(p, s), _step(p, s)),
     "loguniform": lambda p, s: _tune().loguniform(*_bounds(p, s, positive=True)),
-    "qloguniform": lambda p, s: _tune().qloguniform(*_bounds(p, s, positive=True), s.get("q", 1)),
+    "qloguniform": lambda p, s: _tune().qloguniform(*_bounds(p, s, positive=True), _step(p, s)),
     "randint": lambda p, s: _tune().randint(*_bounds(p, s)),
-    "qrandint": lambda p, s: _tune().qrandint(*_bounds(p, s), s.get("q", 1)),
+    "qrandint": lambda p, s: _tune().qrandint(*_bounds(p, s), _step(p, s)),
     "lograndint": lambda p, s: _tune().lograndint(*_bounds(p, s, positive=True)),
 }
 RANGE_KEYS = ("low", "high", "q")  # what the range samplers read
+EXCLUSIVE_HIGH = ("randint", "lograndint")  # Tune never draws their `high` (a quantized range's is drawn)
 VALUE_SAMPLERS = ("grid", "choice")  # the samplers that read `values`
+
+
+def _step(path: str, spec: dict):
+    """A quantized sampler's `q`: every sample is rounded to a multiple of it, so it must be given."""
+    if not spec.get("q") or spec["q"] <= 0:
+        raise ConfigError(
+            f"search_space.{path}.q: {spec['sampler']} rounds every sample to a multiple of q; give it (above 0), "
+            f"or use {spec['sampler'].removeprefix('q')} for samples unrounded."
+        )
+    return spec["q"]
 
 
 def compile_search_space(space: dict, sweep: SweepConfig) -> dict:
@@ -93,7 +104,12 @@ def compile_search_space(space: dict, sweep: SweepConfig) -> dict:
                 f"search_space.{path}: unknown sampler '{spec['sampler']}'; use one of {', '.join(SAMPLERS)}."
             )
         _check_range_not_ignored(path, spec)
-        samplers[path] = SAMPLERS[spec["sampler"]](path, spec)
+        try:
+            samplers[path] = SAMPLERS[spec["sampler"]](path, spec)
+        except ConfigError:
+            raise
+        except ValueError as err:  # Tune's own refusal of a range: bounds that are no multiples of q
+            raise ConfigError(f"search_space.{path}: Tune refuses this range ({err}); fix low, high or q.") from err
     return nested(samplers)
 
 
