@@ -210,6 +210,7 @@ class GpuConfig(ReadOnly):
 @dataclass
 class CheckpointsConfig(ReadOnly):
     keep_per_trial: Optional[int] = 1  # best K per trial (and a running trial's latest); null keeps all
+    keep_final: bool = False  # each trial's last checkpoint too, its final model (a re-run's: select, replay)
 
 
 @dataclass

@@ -98,7 +98,7 @@ def select_over_seeds(
         points = selection_points(sweep, configurations)
         setup = SearchSetup(searcher_arguments={"points_to_evaluate": points}, num_samples=len(points))
         stopper = build_stopper(sub, *filter(None, [budget]))
-        callbacks = [*build_loggers(sub), *filter(None, [budget, build_checkpoint_budget(sub, selection=True)])]
+        callbacks = [*build_loggers(sub), *filter(None, [budget, build_checkpoint_budget(sub)])]
         plan = SweepPlan(sub, task, param_space, build_scheduler(sub, param_space), stopper, callbacks, data, setup)
         tuner = build_tuner(plan, trainable, searcher_cap(sub))
     reruns = tune_fit(tuner)

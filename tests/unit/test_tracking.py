@@ -121,9 +121,26 @@ def test_keep_per_trial_must_keep_the_best(tmp_path):
     assert build_checkpoint_budget(
         sweep_config(["checkpoints.keep_per_trial=2", "scheduler=pbt"], tmp_path, tmp_path)
     ).defer
-    # a selection over seeds ranks its runs' final models: each keeps its latest beside its best
+    # a re-run scores its runs' final models: each keeps its latest beside its best
     assert not build_checkpoint_budget(sweep_config([], tmp_path, tmp_path)).keep_latest
-    assert build_checkpoint_budget(sweep_config([], tmp_path, tmp_path), selection=True).keep_latest
+    assert build_checkpoint_budget(sweep_config(["checkpoints.keep_final=true"], tmp_path, tmp_path)).keep_latest
+
+
+def test_replay_and_the_selection_keep_each_runs_final_model_which_they_score(tmp_path):
+    """Replay scores each seed's final model on every extra_validation set, and the selection ranks
+    final models: their checkpoint budgets keep each run's last checkpoint beside its best."""
+    from hfsweep.config.schema import SweepConfig, typed
+    from hfsweep.driver.results.select import selection_config
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "resolved_config.yaml").write_text(yaml.safe_dump(resolved_config([], tmp_path, tmp_path)))
+    (run_dir / "best.json").write_text(json.dumps({"hyperparameters": {"training.learning_rate": 1e-3}}))
+    replayed = typed(SweepConfig, replay.replay_config(str(run_dir), [1, 2]))
+    assert build_checkpoint_budget(replayed).keep_latest
+    sweep = sweep_config(["select.top_k=1"], tmp_path, tmp_path)
+    selection = selection_config(sweep, [{"training.learning_rate": 1e-3}], str(tmp_path / "select"))
+    assert build_checkpoint_budget(selection).keep_latest
 
 
 # A Trainer checkpoint's files, with sizes: the weights, and what only resuming reads.

@@ -62,6 +62,7 @@ def selection_config(sweep: SweepConfig, configurations: list[dict], out: str) -
         ),
         select=replace(sweep.select, top_k=0),
         cluster=replace(sweep.cluster, storage_path=out),
+        checkpoints=replace(sweep.checkpoints, keep_final=True),  # each run's final model is scored
     )
 
 

@@ -151,16 +151,16 @@ def folder_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
 
 
-def build_checkpoint_budget(sweep: SweepConfig, selection: bool = False) -> Optional[CheckpointBudget]:
+def build_checkpoint_budget(sweep: SweepConfig) -> Optional[CheckpointBudget]:
     """The budget callback for `checkpoints.keep_per_trial` (ranked by the first objective); None
-    keeps every checkpoint. A `selection` over seeds ranks its runs' final models or their best
-    checkpoints, so each of its runs keeps both."""
+    keeps every checkpoint. A re-run (the selection over seeds, replay) scores its runs' final
+    models, so each keeps its last checkpoint too (`checkpoints.keep_final`)."""
     keep = sweep.checkpoints.keep_per_trial
     if keep is None:
         return None
     metric, mode = first_objective(sweep)
     # a test split scores the winner's and the defaults' final models after a search that does not select
-    final_scored = selection or (bool(sweep.data.test_split) and not sweep.select.top_k)
+    final_scored = sweep.checkpoints.keep_final or (bool(sweep.data.test_split) and not sweep.select.top_k)
     return CheckpointBudget(
         metric,
         mode,
