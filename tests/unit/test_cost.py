@@ -323,3 +323,20 @@ def test_results_give_each_trials_training_samples_and_the_search_in_defaults_ru
     before = [fake_trial("a", 3e-3, step=60)]  # a run directory from before reports carried samples
     old = trial_table(SimpleNamespace(trials=before, trial_dataframes={}), typed(SweepConfig, cfg))
     assert "train_samples" not in old and samples_line(old) == ""
+
+
+def test_a_draw_of_the_configs_own_values_is_a_draw_and_the_defaults_trial_is_the_first(tmp_path):
+    """The defaults trial runs first; a later trial of the search, or of an extension, that drew the
+    same values is a draw: results.csv marks one defaults trial, and the tuning curve keeps the draws."""
+    from types import SimpleNamespace
+
+    from hfsweep.driver.results.report import trial_tables
+    from hfsweep.driver.results.tuning_curve import is_draw
+
+    cfg = config(tmp_path, "search_alg.defaults_trial=true")  # the config's own learning rate: 1e-3
+    search = [fake_trial("d", 1e-3, step=60), fake_trial("a", 1e-4, step=60), fake_trial("b", 1e-3, step=60)]
+    extension = [fake_trial("c", 1e-3, step=60)]
+    analyses = [SimpleNamespace(trials=trials, trial_dataframes={}) for trials in (search, extension)]
+    table = trial_tables(analyses, typed(SweepConfig, cfg)).set_index("trial_id")
+    assert table["defaults"].to_dict() == {"d": True, "a": False, "b": False, "c": False}
+    assert is_draw(table).sum() == 3

@@ -99,6 +99,17 @@ def before_exploit_column(metric: str) -> str:
     return f"best_{metric}_before_exploit"
 
 
+def trial_tables(analyses: list[tune.ExperimentAnalysis], sweep: SweepConfig) -> pd.DataFrame:
+    """Every experiment's trials, in the order Tune created them. The defaults trial is the first
+    to start from the config's own values: a later trial that drew them (a choice, a grid repeated
+    by num_samples, an extension's) is a draw like any other."""
+    table = pd.concat([trial_table(analysis, sweep) for analysis in analyses], ignore_index=True)
+    if defaults_trial.DEFAULTS_COLUMN in table:
+        ran = table[defaults_trial.DEFAULTS_COLUMN].astype(bool)
+        table[defaults_trial.DEFAULTS_COLUMN] = ran & (ran.cumsum() == 1)
+    return table
+
+
 def trial_table(analysis: tune.ExperimentAnalysis, sweep: SweepConfig) -> pd.DataFrame:
     """One row per trial: hyperparameters (PBT's: those it ended with), status, iterations, best
     and last value of each objective (and its best before PBT first exploited it), what its
@@ -226,7 +237,7 @@ def write_report(run_dir: str, optuna_storage: Optional[str] = None) -> pd.DataF
     sweep = read_sweep(run_dir)
     run_dir = os.path.abspath(run_dir)  # Tune reads a relative path as a URI
     analyses = experiment_analyses(run_dir, sweep)
-    table = pd.concat([trial_table(analysis, sweep) for analysis in analyses], ignore_index=True)
+    table = trial_tables(analyses, sweep)
     table.to_csv(os.path.join(run_dir, run_files.RESULTS_FILE), index=False)
     section, importances = importance_section(table, sweep)
     selection = Path(run_dir, run_files.SELECT_DIR, run_files.SELECTION_TABLE)
@@ -307,7 +318,7 @@ def sweep_anytime(run_dir: str) -> tuple[pd.DataFrame, Optional[float], dict]:
     analyses = experiment_analyses(os.path.abspath(run_dir), sweep)
     histories = {t: h for analysis in analyses for t, h in analysis.trial_dataframes.items()}
     metric, mode = first_objective(sweep)
-    table = pd.concat([trial_table(analysis, sweep) for analysis in analyses], ignore_index=True)
+    table = trial_tables(analyses, sweep)
     curve = anytime_curve(histories, metric, mode, billed_per_trial(sweep))
     return curve, defaults_score(table, metric), sweep
 
