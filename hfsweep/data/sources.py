@@ -122,9 +122,10 @@ def _local_data_files(path: str, named: Optional[dict], data_cfg: DataConfig) ->
             f"data.path: '{path}' has no {' or '.join(missing)} file; name them train.txt and "
             f"validation.txt (or dev, valid; .csv/.tsv/.json/.jsonl/.parquet/.raw/.conll)."
         )
-    builders = {LOCAL_BUILDERS[os.path.splitext(f)[1]] for split_files in files.values() for f in split_files}
-    if len(builders) > 1:
-        raise ConfigError(f"data.path: '{path}' mixes file types {sorted(builders)}; use one type.")
+    suffixes = {os.path.splitext(f)[1] for split_files in files.values() for f in split_files}
+    builders = {LOCAL_BUILDERS[suffix] for suffix in suffixes}
+    if len(builders) > 1 or {".csv", ".tsv"} <= suffixes:  # one reader, one delimiter, for every file
+        raise ConfigError(f"data.path: '{path}' mixes file types {sorted(suffixes)}; use one type.")
     return builders.pop(), files
 
 

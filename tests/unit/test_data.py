@@ -215,6 +215,17 @@ def test_a_tokenizer_retrained_into_the_same_folder_prepares_the_data_anew(tmp_p
     )
 
 
+def test_csv_and_tsv_files_in_one_folder_are_refused_as_a_mix(tmp_path):
+    """One delimiter reads every file of a folder, so a tab-separated dev set beside a train.csv
+    would be read with commas."""
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "train.csv").write_text("text,label\na b,1\nc d,0\n")
+    (folder / "validation.tsv").write_text("text\tlabel\na b\t1\n")
+    with pytest.raises(ConfigError, match=r"^data\.path: '.*mixed' mixes file types \['\.csv', '\.tsv'\]; use one"):
+        prepare_data(classification_config(tmp_path / "cache", folder))
+
+
 def test_a_test_split_is_read_beside_train_and_validation_and_a_missing_one_is_refused(tmp_path):
     raw = held_out_splits(tmp_path, test_split="test", max_eval_samples=20)
     assert [raw[split].num_rows for split in ("train", "validation", "test")] == [200, 20, 200]
