@@ -97,8 +97,8 @@ class StopOnDivergence(TrainerCallback):
 class ApplyHyperparametersOnResume(TrainerCallback):
     """Make a resumed trial train with its own hyperparameters, not the checkpoint's.
 
-    `Trainer.train(resume_from_checkpoint=...)` restores the optimizer and LR scheduler state after
-    `on_train_begin`, so they are applied before the first step. The digest of the restored
+    `Trainer.train(resume_from_checkpoint=...)` restores the optimizer and LR scheduler state before
+    the first step begins, so they are applied at its `on_step_begin`. The digest of the restored
     weights, and the hyperparameters the optimizer holds at its first step, go into the next
     report, so the copy can be checked.
     """
