@@ -209,8 +209,9 @@ def _parse_error(builder: str, files: dict, options: dict, err: Exception) -> Co
 
 
 def source_identity(data_cfg: DataConfig, cache_dir: str) -> list:
-    """What names a streamed source's content without reading it: the hub dataset's name (and
-    `data.load_kwargs.revision`, when pinned), or the local files with their sizes and times."""
+    """What names a streamed source's content without reading it: the hub dataset's name (its
+    `data.load_kwargs`, a pinned revision among them, are in the key beside it), or the local files
+    with their sizes and times."""
     if data_cfg.source is DataSource.hub:
         return [data_cfg.name, data_cfg.config_name]
     _, files = _local_data_files(local_path(data_cfg, cache_dir), data_cfg.data_files, data_cfg)
