@@ -40,6 +40,19 @@ def test_the_wall_clock_leaves_out_the_time_no_trial_ran():
     assert anytime_curve(histories, "eval_loss", "min", resources=1)["wall_s"].tolist() == [10, 15, 20]
 
 
+def test_the_wall_clock_counts_a_trial_restored_from_an_earlier_checkpoint():
+    """a ran 90-110 s (totals 10, 20), failed, and was restored from its 10 s checkpoint at 195 s:
+    its report at 200 s has the total 15 and ran 5 s (Tune's time_this_iter_s), 25 s in all."""
+    history = {
+        "timestamp": [100, 110, 200],
+        "time_total_s": [10.0, 20.0, 15.0],
+        "time_this_iter_s": [10.0, 10.0, 5.0],
+        "eval_loss": [5.0, 4.0, 3.0],
+    }
+    curve = anytime_curve({"a": pd.DataFrame(history)}, "eval_loss", "min", resources=1)
+    assert curve["wall_s"].tolist() == [10, 20, 25]
+
+
 def test_the_summary_says_when_the_final_best_was_first_found():
     """a's 5.0 is the best of a mode=max curve from its first report on; 3.0 of a mode=min one only at the last."""
     highest = summary_row("s", anytime_curve(HISTORIES, "eval_loss", "max", resources=2), target=None, mode="max")

@@ -26,12 +26,13 @@ import pandas as pd  # noqa: E402
 
 def running(histories: dict) -> list[list[float]]:
     """The wall-clock spans in which some trial was running, merged: each report covers the time its
-    trial ran since its previous report (its `time_total_s` grew by that much, also across a
-    restore, which restarts the clock at the restored total) up to the report's timestamp."""
+    trial ran since its previous report, up to the report's timestamp. That is Tune's
+    `time_this_iter_s`, which a restore counts from the restore (where `time_total_s` falls back to
+    the checkpoint's total); a history without it gives the growth of `time_total_s`."""
     spans = sorted(
         (timestamp - ran, timestamp)
         for history in histories.values()
-        for timestamp, ran in zip(history["timestamp"], history["time_total_s"].diff().fillna(history["time_total_s"]))
+        for timestamp, ran in zip(history["timestamp"], since_previous_report(history))
     )
     merged: list[list[float]] = []
     for start, end in spans:
@@ -40,6 +41,12 @@ def running(histories: dict) -> list[list[float]]:
         else:
             merged.append([start, end])
     return merged
+
+
+def since_previous_report(history: pd.DataFrame) -> pd.Series:
+    if "time_this_iter_s" in history:
+        return history["time_this_iter_s"]
+    return history["time_total_s"].diff().fillna(history["time_total_s"])
 
 
 def anytime_curve(histories: dict, metric: str, mode: str, resources: float) -> pd.DataFrame:
