@@ -91,6 +91,11 @@ def check_entry(entry: Any, task_inputs: Optional[str], perplexity: bool) -> Met
                 f"eval_metrics: '{spec.name}' scores {spec.local.inputs}, and this task predicts "
                 f"{task_inputs or 'none of them'}; use {fitting_names(task_inputs, perplexity)}."
             )
+        if "average" in spec.kwargs and spec.kwargs["average"] is None:  # evaluate's per-class mode
+            raise ConfigError(
+                f"eval_metrics: {spec.name} with average: null gives one score per class, and a trial reports one "
+                f"number per metric; give average: macro, micro, weighted or binary."
+            )
         if spec.name == "glue" and spec.config_name not in GLUE_CONFIGS:
             raise ConfigError(
                 f"eval_metrics: glue needs config_name, one of {', '.join(GLUE_CONFIGS)}; "

@@ -43,6 +43,14 @@ def test_f1_is_binary_for_two_classes_and_macro_over_more_unless_configured():
     assert score({"name": "f1", "average": "micro"}, preds, refs, num_classes=3) == pytest.approx({"f1": 0.75})
 
 
+@pytest.mark.parametrize("name", ["f1", "precision", "recall"])
+def test_a_per_class_average_is_refused_in_one_line_as_it_reports_no_single_number(name):
+    """evaluate's average=None gives a list per class; a trial reports a number per metric, so the
+    objective check would promise eval_f1 and no trial would report it."""
+    with pytest.raises(ConfigError, match=rf"^eval_metrics: {name} with average: null gives one score per class"):
+        check_entry({"name": name, "average": None}, LABELS, perplexity=False)
+
+
 def test_correlations_match_hand_computed_values():
     preds, refs = [1.0, 2.0, 3.0], [1.0, 2.0, 4.0]  # covariance sum 3, squares 2 and 42/9
     pearson = 3 / math.sqrt(2 * 42 / 9)

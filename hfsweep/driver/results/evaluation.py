@@ -12,6 +12,9 @@ from hfsweep.config.schema import DataConfig, SweepConfig, merged
 from hfsweep.contract.recipe import TrainingRecipe
 from hfsweep.data.prepare import raw_splits, write_validation
 from hfsweep.driver.preflight import task_of
+from hfsweep.driver.results.export import is_adapter, load_adapter_checkpoint
+
+SCORE_ONCE = {"every_k_evals": 1, "max_eval_samples": None}  # GenerationEvalTrainer's: generate, on every example
 
 # the Trainer's timings, not scores
 SPEED_METRICS = ("runtime", "samples_per_second", "steps_per_second", "model_preparation_time")
@@ -48,10 +51,20 @@ def evaluate_checkpoint(
 
     task = task_of(sweep)
     tokenizer = task.load_processor(checkpoint_path)
-    model = task.auto_model_class().from_pretrained(checkpoint_path)
-    # One process, no distributed strategy: the strategy's arguments (DeepSpeed, FSDP) stay out.
+    label_names = task.label_names(raw["train"], data_cfg)
+    if is_adapter(checkpoint_path):  # an adapter over the base the trial built, its head as the task's classes
+        model = load_adapter_checkpoint(checkpoint_path, sweep, task, tokenizer, label_names)
+    else:
+        model = task.auto_model_class().from_pretrained(checkpoint_path)
+    # One process, no distributed strategy: the strategy's arguments (DeepSpeed, FSDP) stay out. Scored
+    # once, on the whole split, with every eval metric: a generating Trainer's cadence and subset stay out.
+    once = {**sweep.trainer, **{k: v for k, v in SCORE_ONCE.items() if k in sweep.trainer}}
     recipe = replace(
-        TrainingRecipe.of(sweep), data=data_cfg, use_gpu=torch.cuda.is_available(), strategy_training_args={}
+        TrainingRecipe.of(sweep),
+        data=data_cfg,
+        use_gpu=torch.cuda.is_available(),
+        strategy_training_args={},
+        trainer=once,
     )
     with tempfile.TemporaryDirectory() as folder:
         validation_path = write_validation(raw[split], task, tokenizer, data_cfg, folder)
@@ -64,7 +77,7 @@ def evaluate_checkpoint(
             train_dataset=None,
             eval_dataset=datasets.load_from_disk(validation_path),
             callbacks=[],
-            label_names=task.label_names(raw["train"], data_cfg),
+            label_names=label_names,
             validation_path=validation_path,
         )
         trainer.remove_callback(PrinterCallback)  # the caller tabulates the scores
