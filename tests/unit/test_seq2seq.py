@@ -99,3 +99,37 @@ def test_generation_runs_only_at_every_kth_evaluation_and_eval_loss_at_each(toke
     assert first["eval_loss"] == pytest.approx(second["eval_loss"])  # teacher-forced, on the whole split
     assert {"eval_rouge1", "eval_rougeL", "eval_gen_len"} <= set(second) and second["eval_gen_len"] <= 4
     assert any("eval_rouge1" in entry for entry in trainer.state.log_history)  # what the next report reads
+
+
+def test_a_test_split_is_scored_once_with_every_metric_whatever_the_evaluation_cadence(tokenizer, tmp_path):
+    """The sweep generates at every second evaluation (trainer.every_k_evals=2): the test split's
+    one scoring generates all the same, so it has ROUGE beside its loss."""
+    from datasets import DatasetDict
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    from hfsweep.driver.results.evaluation import evaluate_checkpoint
+    from tests.conftest import sweep_config
+
+    sweep = sweep_config(
+        [
+            "+experiment=t5_xsum_offline",
+            "trainer.every_k_evals=2",
+            "trainer.max_eval_samples=5",
+            "trainer.max_new_tokens=4",
+            "data.max_length=24",
+        ],
+        tmp_path / "run",
+        tmp_path,
+    )
+    transformers.set_seed(0)
+    config = AutoConfig.for_model(
+        "t5", vocab_size=len(tokenizer), d_model=32, d_ff=64, d_kv=16, num_layers=1, num_heads=2,
+        decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
+    )  # fmt: skip
+    checkpoint = tmp_path / "checkpoint"
+    AutoModelForSeq2SeqLM.from_config(config).save_pretrained(checkpoint)
+    tokenizer.save_pretrained(checkpoint)
+    rows = {"document": TEXTS[:12], "summary": [t[:10] for t in TEXTS[:12]]}
+    raw = DatasetDict(train=Dataset.from_dict(rows), test=Dataset.from_dict(rows))
+    scores = evaluate_checkpoint(sweep, str(checkpoint), sweep.data, raw, split="test")
+    assert {"test_loss", "test_rouge1", "test_rougeLsum", "test_gen_len"} <= set(scores), sorted(scores)
