@@ -148,3 +148,30 @@ def test_ia3_is_accepted_and_a_searched_lora_only_key_with_it_is_refused_in_one_
                 ["debug=tiny", "peft=ia3", "+search_space.peft.r={sampler:choice,values:[4,8]}"], tmp_path, tmp_path
             )
         )
+
+
+def test_an_adapter_checkpoint_of_a_three_class_head_is_scored_on_a_test_split(tmp_path):
+    """A LoRA trial's checkpoint holds the adapter and its head, not the base: scoring it rebuilds
+    the base the trial built (with the task's three classes) before loading the adapter. Loaded as
+    a plain model, the base came back with a two-way head, which the saved head does not fit."""
+    import datasets
+    from transformers import set_seed
+
+    from hfsweep.data.tokenizers import TOKENIZER_TRAINERS
+    from hfsweep.driver.results.evaluation import evaluate_checkpoint
+    from tests.conftest import sweep_config
+
+    sweep = sweep_config(["model=bert_tiny", "peft=lora", "eval_metrics=[accuracy]"], tmp_path / "run", tmp_path)
+    texts = [f"sentence {i} is {'red' if i % 3 == 0 else 'green' if i % 3 == 1 else 'blue'}" for i in range(30)]
+    tokenizer = TOKENIZER_TRAINERS["wordpiece"](texts, 60)
+    set_seed(sweep.seed)
+    names = ["red", "green", "blue"]
+    model = build_model(sweep.model, tokenizer, names, sweep.peft, task=get_task(sweep.model.task))
+    checkpoint = tmp_path / "checkpoint"
+    model.save_pretrained(checkpoint)
+    tokenizer.save_pretrained(checkpoint)
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=names)})
+    rows = datasets.Dataset.from_dict({"text": texts, "label": [i % 3 for i in range(30)]}, features=features)
+    raw = datasets.DatasetDict(train=rows, test=rows)
+    scores = evaluate_checkpoint(sweep, str(checkpoint), sweep.data, raw, split="test")
+    assert {"test_loss", "test_accuracy"} <= set(scores), sorted(scores)
