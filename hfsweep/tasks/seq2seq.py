@@ -88,8 +88,9 @@ class Seq2Seq(Task):
         return ds.map(encode, batched=True, remove_columns=ds.column_names, features=features, desc=f"tokenize {split}")
 
     def predictions_and_references(self, eval_pred, context):
-        """Generated ids and labels decoded to text (run_summarization's postprocessing: stripped,
-        and one sentence per line for rougeLsum)."""
+        """Generated ids and labels decoded to text, stripped. Not split into one sentence per line
+        as run_summarization does (with nltk's punkt, a download), so `rougeLsum` here equals
+        `rougeL` and is lower than run_summarization's on summaries of several sentences."""
         predictions, labels = eval_pred
         tokenizer = context.tokenizer
         predictions = np.where(predictions != IGNORED, predictions, tokenizer.pad_token_id)
