@@ -108,6 +108,8 @@ PEFT_TASK_TYPES = {
     "AutoModelForSeq2SeqLM": "SEQ_2_SEQ_LM",
     "AutoModelForQuestionAnswering": "QUESTION_ANS",
 }
+# An Auto class PEFT has no task type for, whose new head would stay frozen: named to train in full.
+HEADS_TO_TRAIN = {"AutoModelForMultipleChoice": ["classifier"]}
 
 
 def build_model(
@@ -211,7 +213,10 @@ def adapter_config(peft_cfg: PeftConfig, auto_class):
 
     config_class = {"lora": LoraConfig, "ia3": IA3Config}[peft_cfg.method.name]
     keys = ADAPTER_KEYS[peft_cfg.method.name]
-    return config_class(**{k: getattr(peft_cfg, k) for k in keys}, task_type=PEFT_TASK_TYPES.get(auto_class.__name__))
+    values = {k: getattr(peft_cfg, k) for k in keys}
+    if values.get("modules_to_save") is None:  # peft.modules_to_save, when set, names them itself
+        values["modules_to_save"] = HEADS_TO_TRAIN.get(auto_class.__name__)
+    return config_class(**values, task_type=PEFT_TASK_TYPES.get(auto_class.__name__))
 
 
 def _quantization_config(peft_cfg: PeftConfig):

@@ -40,6 +40,7 @@ def test_each_peft_option_builds_its_lora_variant(tmp_path, variant, use_dora, u
         ("roberta_tiny", "sequence_classification", "classifier"),
         ("bert_tiny", "token_classification", "classifier"),
         ("bert_tiny", "question_answering", "qa_outputs"),
+        ("bert_tiny", "multiple_choice", "classifier"),  # no PEFT task type: the head is named to train
     ],
 )
 def test_a_task_head_trains_in_full_beside_the_adapter(tmp_path, model, task, head):
