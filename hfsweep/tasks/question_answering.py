@@ -197,6 +197,11 @@ class QuestionAnswering(Task):
         length = data_cfg.max_length
         padding, padded_length = self.padding(data_cfg)
         pad_right = tokenizer.padding_side == "right"
+        if not pad_right and not data_cfg.pad_to_max_length:  # positions are set here, before a batch is padded
+            raise ConfigError(
+                "data.pad_to_max_length: this tokenizer pads on the left, and a batch padded on the left would "
+                "shift every answer's start and end; set data.pad_to_max_length=true, as run_qa.py does."
+            )
 
         def encode(batch: dict) -> dict:
             questions = [q.lstrip() for q in batch[question]]  # run_qa: leading spaces waste the budget

@@ -93,6 +93,27 @@ def test_a_long_context_becomes_overlapping_features_and_only_those_holding_the_
     assert all(o == [-1, -1] for o in question_tokens)  # only context tokens map back to text
 
 
+def test_a_left_padding_tokenizer_needs_each_feature_padded_to_max_length(tokenizer, tmp_path):
+    """Answer positions are set when a feature is tokenized; a batch padded on the left afterwards
+    would move every token but not them, so padding per batch is refused for such a tokenizer."""
+    import copy
+
+    left = copy.deepcopy(tokenizer)
+    left.padding_side = "left"
+    ds = Dataset.from_dict(
+        {
+            "id": ["q1"],
+            "question": ["Who built the tower?"],
+            "context": [CONTEXT],
+            "answers": [{"text": ["Gustave Eiffel"], "answer_start": [CONTEXT.index("Gustave")]}],
+        }
+    )
+    task = with_options(TASK, {"doc_stride": 8})
+    with pytest.raises(ConfigError, match=r"^data\.pad_to_max_length: this tokenizer pads on the left"):
+        task.preprocess(ds, left, data_cfg(tmp_path, max_length=24, pad_to_max_length=False), "train")
+    assert len(task.preprocess(ds, left, data_cfg(tmp_path, max_length=24, pad_to_max_length=True), "train")) >= 1
+
+
 def test_the_best_valid_span_wins_and_v2_answers_nothing_when_the_null_score_is_higher():
     offsets = [[[-1, -1], [0, 3], [4, 9], [10, 13], [14, 19]]]  # [CLS] then four context words
     context = "The tower was built"
