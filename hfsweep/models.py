@@ -108,8 +108,8 @@ PEFT_TASK_TYPES = {
     "AutoModelForSeq2SeqLM": "SEQ_2_SEQ_LM",
     "AutoModelForQuestionAnswering": "QUESTION_ANS",
 }
-# An Auto class PEFT has no task type for, whose new head would stay frozen: named to train in full.
-HEADS_TO_TRAIN = {"AutoModelForMultipleChoice": ["classifier"]}
+# The Auto classes PEFT has no task type for, whose new head would stay frozen: named to train in full.
+HEADS_TO_TRAIN = {"AutoModelForMultipleChoice": ["classifier"], "AutoModelForImageClassification": ["classifier"]}
 
 
 def build_model(

@@ -41,10 +41,12 @@ def test_each_peft_option_builds_its_lora_variant(tmp_path, variant, use_dora, u
         ("bert_tiny", "token_classification", "classifier"),
         ("bert_tiny", "question_answering", "qa_outputs"),
         ("bert_tiny", "multiple_choice", "classifier"),  # no PEFT task type: the head is named to train
+        ("vit_tiny", "image_classification", "classifier"),
     ],
 )
 def test_a_task_head_trains_in_full_beside_the_adapter(tmp_path, model, task, head):
-    cfg = resolved_config([f"model={model}", f"model.task={task}", "peft=lora"], tmp_path, tmp_path)
+    targets = ["peft.target_modules=[q_proj,v_proj]"] if model == "vit_tiny" else []  # PEFT has no ViT default
+    cfg = resolved_config([f"model={model}", f"model.task={task}", "peft=lora", *targets], tmp_path, tmp_path)
     labels = None if task == "question_answering" else ["negative", "positive"]
     peft_model = build_model(
         typed(ModelConfig, cfg["model"]),
