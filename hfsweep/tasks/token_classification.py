@@ -66,7 +66,7 @@ def encode_tags(raw, column: str):
         raise ConfigError(
             f"data.label_column: '{column}' holds tag ids without names; give tag strings, or a ClassLabel sequence."
         )
-    for split in set(raw) - {"train"}:  # the validation split (unless it is carved from train later), a test split
+    for split in [split for split in raw if split != "train"]:  # validation (unless carved from train later), test
         unknown = sorted({tag for tags in raw[split][column] for tag in tags} - set(names))
         if unknown:
             raise ConfigError(

@@ -90,6 +90,13 @@ def test_the_two_best_configurations_are_retrained_over_seeds_and_the_best_mean_
     assert "## Selection over seeds" in results_md and "95% CI" in results_md and "paired t-test" in results_md
     assert f"the winner's median seed {best['seed']}" in proc.stdout
 
+    # resuming the finished sweep runs its finish again (Tune's restore): the selection is not run
+    # again, and best.json stays its winner, not the search's best trial
+    again = subprocess.run([sys.executable, "-m", "hfsweep.resume", str(run_dir)], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "holds a finished selection: it is not run again, and best/ stays its winner" in again.stdout
+    assert json.loads((run_dir / "best.json").read_text()) == best
+
 
 def test_a_search_that_spent_its_budget_skips_the_selection_in_one_line(tmp_path, cache_dir):
     """The budget bounds everything one command launches: `select.top_k` after a spent budget
