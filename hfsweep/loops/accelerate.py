@@ -8,8 +8,9 @@ shard. It trains as the Trainer does, key for key: the seed, gradient accumulati
 clipping at `max_grad_norm`, the training loss averaged over `logging_steps`, evaluation every
 `eval_steps` (and at the last step), and a checkpoint and report every `save_steps` (and at the last step), through the
 same `report`; it resumes the same way, so every scheduler (PBT included) treats both loops alike.
-With one worker both loops give the same losses (`tests/e2e/test_loops_e2e.py`); with several the
-logged training losses agree, but the weights drift apart (not traced yet).
+Both loops give the same losses, with one worker or several (`tests/e2e/test_loops_e2e.py`), up to
+dropout: the Trainer's DataLoader takes a seed from torch's RNG each epoch, so its dropout masks
+come from other draws.
 On GPUs it takes the same fast defaults (`gpu.*`) from the same function (`effective_training`).
 """
 
