@@ -979,11 +979,14 @@ def test_a_launch_checks_each_job_once_before_its_sweep_and_a_multirun_checks_ev
 def test_the_default_preflight_imports_no_trainer_so_a_refusal_stays_fast_and_quiet(tmp_path):
     """A config that passes every check up to the last costs no import of transformers' Trainer:
     it imports torch and, through peft, bitsandbytes, whose CPU notice came first in refusals
-    that then took 11-13 s. In a fresh process, as the CLI's preflight runs."""
+    that then took 11-13 s. Nor of TuneBOHB's module, which the BOHB pairing check would import
+    to compare classes (hpbandster, ConfigSpace, scipy.stats: 2-4 s of every sweep's start). In a
+    fresh process, as the CLI's preflight runs."""
     code = (
         "import sys; from tests.conftest import resolved_config; from hfsweep.driver.preflight import preflight; "
         f"preflight(resolved_config([], {str(tmp_path / 'run')!r}, {str(tmp_path / 'cache')!r})); "
-        "print(sorted(m for m in ('torch', 'transformers.trainer', 'peft') if m in sys.modules))"
+        "print(sorted(m for m in ('torch', 'transformers.trainer', 'peft', 'ray.tune.search.bohb') "
+        "if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
