@@ -249,9 +249,11 @@ def pooled_text(pooled: pd.DataFrame) -> str:
     return (
         f"{markdown(shown)}\nPooled over searches (search seeds): the mean over searches of each winner's mean gain "
         f"over the defaults on the same training seeds, in points, with a 95% Student t interval over the searches' "
-        f"mean gains: each carries both which search ran and which seeds re-trained its winner. With one search the "
-        f"interval is the paired t over its training seeds only. A search beats the defaults when its winner's mean "
-        f"gain is above zero.\n"
+        f"mean gains: each carries both which search ran and which seeds re-trained its winner. Where every search "
+        f"re-trains on the same training seeds, a seed's effect shared by all searches' gains is not in that spread: "
+        f"the interval is over searches, given those seeds (hfsweep/driver/results/pooled.py says why no wider one "
+        f"is given). With one search the interval is the paired t over its training seeds only. A search beats the "
+        f"defaults when its winner's mean gain is above zero.\n"
     )
 
 

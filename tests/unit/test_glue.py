@@ -402,6 +402,34 @@ def test_one_search_gets_the_paired_t_interval_over_its_training_seeds():
     assert [pooled.low, pooled.high] == pytest.approx(expected)
 
 
+def test_the_crossed_interval_estimates_the_grand_means_variance_without_bias():
+    """experiments/glue/crossed_interval.py: over many searches × seeds tables drawn from the
+    two-way random-effects model, its variance estimate averages to the grand mean's true variance
+    (σ²_search / S + σ²_seed / J + σ²_noise / (S·J)), as the sampled grand means' own variance does."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "glue" / "crossed_interval.py"
+    spec = importlib.util.spec_from_file_location("crossed_interval", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rng = np.random.default_rng(0)
+    searches, seeds, sd = 3, 3, {"search": 2.0, "seed": 1.5, "noise": 1.0}
+    true = sd["search"] ** 2 / searches + sd["seed"] ** 2 / seeds + sd["noise"] ** 2 / (searches * seeds)
+    estimates, means = [], []
+    for _ in range(4000):
+        table = (
+            rng.normal(0, sd["search"], (searches, 1))
+            + rng.normal(0, sd["seed"], (1, seeds))
+            + rng.normal(0, sd["noise"], (searches, seeds))
+        )
+        mean, low, high, df = module.crossed_interval(table)
+        half = (high - low) / 2
+        estimates.append((half / stats.t.ppf(0.975, df)) ** 2)
+        means.append(mean)
+    assert np.mean(estimates) == pytest.approx(true, rel=0.05)
+    assert np.var(means) == pytest.approx(true, rel=0.1)
+
+
 def test_the_methods_table_pools_a_methods_searches_against_the_defaults(tmp_path, capsys):
     """Two searches of one method: each winner's gain over the defaults by seed, pooled over the searches."""
     fair = tmp_path / "fair" / "rte"

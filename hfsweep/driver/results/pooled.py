@@ -18,6 +18,14 @@ draws; this module used one until the fair test's RTE showed +5.1 [+2.9, +9.0] b
 p of 0.13). With few searches the t interval is wide, as it should be. With one search there is
 no search-level spread to measure: the interval is the paired t over that search's training seeds,
 and says so (`searches` = 1).
+
+One limit: when every search re-trains on the same training seeds (the fair tests' 1–3), a seed's
+effect that every search's gain shares is not in the spread over searches, so the interval is over
+searches given those seeds. The crossed design's own interval (searches × seeds, two-way random
+effects, Satterthwaite's degrees of freedom) would add it, but with two or three searches its
+degrees of freedom fall below 2 and it is unbounded or nearly so (the held-out MRPC's first two
+searches: df 0.02); re-training each search's winner and the defaults on seeds of its own makes the t over
+searches exact, at one more set of defaults runs per search.
 """
 
 from __future__ import annotations
