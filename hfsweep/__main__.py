@@ -15,6 +15,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from hfsweep.cli import leave_heap_to_exit
 from hfsweep.cli.launch import fail, raise_hydra_errors
 from hfsweep.compat import quiet_bitsandbytes_cpu_notice, quiet_transformers_integrations
 from hfsweep.config import schema  # noqa: F401  (registers hfsweep_schema in the ConfigStore)
@@ -71,6 +72,7 @@ def cli() -> None:
     try:
         check_hfsweep_installed()  # before Hydra's app, which reads hfsweep's configs from the installed package
         main()
+        leave_heap_to_exit()
     except hydra_errors() as err:
         fail(composition_error(err))
     except ConfigError as err:

@@ -2,7 +2,10 @@
 
 import sys
 
+from hfsweep.cli import leave_heap_to_exit
 from hfsweep.cli.resume import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    leave_heap_to_exit()
+    sys.exit(code)
