@@ -39,7 +39,7 @@ def test_unwritable_storage_path_fails_before_ray(tmp_path, cache_dir):
 @pytest.mark.parametrize("entry", ["hfsweep", "hfsweep.resume", "hfsweep.replay"])
 def test_a_command_that_ran_a_sweep_leaves_its_heap_frozen_for_a_fast_exit(entry, monkeypatch):
     """`hfsweep.cli.leave_heap_to_exit`: after the sweep, the interpreter's exit would collect the
-    whole heap the sweep left (7.5-106 s on 2 cores). Each command that runs sweeps freezes it; here
+    whole heap the sweep left (19-106 s on 2 cores). Each command that runs sweeps freezes it; here
     with the sweep itself stubbed out, as `python -m ENTRY` runs the module."""
     import gc
     import runpy
