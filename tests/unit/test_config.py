@@ -980,8 +980,8 @@ def test_the_default_preflight_imports_no_trainer_so_a_refusal_stays_fast_and_qu
     """A config that passes every check up to the last costs no import of transformers' Trainer:
     it imports torch and, through peft, bitsandbytes, whose CPU notice came first in refusals
     that then took 11-13 s. Nor of TuneBOHB's module, which the BOHB pairing check would import
-    to compare classes (hpbandster, ConfigSpace, scipy.stats: 2-4 s of every sweep's start). In a
-    fresh process, as the CLI's preflight runs."""
+    to compare classes (hpbandster, ConfigSpace, scipy.stats: 2.5-3.7 s of every sweep's start,
+    measured loaded). In a fresh process, as the CLI's preflight runs."""
     code = (
         "import sys; from tests.conftest import resolved_config; from hfsweep.driver.preflight import preflight; "
         f"preflight(resolved_config([], {str(tmp_path / 'run')!r}, {str(tmp_path / 'cache')!r})); "

@@ -24,8 +24,9 @@ effect that every search's gain shares is not in the spread over searches, so th
 searches given those seeds. The crossed design's own interval (searches × seeds, two-way random
 effects, Satterthwaite's degrees of freedom) would add it, but with two or three searches its
 degrees of freedom fall below 2 and it is unbounded or nearly so (the held-out MRPC's first two
-searches: df 0.02); re-training each search's winner and the defaults on seeds of its own makes the t over
-searches exact, at one more set of defaults runs per search.
+searches: df 0.02; experiments/glue/crossed_interval.py). Re-training each search's winner and the
+defaults on seeds of its own makes the t over searches exact, at one more set of defaults runs per
+search.
 """
 
 from __future__ import annotations
