@@ -60,15 +60,18 @@ def drop_unknown_samples(table: pd.DataFrame, columns: list[str]) -> pd.DataFram
 
 
 def hours_to_best(run: Path) -> float:
-    """The trial-hours the search had spent when it found its final best (its anytime curve,
-    `anytime_curve.csv`); nan for a run without one (written before the curve was kept). Every
-    GLUE metric is higher-is-better."""
+    """The trial-hours the search had spent when it found its final best; nan for a run without an
+    anytime curve (written before the curve was kept). The curve (`anytime_curve.csv`) counts each
+    trial's hours times the resources it is billed for (`budget.trial_hours`' unit), these tables
+    hours alone (`trial_hours`): its share spent by the best, times the search's hours, is the same
+    in both. Every GLUE metric is higher-is-better."""
     from hfsweep.driver.results.anytime import hours_to_reach
 
     if not (run / ANYTIME_CURVE).is_file():
         return float("nan")
     curve = pd.read_csv(run / ANYTIME_CURVE)
-    return hours_to_reach(curve, curve["best"].iloc[-1], "max")
+    share = hours_to_reach(curve, curve["best"].iloc[-1], "max") / curve["trial_hours"].iloc[-1]
+    return share * trial_hours(run / RESULTS_FILE)
 
 
 def selection_defaults(run: Path) -> tuple[pd.DataFrame, list[str], pd.Series]:

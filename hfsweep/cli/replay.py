@@ -50,6 +50,7 @@ def replay_config(run_dir: str, seeds: list[int]) -> dict:
     cfg = {**best_config(run_dir), **RUN_TO_THE_END}
     cfg["search_space"] = {"seed": {"sampler": "grid", "values": list(seeds)}}
     cfg["cluster"]["storage_path"] = out
+    cfg["select"] = {**cfg.get("select", {}), "top_k": 0}  # a sweep's selection is over: a replay is no search
     cfg.setdefault("checkpoints", {})["keep_final"] = True  # each seed's final model is scored (extra_validation)
     return cfg
 

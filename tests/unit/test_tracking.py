@@ -241,7 +241,8 @@ def test_the_budget_survives_a_resume(tmp_path):
 
 
 def finished_sweep_dir(tmp_path: Path) -> Path:
-    cfg = resolved_config(["stopper=plateau", "callbacks=early_stopping", "search_alg=random"], tmp_path, tmp_path)
+    overrides = ["stopper=plateau", "callbacks=early_stopping", "search_alg=random", "select.top_k=1"]
+    cfg = resolved_config(overrides, tmp_path, tmp_path)
     (tmp_path / "resolved_config.yaml").write_text(yaml.safe_dump(cfg))
     hyperparameters = {"training.learning_rate": 0.001}
     (tmp_path / "best.json").write_text(json.dumps({"hyperparameters": hyperparameters}))
@@ -256,6 +257,7 @@ def test_replay_config_runs_the_best_hyperparameters_over_seeds_to_the_end(tmp_p
     assert cfg["search_space"] == {"seed": {"sampler": "grid", "values": [1, 2, 3]}}
     assert cfg["scheduler"]["_target_"].endswith("FIFOScheduler")
     assert (cfg["stopper"], cfg["callbacks"], cfg["num_samples"]) == ({}, {}, 1)
+    assert cfg["select"]["top_k"] == 0  # the sweep selected (top_k 1); its replay would select over seeds again
     assert cfg["cluster"]["storage_path"] == str(run_dir / "replay")
 
 
