@@ -158,16 +158,27 @@ def _save(accelerator: Accelerator, model, tokenizer, path: str) -> None:
     accelerator.wait_for_everyone()
 
 
+STEP_KEYS = ("warmup_steps", "logging_steps", "eval_steps", "save_steps")
+
+
+def in_steps(training: dict) -> dict:
+    """`training` with each of `STEP_KEYS` in steps: a value below 1 is a share of max_steps,
+    rounded up, as the Trainer reads it (`TrainerState.compute_steps`, its warm-up)."""
+    share = {key: training[key] for key in STEP_KEYS if isinstance(training.get(key), float) and 0 < training[key] < 1}
+    return {**training, **{key: math.ceil(value * training["max_steps"]) for key, value in share.items()}}
+
+
 def train_loop_per_worker(job: TrainJob) -> None:
     """Train with Accelerate for training.max_steps optimizer steps."""
     recipe, task, in_process = job.recipe, job.task, job.in_process
-    training = {**trainer_defaults(), **effective_training(recipe, GpuFeatures.here())}
+    training = in_steps({**trainer_defaults(), **effective_training(recipe, GpuFeatures.here())})
     accelerator = Accelerator(**accelerator_settings(training, recipe.use_gpu))
     world_size = 1 if in_process else ray.train.get_context().get_world_size()
     if accelerator.num_processes != world_size:  # each worker would train alone, silently
         raise RuntimeError(f"Accelerate sees {accelerator.num_processes} processes, Ray Train started {world_size}")
     quiet_logs(accelerator.process_index)
     tokenizer = task.load_processor(job.tokenizer_path)
+    task.prepare_tokenizer(tokenizer, recipe.data)  # saved with every checkpoint's tokenizer (sft: its chat template)
     validation = datasets.load_from_disk(job.validation_path)
     transformers.set_seed(recipe.seed)  # every trial starts from the same initial weights
     model = build_model(recipe.model, tokenizer, job.label_names, task=task, attention=attention(recipe))
@@ -175,11 +186,10 @@ def train_loop_per_worker(job: TrainJob) -> None:
     if training.get("activation_checkpointing"):
         model.gradient_checkpointing_enable()
     optimizer = _optimizer(model, training)
-    warmup = training["warmup_steps"]  # below 1: a share of the steps, as the Trainer reads it
     lr_scheduler = get_scheduler(
         training["lr_scheduler_type"],
         optimizer,
-        num_warmup_steps=math.ceil(warmup * training["max_steps"]) if 0 < warmup < 1 else int(warmup),
+        num_warmup_steps=training["warmup_steps"],
         num_training_steps=training["max_steps"],
     )
     ran, cost = WhatRan(model), Cost(model, task)

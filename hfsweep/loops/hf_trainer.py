@@ -94,6 +94,19 @@ class StopOnDivergence(TrainerCallback):
             check_finite(key, (logs or {}).get(key), state.global_step)
 
 
+class SaveWhenStopped(TrainerCallback):
+    """A callback that ends training (early stopping, at an evaluation that is not a save step)
+    makes the Trainer save that step too: otherwise the trial's last report is an older save that
+    says it has not finished, and the checkpoint budget frees its checkpoints as a stopped trial's.
+    Runs after the callbacks that stop."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        control.should_save |= control.should_training_stop
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        control.should_save |= control.should_training_stop
+
+
 class ApplyHyperparametersOnResume(TrainerCallback):
     """Make a resumed trial train with its own hyperparameters, not the checkpoint's.
 
@@ -204,7 +217,7 @@ def train_loop_per_worker(job: TrainJob) -> None:
         progress_of=lambda step: progress(step, recipe.training, workers, job.train_examples),
     )
     callbacks = [StopOnDivergence(), reporter]
-    callbacks += [instantiate(node) for node in recipe.callbacks.values()]
+    callbacks += [instantiate(node) for node in recipe.callbacks.values()] + [SaveWhenStopped()]
     if resume_from:
         callbacks.append(ApplyHyperparametersOnResume(recipe.training, resume_from, extra_metrics))
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
+from torch.utils.data import default_collate
 from transformers import Trainer
 
 from hfsweep.config.schema import ModelConfig, typed
@@ -220,3 +221,65 @@ def test_the_accelerate_loop_leaves_unset_keys_at_the_trainers_own_defaults(tmp_
     for key, value in trainer_defaults().items():
         ran = getattr(trainer, key)
         assert (SchedulerType(value) if key == "lr_scheduler_type" else value) == ran, key
+
+
+@pytest.mark.parametrize("save_when_stopped", [True, False])
+def test_early_stopping_at_an_evaluation_that_is_no_save_step_saves_that_step(save_when_stopped, tmp_path):
+    """Evaluations every 2 steps, saves every 6: the callback stops at step 4, and the Trainer
+    saves it (the trial's last report then says it finished); without SaveWhenStopped it saves
+    nothing, and the checkpoint budget would free the trial's older checkpoints as a stopped trial's."""
+    from transformers import EarlyStoppingCallback
+
+    from hfsweep.loops.hf_trainer import SaveWhenStopped
+
+    trainer = trainer_from(
+        [
+            "callbacks=early_stopping",  # the best-model tracking it needs
+            "training.max_steps=12",
+            "training.eval_steps=2",
+            "training.save_steps=6",
+            "training.logging_steps=2",
+        ],
+        tmp_path,
+    )
+    trainer.train_dataset = [{"input_ids": torch.arange(1, 13), "labels": torch.tensor(i % 2)} for i in range(8)]
+    trainer.data_collator = default_collate
+    # no evaluation improves on the first by 100: the second, at step 4, stops the training
+    trainer.add_callback(EarlyStoppingCallback(early_stopping_patience=1, early_stopping_threshold=100.0))
+    if save_when_stopped:
+        trainer.add_callback(SaveWhenStopped())  # after the callback that stops, as train_loop_per_worker adds it
+    trainer.train()
+    assert trainer.state.global_step == 4
+    saved = sorted(p.name for p in (tmp_path / "out").glob("checkpoint-*"))
+    assert saved == (["checkpoint-4"] if save_when_stopped else [])
+
+
+def test_the_accelerate_loop_reads_a_share_of_the_steps_as_the_trainer_does(tmp_path):
+    """eval_steps=0.1 of 25 steps: the Trainer evaluates every 3 steps (rounded up), and so must the
+    accelerate loop, which counts in whole steps (`step % eval_steps`)."""
+    from transformers import TrainingArguments
+    from transformers.trainer_callback import TrainerState
+
+    from hfsweep.loops.accelerate import STEP_KEYS, in_steps
+
+    shares = {"warmup_steps": 0.06, "logging_steps": 0.2, "eval_steps": 0.1, "save_steps": 0.1}
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=25, eval_strategy="steps", **shares)
+    state = TrainerState()
+    state.compute_steps(args, max_steps=25)
+    trainer_reads = {
+        "warmup_steps": args.get_warmup_steps(25),
+        "logging_steps": state.logging_steps,
+        "eval_steps": state.eval_steps,
+        "save_steps": state.save_steps,
+    }
+    assert (
+        {key: in_steps({**shares, "max_steps": 25})[key] for key in STEP_KEYS}
+        == trainer_reads
+        == {
+            "warmup_steps": 2,
+            "logging_steps": 5,
+            "eval_steps": 3,
+            "save_steps": 3,
+        }
+    )
+    assert in_steps({**shares, "eval_steps": 7, "save_steps": None, "max_steps": 25})["eval_steps"] == 7
