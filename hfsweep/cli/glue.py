@@ -34,9 +34,9 @@ searches' re-trainings.
 
 Both then pool their searches, per task (`fair_pooled.csv`) or per method and model
 (`methods_pooled.csv`), below their table: the mean over searches of each winner's mean gain over
-the defaults on the same seeds, a 95% interval over both the search seed and the training seed,
-and the share of searches whose winner beat the defaults (`hfsweep.driver.results.pooled` says
-why a t interval over searches).
+the defaults on the same seeds, a 95% t interval over the searches (given the training seeds,
+which every search shares here), and the share of searches whose winner beat the defaults
+(`hfsweep.driver.results.pooled` says why a t interval over searches).
 
 A task's score is the mean of its official metrics (MRPC and QQP: F1 and accuracy; STS-B: Pearson
 and Spearman; MNLI: accuracy on the matched and on the mismatched validation set); the GLUE score

@@ -87,9 +87,12 @@ def selection_defaults(run: Path) -> tuple[pd.DataFrame, list[str], pd.Series]:
 
 
 def defaults_runs(run: Path) -> pd.DataFrame:
-    """A fair test's re-trainings of the defaults (rows of RUN/select/results.csv), indexed by seed."""
+    """A fair test's re-trainings of the defaults that finished (rows of RUN/select/results.csv
+    without an error: one that failed part-way is no defaults run), indexed by seed."""
     _, values, defaults = selection_defaults(run)
     runs = pd.read_csv(run / SELECT_DIR / RESULTS_FILE)
+    if "error" in runs:
+        runs = runs[runs["error"].isna()]
     return runs[(runs[values] == defaults[values]).all(axis=1)].astype({"seed": str}).set_index("seed")
 
 

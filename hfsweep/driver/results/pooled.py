@@ -1,6 +1,6 @@
 """Several searches, one verdict: the mean gain of the searches' winners over the defaults, with a
-95% interval over both sources of chance: which search ran (its search seed) and which training
-seeds re-trained its winner.
+95% interval over which search ran (its search seed) and, where each search re-trained on seeds of
+its own, which training seeds re-trained its winner (the limit below).
 
 Why the search is the unit: which search you run decides most of the gain. On RTE six searches'
 winners re-train to +1.8 … +6.0 points over the defaults, while each winner's re-trainings over
