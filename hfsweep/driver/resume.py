@@ -20,6 +20,7 @@ from hfsweep.config.schema import SweepConfig, plain
 from hfsweep.driver.finish import finish
 from hfsweep.driver.preflight import preflight
 from hfsweep.driver.search.budget import SweepBudget, build_budget, spent_before
+from hfsweep.driver.search.defaults_trial import DEFAULTS_COLUMN
 from hfsweep.driver.search.live_study import study_exists
 from hfsweep.driver.search.warm_start import warm_start_dirs
 from hfsweep.driver.tuner import build_tuner, plan_sweep, start_cluster, trainable_for, tune_fit
@@ -66,11 +67,11 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
     sweep = preflight(extended_config(run_dir, extends)).sweep
     check_extendable(sweep, run_dir)
     names = experiment_names(run_dir, sweep.name)
-    done = len(pd.read_csv(os.path.join(run_dir, RESULTS_FILE)))
+    done = draws_run(run_dir)
     grid = searches_grid(sweep)
     if not grid and sweep.num_samples <= done:
         raise ConfigError(
-            f"resume --extend: num_samples={sweep.num_samples}, and {run_dir} ran {done} trials "
+            f"resume --extend: num_samples={sweep.num_samples}, and {run_dir} ran {done} searched trials "
             f"already; give a larger num_samples."
         )
     added = replace(
@@ -100,6 +101,13 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
     return finish(tune_fit(tuner), sweep, checked.task, plan.data, budget, earlier)
 
 
+def draws_run(run_dir: str) -> int:
+    """The trials the searcher drew so far (results.csv's rows but the defaults trial, which
+    `num_samples` does not count)."""
+    table = pd.read_csv(os.path.join(run_dir, RESULTS_FILE))
+    return int((~table[DEFAULTS_COLUMN].astype(bool)).sum()) if DEFAULTS_COLUMN in table else len(table)
+
+
 def selection_spend(sweep: SweepConfig, run_dir: str) -> list:
     """The selection's experiment, where it drew on the sweep's budget (`select.within_budget`)."""
     selection = os.path.join(run_dir, SELECT_DIR, sweep.name)
@@ -126,7 +134,7 @@ def extension_searcher(sweep: SweepConfig, run_dir: str, grid: bool, number: int
     """The search_alg of extension `number`: a grid or Optuna warm-started with every trial run so
     far; random search drawing new points from its own seed, derived from the sweep's
     `random_state` and the extension's number (the sweep's seed would draw its first points again)."""
-    node = dict(sweep.search_alg)
+    node = {**sweep.search_alg, "defaults_trial": False}  # the sweep ran it
     if grid or not issubclass(import_object(node["_target_"]), tune.search.BasicVariantGenerator):
         # what the sweep started from, too; its study is in memory (the live one is the sweep's own)
         return {**node, "warm_start": [*warm_start_dirs(sweep), run_dir], "storage": None}

@@ -3,6 +3,8 @@ experiments are found; the end-to-end extension is in test_extend_e2e.py."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hfsweep.config.errors import ConfigError
@@ -73,3 +75,29 @@ def test_each_random_search_extension_draws_from_its_own_seed_and_a_grid_is_warm
     grid["search_alg"]["warm_start"] = ["/runs/pilot"]  # the sweep itself started from an earlier one
     warmed = extension_searcher(typed(SweepConfig, grid), run_dir, grid=True, number=1)
     assert warmed["warm_start"] == ["/runs/pilot", run_dir]
+
+
+def test_an_extension_counts_the_searched_trials_and_runs_no_second_defaults_trial(run_dir, cache_dir, tmp_path):
+    """num_samples counts draws, not the defaults trial beside them: a sweep of 3 draws and its
+    defaults trial extended to num_samples=5 draws 2 more, and the config's own values, run once
+    already, do not run again as an extra trial counted as a random draw."""
+    import pandas as pd
+
+    from hfsweep.driver.resume import draws_run, extension_searcher
+    from hfsweep.driver.search.defaults_trial import wanted
+    from tests.conftest import sweep_config
+
+    pd.DataFrame({"trial_id": ["a", "b", "c", "d"], "defaults": [True, False, False, False]}).to_csv(
+        f"{run_dir}/results.csv", index=False
+    )
+    assert draws_run(run_dir) == 3
+    overrides = [
+        "debug=tiny",
+        "search_alg=random",
+        "search_space=learning_rate_loguniform",
+        "search_alg.defaults_trial=true",
+    ]
+    random = sweep_config(overrides, tmp_path, cache_dir)
+    assert wanted(random)
+    added = extension_searcher(random, run_dir, grid=False, number=1)
+    assert not wanted(dataclasses.replace(random, search_alg=added))
