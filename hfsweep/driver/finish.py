@@ -68,6 +68,7 @@ def finish(
             ),
             budget=budget,
             checkpoints=checkpoint_disk_use(result.metrics_dataframe for result in results),
+            exported=not selected,
         )
     )
     for line in held_out_lines(best.test, best.metric):

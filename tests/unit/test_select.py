@@ -303,6 +303,7 @@ def test_finishing_a_resumed_sweep_keeps_its_finished_selections_winner(tmp_path
 
     from hfsweep.driver import finish as finishing
     from hfsweep.driver.results.best import BestTrial
+    from hfsweep.driver.results.summary import summary
     from hfsweep.run_dir import read_best, write_best
     from tests.conftest import sweep_config
 
@@ -316,7 +317,7 @@ def test_finishing_a_resumed_sweep_keeps_its_finished_selections_winner(tmp_path
         "best_of": lambda grids, sweep: lucky,
         "export_best": lambda *args: pytest.fail("best/ exported over the selection's winner"),
         "untrained_eval_loss": lambda *args: None,
-        "sweep_summary": lambda *args, **kwargs: "",
+        "sweep_summary": lambda best, *args, **kwargs: summary(best, str(storage), exported=kwargs["exported"]),
         "write_report": lambda out: pd.DataFrame({"ended": ["completed"]}),
         "startup_trials": lambda sweep: None,
         "drawn_at_random": lambda *args: None,
@@ -329,5 +330,10 @@ def test_finishing_a_resumed_sweep_keeps_its_finished_selections_winner(tmp_path
         num_terminated, num_errors = 1, 0
 
     finishing.finish(Grid(), sweep, SimpleNamespace(reports_perplexity=False), SimpleNamespace(label_names=None))
-    assert "holds a finished selection: it is not run again, and best/ stays its winner" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "holds a finished selection: it is not run again, and best/ stays its winner" in out
     assert read_best(str(storage))["trial_id"] == "selected-seed-2"
+    exported = (
+        f"  exported model:  {storage / 'best'} is the selection's winner ({storage / 'select' / 'selection.csv'})"
+    )
+    assert f"{exported}, not this trial" in out.splitlines(), "the summary's best trial is not what best/ holds"

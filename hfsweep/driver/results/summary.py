@@ -29,11 +29,13 @@ def sweep_summary(
     drawn_at_random: Optional[int],
     budget,
     checkpoints: tuple[int, int],
+    exported: bool = True,
 ) -> str:
     """The one screen a finished search ends with: the best trial, its objectives and the Pareto
     front, the search against the defaults trial, cost, budget (and whether the sweep ended on it)
-    and the checkpoints on disk (`checkpoints`: their count and bytes)."""
-    lines = [summary(best, sweep.cluster.storage_path, untrained_loss, perplexity)]
+    and the checkpoints on disk (`checkpoints`: their count and bytes). `exported`: best/ is this
+    best trial's model (not a finished selection's winner)."""
+    lines = [summary(best, sweep.cluster.storage_path, untrained_loss, perplexity, exported)]
     if is_multi_objective(sweep):
         values = ", ".join(f"{name} = {value:.4g}" for name, value in best.objectives.items())
         lines.append(f"  objectives:      {values} (its last report)")
@@ -77,8 +79,15 @@ def selection_spend_lines(rerun_table: pd.DataFrame, search_cost: Optional[pd.Se
 MODEL_WORDS = {"best": "its best checkpoint by validation", "final": "its final model"}  # BestTrial.model's
 
 
-def summary(best: BestTrial, run_dir: str, untrained_loss: Optional[float] = None, perplexity: bool = False) -> str:
-    """The console's account of the best trial (`perplexity`: the task's loss is a token loss)."""
+def summary(
+    best: BestTrial,
+    run_dir: str,
+    untrained_loss: Optional[float] = None,
+    perplexity: bool = False,
+    exported: bool = True,
+) -> str:
+    """The console's account of the best trial (`perplexity`: the task's loss is a token loss;
+    `exported`: best/ holds its model, not a finished selection's winner)."""
     lines = [f"Best trial {best.trial_id} at step {best.step}:"]
     lines += [f"  {path} = {value}" for path, value in best.hyperparameters.items()]
     lines.append(f"  {best.metric} = {best.value:.4f} ({MODEL_WORDS[best.model]})")
@@ -90,7 +99,13 @@ def summary(best: BestTrial, run_dir: str, untrained_loss: Optional[float] = Non
             lines.append(f"  untrained eval_loss = {untrained_loss:.4f} ({drop:.0%} lower after training)")
     checkpoint = "best checkpoint:" if best.model == "best" else "final model:    "
     lines.append(f"  {checkpoint} {best.checkpoint_path} ({best.checkpoint_bytes / 2**20:.2f} MiB)")
-    lines.append(f"  exported model:  {os.path.join(run_dir, 'best')}")
+    if exported:
+        lines.append(f"  exported model:  {os.path.join(run_dir, 'best')}")
+    else:
+        lines.append(
+            f"  exported model:  {os.path.join(run_dir, 'best')} is the selection's winner "
+            f"({os.path.join(run_dir, run_files.SELECT_DIR, run_files.SELECTION_FILE)}), not this trial"
+        )
     lines.append(
         f"  results:         {os.path.join(run_dir, 'results.md')} (and .csv, curves.png, hyperparameters.png)"
     )
