@@ -331,3 +331,33 @@ def supports_attention(auto_class, config_class, attention: str) -> bool:
         return False
     flag = ATTENTION_FLAGS.get(attention)
     return flag is None or getattr(auto_class._model_mapping[config_class], flag, False) is True
+
+
+def loss_drops_item_count(model) -> bool:
+    """Whether the model's `forward` takes `**kwargs` but never hands them to `self.loss_function`
+    (BERT's classification, token and question-answering heads compute their own mean loss): the
+    Trainer then reads `**kwargs` as "the model normalises by num_items_in_batch" and neither
+    divides its loss by the accumulation steps nor undoes DDP's gradient averaging on it, so the
+    loss and the gradients come out accumulation steps × workers too large
+    (huggingface/transformers#47688, open). Read from the class's own source, not a private flag;
+    a class that says `accepts_loss_kwargs` itself is taken at its word."""
+    import ast
+    import inspect
+    import textwrap
+
+    forward = type(model).forward
+    if hasattr(type(model), "accepts_loss_kwargs"):
+        return False
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(forward).parameters.values()):
+        return False  # the Trainer then passes nothing and divides the loss itself
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(forward)))
+    except (OSError, TypeError, SyntaxError):  # no source to read: leave the Trainer's own reading
+        return False
+    return not any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "loss_function"
+        and any(k.arg is None or k.arg == "num_items_in_batch" for k in node.keywords)
+        for node in ast.walk(tree)
+    )

@@ -9,6 +9,7 @@ import difflib
 import hashlib
 import warnings
 
+from hfsweep.compat import loss_drops_item_count
 from hfsweep.config.errors import ConfigError, HubUnreachableError
 from hfsweep.config.schema import ModelConfig, PeftConfig, PeftMethod, SweepConfig
 from hfsweep.contract.protocols import ModelTask
@@ -142,6 +143,8 @@ def build_model(
         model = _build(model_cfg, task.auto_model_class(), task.config_from_processor(tokenizer), from_data, attention)
     if getattr(model, "loss_type", None) is None:
         model.loss_type = task.loss_type
+    if loss_drops_item_count(model):  # the Trainer would scale its loss as if it did not
+        model.accepts_loss_kwargs = False
     if peft_cfg is None or peft_cfg.method is PeftMethod.none:
         return model
     from peft import get_peft_model, prepare_model_for_kbit_training

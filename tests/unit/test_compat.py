@@ -237,3 +237,37 @@ def test_the_bitsandbytes_cpu_notice_is_silenced_on_its_logger(caplog):
         assert not caplog.records, "the notice is still logged after quiet_bitsandbytes_cpu_notice"
     finally:
         logger.setLevel(previous)
+
+
+def test_which_heads_drop_the_item_count_is_read_as_their_loss_behaves():
+    """`loss_drops_item_count` reads a head's source; each answer must match what its loss does
+    when handed num_items_in_batch (the causal LM divides by it, the others ignore it)."""
+    import transformers as tf
+
+    bert = tf.BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8)
+    gpt2 = tf.GPT2Config(vocab_size=50, n_embd=8, n_layer=1, n_head=2, pad_token_id=0, bos_token_id=1, eos_token_id=1)
+    torch.manual_seed(0)
+    ids = torch.randint(1, 50, (2, 6))
+    heads = [
+        (tf.BertForSequenceClassification, bert, {"labels": torch.tensor([0, 1])}),
+        (tf.BertForTokenClassification, bert, {"labels": torch.randint(0, 2, (2, 6))}),
+        (
+            tf.BertForQuestionAnswering,
+            bert,
+            {"start_positions": torch.tensor([1, 2]), "end_positions": torch.tensor([3, 4])},
+        ),
+        (tf.GPT2LMHeadModel, gpt2, {"labels": ids}),
+    ]
+    answers = {}
+    for head, config, labels in heads:
+        model = head(config).eval()
+        plain = model(input_ids=ids, **labels).loss
+        counted = model(input_ids=ids, num_items_in_batch=torch.tensor(1000), **labels).loss
+        assert compat.loss_drops_item_count(model) == torch.equal(plain, counted), head.__name__
+        answers[head.__name__] = compat.loss_drops_item_count(model)
+    assert answers == {
+        "BertForSequenceClassification": True,
+        "BertForTokenClassification": True,
+        "BertForQuestionAnswering": True,
+        "GPT2LMHeadModel": False,
+    }

@@ -283,3 +283,26 @@ def test_the_accelerate_loop_reads_a_share_of_the_steps_as_the_trainer_does(tmp_
         }
     )
     assert in_steps({**shares, "eval_steps": 7, "save_steps": None, "max_steps": 25})["eval_steps"] == 7
+
+
+def test_under_gradient_accumulation_a_bert_classifier_logs_the_mean_loss(tmp_path):
+    """Two micro-batches per step: the Trainer must log (and train on) their mean loss, not their
+    sum, which it does for a head whose forward takes **kwargs but ignores num_items_in_batch
+    unless build_model says so (huggingface/transformers#47688)."""
+    no_dropout = ["+model.config.hidden_dropout_prob=0.0", "+model.config.attention_probs_dropout_prob=0.0"]
+    steps = ["training.max_steps=1", "training.logging_steps=1", "training.learning_rate=1e-12"]
+    trainer = trainer_from(
+        [*no_dropout, *steps, "+training.gradient_accumulation_steps=2", "training.per_device_train_batch_size=2"],
+        tmp_path,
+    )
+    torch.manual_seed(0)
+    examples = [{"input_ids": torch.randint(1, 50, (12,)), "labels": torch.tensor(i % 2)} for i in range(4)]
+    trainer.train_dataset, trainer.data_collator = examples, default_collate
+    trainer.args.dataloader_drop_last = False
+    model = trainer.model
+    with torch.no_grad():
+        losses = [model(**default_collate(batch)).loss.item() for batch in (examples[:2], examples[2:])]
+    trainer.args.seed = 0
+    trainer.train()
+    (logged,) = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert logged == pytest.approx(sum(losses) / 2, rel=1e-3), "the micro-batches' losses were summed"
