@@ -182,6 +182,20 @@ def test_a_running_trial_keeps_its_best_and_its_latest(tmp_path):
     assert sweep.on_disk() == {best}
 
 
+def test_an_ended_fsdp_trial_drops_its_sharded_optimizer_state_and_keeps_its_sharded_weights(tmp_path):
+    """Accelerate saves FSDP's sharded state as folders: the model's pytorch_model_fsdp_0/ (weights,
+    kept) and the optimizer's optimizer_0/ (two thirds of a checkpoint, which nothing reads once
+    the trial has ended)."""
+    sweep = Sweep(tmp_path, keep=1)
+    best = Path(sweep.report("a", 5, 3.0))
+    for folder in ("pytorch_model_fsdp_0", "optimizer_0"):
+        (best / folder).mkdir()
+        (best / folder / "__0_0.distcp").write_bytes(b"x" * 100)
+    sweep.end("a", finished=True)
+    kept = {p.name for p in best.iterdir()}
+    assert "pytorch_model_fsdp_0" in kept and "optimizer_0" not in kept
+
+
 def test_an_ended_trial_keeps_weights_only_and_the_tally_counts_what_was_freed(tmp_path):
     """While a trial runs its checkpoints are whole (it may resume); once it ends nothing resumes
     it, and its kept best drops the optimizer, scheduler and RNG state. What was freed is written

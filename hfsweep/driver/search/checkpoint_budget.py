@@ -24,9 +24,18 @@ from hfsweep.contract.pointers import checkpoint_step
 from hfsweep.driver.search.search_rules import is_population_training
 from hfsweep.run_dir import CHECKPOINTS_FILE
 
-# What only resuming a checkpoint reads (the Trainer's and Accelerate's names): an ended trial's kept
+# What only resuming a checkpoint reads (the Trainer's and Accelerate's names; FSDP's sharded optimizer
+# state is a folder optimizer_0/, or a file optimizer_0_rankN.bin per worker): an ended trial's kept
 # checkpoints drop them, and keep weights, config, tokenizer and trainer_state.json.
-TRAINING_STATE_PREFIXES = ("optimizer.", "scheduler.", "scaler.", "rng_state", "random_states_", "global_step")
+TRAINING_STATE_PREFIXES = (
+    "optimizer.",
+    "optimizer_",
+    "scheduler.",
+    "scaler.",
+    "rng_state",
+    "random_states_",
+    "global_step",
+)
 
 
 class CheckpointBudget(tune.Callback):
