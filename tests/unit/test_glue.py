@@ -260,22 +260,25 @@ def test_the_fair_table_says_when_the_defaults_won_the_search(tmp_path, capsys):
     assert "search_samples" not in row, "runs from before reports carried samples: none invented"
 
 
+def write_counted_cola_search(root: Path, search: dict, defaults_runs: dict) -> None:
+    """A CoLA search of two trials (`search`: results.csv's columns) whose selection kept the
+    defaults, re-trained over seeds 1-3 (`defaults_runs`: select/results.csv's columns)."""
+    select = root / "cola" / "select"
+    select.mkdir(parents=True)
+    pd.DataFrame({"training.learning_rate": [5e-5, 1e-5], **search}).to_csv(root / "cola" / "results.csv", index=False)
+    write_defaults_won_selection(select)
+    runs = {"training.learning_rate": [5e-5] * 3, "seed": [1, 2, 3], **defaults_runs}
+    pd.DataFrame(runs).to_csv(select / "results.csv", index=False)
+
+
 def test_the_fair_table_counts_each_parts_training_samples_where_the_runs_report_them(tmp_path, capsys):
     """The same search, with results.csv's train_samples: its multiple of one defaults run in samples."""
-    select = tmp_path / "cola" / "select"
-    select.mkdir(parents=True)
-    pd.DataFrame(
-        {"training.learning_rate": [5e-5, 1e-5], "time_total_s": [1800.0, 900.0], "train_samples": [3000, 1500]}
-    ).to_csv(tmp_path / "cola" / "results.csv", index=False)
-    write_defaults_won_selection(select)
-    pd.DataFrame(
-        {
-            "training.learning_rate": [5e-5] * 3,
-            "seed": [1, 2, 3],
-            "time_total_s": [900.0, 1000.0, 1100.0],  # one machine's speed varies; the samples do not
-            "train_samples": [3000] * 3,
-        }
-    ).to_csv(select / "results.csv", index=False)
+    write_counted_cola_search(
+        tmp_path,
+        search={"time_total_s": [1800.0, 900.0], "train_samples": [3000, 1500]},
+        # one machine's speed varies; the samples do not
+        defaults_runs={"time_total_s": [900.0, 1000.0, 1100.0], "train_samples": [3000] * 3},
+    )
 
     assert glue.main(["--fair", str(tmp_path)]) == 0
     (row,) = pd.read_csv(tmp_path / "fair.csv").to_dict("records")
@@ -289,21 +292,15 @@ def test_the_fair_table_counts_each_parts_training_samples_where_the_runs_report
 def test_one_defaults_run_is_the_mean_of_the_defaults_runs_that_finished(tmp_path):
     """A defaults re-training that errored after a tenth of its run is no defaults run: counted in
     the selection's cost, left out of the unit the search's cost is a multiple of."""
-    select = tmp_path / "cola" / "select"
-    select.mkdir(parents=True)
-    pd.DataFrame(
-        {"training.learning_rate": [5e-5, 1e-5], "time_total_s": [1800.0, 1800.0], "train_samples": [3000, 3000]}
-    ).to_csv(tmp_path / "cola" / "results.csv", index=False)
-    write_defaults_won_selection(select)
-    pd.DataFrame(
-        {
-            "training.learning_rate": [5e-5] * 3,
-            "seed": [1, 2, 3],
+    write_counted_cola_search(
+        tmp_path,
+        search={"time_total_s": [1800.0, 1800.0], "train_samples": [3000, 3000]},
+        defaults_runs={
             "time_total_s": [1800.0, 1800.0, 180.0],
             "train_samples": [3000, 3000, 300],
             "error": [None, None, "RuntimeError: loss is nan at step 30"],
-        }
-    ).to_csv(select / "results.csv", index=False)
+        },
+    )
 
     assert glue.main(["--fair", str(tmp_path)]) == 0
     (row,) = pd.read_csv(tmp_path / "fair.csv").to_dict("records")
