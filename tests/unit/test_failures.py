@@ -1,4 +1,5 @@
-"""Bad cluster and storage settings fail fast, in one line, before any trial starts."""
+"""How a command starts and ends: bad cluster and storage settings fail fast, in one line, before
+any trial starts; a command that ran a sweep leaves its heap frozen, so that it exits fast."""
 
 from __future__ import annotations
 
