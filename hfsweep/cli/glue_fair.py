@@ -44,8 +44,7 @@ def trial_hours(results_csv: Path) -> float:
 
 
 def train_samples(runs: pd.DataFrame) -> pd.Series:
-    """Each run's training samples (a results table's `train_samples`); nan where the table is from
-    before reports carried them."""
+    """Each run's training samples (a results table's `train_samples`); nan from before reports had them."""
     return runs.get(TRAIN_SAMPLES, pd.Series(float("nan"), index=runs.index))
 
 
@@ -60,11 +59,9 @@ def drop_unknown_samples(table: pd.DataFrame, columns: list[str]) -> pd.DataFram
 
 
 def hours_to_best(run: Path) -> float:
-    """The trial-hours the search had spent when it found its final best; nan for a run without an
-    anytime curve (written before the curve was kept). The curve (`anytime_curve.csv`) counts each
-    trial's hours times the resources it is billed for (`budget.trial_hours`' unit), these tables
-    hours alone (`trial_hours`): its share spent by the best, times the search's hours, is the same
-    in both. Every GLUE metric is higher-is-better."""
+    """The search's trial-hours when it first reached its final best (nan without `anytime_curve.csv`).
+    The curve counts hours times billed resources; its share spent by then, times the search's hours,
+    is in these tables' unit (`trial_hours`). Every GLUE metric is higher-is-better."""
     from hfsweep.driver.results.anytime import hours_to_reach
 
     if not (run / ANYTIME_CURVE).is_file():
@@ -87,12 +84,10 @@ def selection_defaults(run: Path) -> tuple[pd.DataFrame, list[str], pd.Series]:
 
 
 def defaults_runs(run: Path) -> pd.DataFrame:
-    """A fair test's re-trainings of the defaults that finished (rows of RUN/select/results.csv
-    without an error: one that failed part-way is no defaults run), indexed by seed."""
+    """A fair test's finished re-trainings of the defaults (RUN/select/results.csv, errored ones left out), by seed."""
     _, values, defaults = selection_defaults(run)
     runs = pd.read_csv(run / SELECT_DIR / RESULTS_FILE)
-    if "error" in runs:
-        runs = runs[runs["error"].isna()]
+    runs = runs[runs["error"].isna()] if "error" in runs else runs
     return runs[(runs[values] == defaults[values]).all(axis=1)].astype({"seed": str}).set_index("seed")
 
 
@@ -148,8 +143,7 @@ def configuration(values: dict) -> str:
 
 def scored_models_of(seeds: list[str]) -> str:
     """Which model a selection.csv's per-seed validation columns score: each run's final model
-    (`final_seed_N`, `select.model=final`), or its best checkpoint (`best_seed_N`, and `seed_N` in a
-    table written before both were scored)."""
+    (`final_seed_N`), or its best checkpoint (`best_seed_N`; `seed_N` from before both were scored)."""
     return "final models" if seeds[0].startswith("final_") else "best checkpoints"
 
 
