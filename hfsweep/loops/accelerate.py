@@ -189,7 +189,7 @@ def train_loop_per_worker(job: TrainJob) -> None:
     lr_scheduler = get_scheduler(
         training["lr_scheduler_type"],
         optimizer,
-        num_warmup_steps=training["warmup_steps"],
+        num_warmup_steps=int(training["warmup_steps"]),
         num_training_steps=training["max_steps"],
     )
     ran, cost = WhatRan(model), Cost(model, task)
