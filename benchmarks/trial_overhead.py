@@ -6,7 +6,9 @@ training time (first step to last report). Tiny GPT-2, 40 steps, eval and checkp
 
 The baseline, in the same invocation and on the same Ray: Ray Train's own floor, a plain
 `TorchTrainer` with the same number of workers whose training function is empty (controller,
-placement group, worker actors and process group, and nothing else).
+placement group, worker actors and process group, and nothing else); and, alternated with it, the
+same fit whose function only imports `transformers.Trainer`, which any trial that trains with the
+Trainer on Ray Train pays (on this 2-core machine about 4.5 CPU seconds per worker).
 
     python benchmarks/trial_overhead.py --workers 2 --trials 3
 """
@@ -24,14 +26,18 @@ from hfsweep.config.schema import ClusterConfig, typed
 from hfsweep.driver.ray_cluster import init_ray
 
 
-def empty_fit_seconds(workers: int) -> float:
-    """Wall time of a plain Train V2 `fit()` whose training function does nothing."""
+def import_trainer() -> None:
+    from transformers import Trainer  # noqa: F401
+
+
+def empty_fit_seconds(workers: int, function=lambda: None) -> float:
+    """Wall time of a plain Train V2 `fit()` whose training function does nothing (or `function`)."""
     import ray.train
     from ray.train.torch import TorchTrainer
 
     start = time.perf_counter()
     TorchTrainer(
-        lambda: None,
+        function,
         scaling_config=ray.train.ScalingConfig(num_workers=workers if workers > 1 else 0),  # 0: local mode, as hfsweep
         run_config=ray.train.RunConfig(storage_path=tempfile.mkdtemp(prefix="train-floor-")),
     ).fit()
@@ -64,9 +70,14 @@ def main() -> None:
     print(f"trial start -> first step (s): {median_spread(startups)}")
     print(f"training, first step -> last report (s): {median_spread(trainings)}")
     print(f"non-training time per trial (s): {per_trial_overhead:.1f}  (targets: <= 10 at 2 workers, <= 4 at 1)")
-    floors = [empty_fit_seconds(args.workers) for _ in range(args.trials)]
+    floors, trainer_floors = [], []
+    for _ in range(args.trials):  # alternated
+        floors.append(empty_fit_seconds(args.workers))
+        trainer_floors.append(empty_fit_seconds(args.workers, import_trainer))
     print(f"baseline: plain TorchTrainer.fit() of an empty function (s): {median_spread(floors)}")
     print(f"non-training time per trial / empty fit: {per_trial_overhead / statistics.median(floors):.2f}")
+    print(f"second baseline: a fit that only imports transformers.Trainer (s): {median_spread(trainer_floors)}")
+    print(f"non-training time per trial / that fit: {per_trial_overhead / statistics.median(trainer_floors):.2f}")
 
 
 if __name__ == "__main__":
