@@ -106,6 +106,18 @@ def _optimizer(model, training: dict) -> torch.optim.Optimizer:
     )
 
 
+def step_optimizer(accelerator: Accelerator, model, optimizer, lr_scheduler, max_grad_norm: float) -> None:
+    """One micro-batch's optimizer call, as the Trainer makes it: on a step that syncs, clip the
+    gradients, and step the schedule only when the optimizer stepped (fp16's loss scaler skips a
+    step whose gradients overflowed; the schedule waits for it)."""
+    if accelerator.sync_gradients and max_grad_norm > 0:
+        accelerator.clip_grad_norm_(model.parameters(), max_grad_norm)
+    optimizer.step()
+    if accelerator.sync_gradients and not accelerator.optimizer_step_was_skipped:
+        lr_scheduler.step()
+    optimizer.zero_grad()
+
+
 def _evaluate(accelerator: Accelerator, model, loader, compute_metrics) -> dict:
     """Mean eval loss over the whole validation set (or every worker's shard of it), each example
     counted once, their number, and `compute_metrics` on the gathered predictions, as the Trainer
@@ -242,15 +254,10 @@ def train_loop_per_worker(job: TrainJob) -> None:
             loss = model(**batch).loss
             micro_losses.append(loss.detach())
             accelerator.backward(loss)
-            if accelerator.sync_gradients and training["max_grad_norm"] > 0:
-                accelerator.clip_grad_norm_(model.parameters(), training["max_grad_norm"])
             if accelerator.sync_gradients and resume_from and "lr_in_effect" not in reported_once:
                 reported_once.update(hyperparameters_in_effect(optimizer))
                 extra.update(reported_once)
-            optimizer.step()
-            if accelerator.sync_gradients:
-                lr_scheduler.step()
-            optimizer.zero_grad()
+            step_optimizer(accelerator, model, optimizer, lr_scheduler, training["max_grad_norm"])
         if not accelerator.sync_gradients:
             continue
         step += 1

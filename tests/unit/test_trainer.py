@@ -164,6 +164,27 @@ def test_the_accelerate_loop_decays_the_parameters_the_trainer_decays(tmp_path):
     assert any("relative_position_bias_table" in name for name in set(names.values()) - decayed)
 
 
+@pytest.mark.parametrize("skipped", [False, True])
+def test_the_accelerate_loop_holds_the_schedule_on_a_step_the_loss_scaler_skipped(monkeypatch, skipped):
+    """As the Trainer does, the schedule steps only when the optimizer did: fp16's loss scaler skips
+    a step whose gradients overflowed. A CPU has no loss scaler, so the skip is Accelerate's own
+    flag (`optimizer_step_was_skipped`) set by hand."""
+    from accelerate import Accelerator
+    from transformers import get_scheduler
+
+    from hfsweep.loops.accelerate import step_optimizer
+
+    monkeypatch.setattr(Accelerator, "optimizer_step_was_skipped", property(lambda self: skipped))
+    accelerator = Accelerator(cpu=True, step_scheduler_with_optimizer=False)
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    schedule = get_scheduler("linear", optimizer, num_warmup_steps=0, num_training_steps=10)
+    model, optimizer, schedule = accelerator.prepare(model, optimizer, schedule)
+    model(torch.ones(1, 2)).sum().backward()
+    step_optimizer(accelerator, model, optimizer, schedule, max_grad_norm=1.0)
+    assert schedule.get_last_lr()[0] == pytest.approx(1e-3 if skipped else 9e-4)
+
+
 def three_layer_gpt2(model_cfg, tokenizer, label_names):
     """A model factory of a user's: the architecture's sizes its own."""
     from transformers import GPT2Config, GPT2LMHeadModel
