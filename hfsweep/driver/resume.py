@@ -38,7 +38,7 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
     experiment = os.path.join(run_dir, latest)
     if not tune.Tuner.can_restore(experiment):
         raise ConfigError(f"resume: '{experiment}' holds no Tune experiment state; nothing to resume.")
-    plan = plan_sweep(sweep, task)
+    plan = plan_sweep(without_warm_start(sweep), task)
     start_cluster(sweep)
     # The loggers, the checkpoint budget and the sweep's budget come back with the Tuner, their state
     # included; an extension's searcher with the points it was left to run.
@@ -93,12 +93,19 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
                 f"to search on with a larger one, start a new sweep with search_alg.warm_start={run_dir}."
             )
     cap = start_cluster(checked.sweep)
-    write_config(run_dir, plain(sweep))  # the sweep's config is the extended one from now on
     for note in plan.setup.notes:
         print(f"hfsweep: extend: {note}")
     earlier = [tune.ResultGrid(analysis) for analysis in analyses]
-    tuner = build_tuner(plan, trainable_for(sweep, checked.task, plan.data), cap)
+    # the extension's trials: its name, so their Train runs and checkpoints are under NAME-extend-N
+    tuner = build_tuner(plan, trainable_for(checked.sweep, checked.task, plan.data), cap)
+    write_config(run_dir, plain(sweep))  # the sweep's config is the extended one from now on, not before
     return finish(tune_fit(tuner), sweep, checked.task, plan.data, budget, earlier)
+
+
+def without_warm_start(sweep: SweepConfig) -> SweepConfig:
+    """A resumed sweep's config without its warm start: Tune restores the searcher it warmed, so its
+    source runs are not read again (they may have moved, or grown, since)."""
+    return replace(sweep, search_alg={**sweep.search_alg, "warm_start": None})
 
 
 def draws_run(run_dir: str) -> int:

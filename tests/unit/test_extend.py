@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pandas as pd
 import pytest
 
 from hfsweep.config.errors import ConfigError
@@ -81,8 +82,6 @@ def test_an_extension_counts_the_searched_trials_and_runs_no_second_defaults_tri
     """num_samples counts draws, not the defaults trial beside them: a sweep of 3 draws and its
     defaults trial extended to num_samples=5 draws 2 more, and the config's own values, run once
     already, do not run again as an extra trial counted as a random draw."""
-    import pandas as pd
-
     from hfsweep.driver.resume import draws_run, extension_searcher
     from hfsweep.driver.search.defaults_trial import wanted
     from tests.conftest import sweep_config
@@ -101,3 +100,64 @@ def test_an_extension_counts_the_searched_trials_and_runs_no_second_defaults_tri
     assert wanted(random)
     added = extension_searcher(random, run_dir, grid=False, number=1)
     assert not wanted(dataclasses.replace(random, search_alg=added))
+
+
+class BuildFailed(Exception):
+    pass
+
+
+def test_an_extension_trains_under_its_own_name_and_saves_its_config_only_once_its_tuner_is_built(run_dir, monkeypatch):
+    """The extension's trials are bound to NAME-extend-1 (their Train runs and checkpoints live under
+    it); and an extension whose Tuner cannot be built leaves the saved config as it was, so the same
+    command can be run again. Everything from the data to Tune is stubbed: the end-to-end extension
+    is in test_extend_e2e.py."""
+    from types import SimpleNamespace
+
+    from hfsweep.driver import resume
+
+    pd.DataFrame({"trial_id": ["a"], "defaults": [False]}).to_csv(f"{run_dir}/results.csv", index=False)
+    saved = open(f"{run_dir}/resolved_config.yaml").read()
+    bound = []
+    monkeypatch.setattr(
+        resume,
+        "plan_sweep",
+        lambda sweep, task: SimpleNamespace(setup=SimpleNamespace(budget=None, notes=[]), data=None),
+    )
+    monkeypatch.setattr(resume.tune, "ExperimentAnalysis", lambda path: path)
+    monkeypatch.setattr(resume.tune, "ResultGrid", lambda analysis: analysis)
+    monkeypatch.setattr(resume, "start_cluster", lambda sweep: None)
+    monkeypatch.setattr(resume, "trainable_for", lambda sweep, task, data: bound.append(sweep.name))
+
+    def build_tuner(plan, trainable, cap):
+        raise BuildFailed
+
+    monkeypatch.setattr(resume, "build_tuner", build_tuner)
+    with pytest.raises(BuildFailed):
+        resume.extend(run_dir, ["search_space.training.learning_rate.values=[1e-3,1e-4]"])
+    assert bound == ["sweep-extend-1"]
+    assert open(f"{run_dir}/resolved_config.yaml").read() == saved
+
+
+def test_a_resume_reads_no_warm_start_source_since_tune_restores_the_searcher_it_warmed(
+    tmp_path, cache_dir, monkeypatch
+):
+    """A warm-started sweep resumes after its source run moved: the source is not read again (it
+    was, and the move made the sweep impossible to resume: changing the key is refused)."""
+    from hfsweep.driver import resume, tuner
+    from tests.conftest import resolved_config
+
+    missing = tmp_path / "moved"
+    write_config(
+        str(tmp_path), resolved_config(["debug=tiny", f"search_alg.warm_start=[{missing}]"], tmp_path, cache_dir)
+    )
+    planned = []
+    monkeypatch.setattr(resume.tune.Tuner, "can_restore", lambda path: True)
+    monkeypatch.setattr(resume, "plan_sweep", lambda sweep, task: planned.append(tuner.plan_sweep(sweep, task)))
+
+    def start_cluster(sweep):
+        raise BuildFailed  # the plan was made: nothing below it is tested here
+
+    monkeypatch.setattr(resume, "start_cluster", start_cluster)
+    with pytest.raises(BuildFailed):
+        resume.resume(str(tmp_path))
+    assert len(planned) == 1
