@@ -106,6 +106,31 @@ def test_pbt_perturbations_stay_inside_the_declared_ranges(tmp_path):
         }
 
 
+def test_pbt_perturbs_a_choice_to_one_of_its_values_never_a_multiple(tmp_path):
+    """Through Tune's own explore step, each perturbation once with and once without a resample:
+    a numeric choice stays among its values (not 16 × 1.2 = 19), and a string choice is perturbed
+    without the TypeError that multiplying it raised."""
+    import random
+
+    from ray.tune.schedulers.pbt import _explore
+
+    cfg = config(
+        tmp_path,
+        "scheduler=pbt",
+        "+search_space.training.per_device_train_batch_size={sampler:choice,values:[8,16,32]}",
+        "+search_space.training.lr_scheduler_type={sampler:choice,values:[linear,cosine]}",
+    )
+    scheduler = build_scheduler(cfg, compile_search_space(cfg.search_space, cfg))
+    start = {"training": {"learning_rate": 1e-3, "per_device_train_batch_size": 16, "lr_scheduler_type": "cosine"}}
+    random.seed(0)
+    for resample in (0.0, 1.0) * 10:
+        explored, _ = _explore(
+            start, scheduler._hyperparam_mutations, resample, (1.2, 0.8), scheduler._custom_explore_fn
+        )
+        assert explored["training"]["per_device_train_batch_size"] in (8, 16, 32)
+        assert explored["training"]["lr_scheduler_type"] in ("linear", "cosine")
+
+
 def test_pb2_takes_bounds_from_the_search_space(tmp_path):
     cfg = config(tmp_path, "scheduler=pb2", LOGUNIFORM_LR)
     scheduler = build_scheduler(cfg, compile_search_space(cfg.search_space, cfg))

@@ -133,8 +133,12 @@ def unperturbed(space: dict) -> set[str]:
 
 
 def pbt_mutations(param_space: dict, fixed: set[str] = frozenset(), prefix: str = "") -> dict:
-    """PBT resamples from the same space the searcher samples (grid values become a list), all of
-    it but the `fixed` paths."""
+    """PBT resamples from the same space the searcher samples, all of it but the `fixed` paths.
+    Grid and choice values become a list, which Tune's explore shifts to a neighbour or resamples:
+    any other Domain it multiplies by 0.8 or 1.2 (a batch size of 16 would become 13 or 19, and a
+    string choice raise a TypeError that ends the sweep)."""
+    from ray.tune.search.sample import Categorical
+
     mutations = {}
     for key, value in param_space.items():
         path = f"{prefix}{key}"
@@ -142,6 +146,8 @@ def pbt_mutations(param_space: dict, fixed: set[str] = frozenset(), prefix: str 
             continue
         if isinstance(value, dict) and set(value) == {"grid_search"}:
             mutations[key] = list(value["grid_search"])
+        elif isinstance(value, Categorical):
+            mutations[key] = list(value.categories)
         elif isinstance(value, dict):
             mutations[key] = pbt_mutations(value, fixed, f"{path}.")
         else:
