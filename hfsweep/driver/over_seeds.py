@@ -41,7 +41,8 @@ from hfsweep.driver.search.search_space import compile_search_space
 from hfsweep.driver.tuner import SearchSetup, SweepPlan, build_tuner, trainable_for, tune_fit
 from hfsweep.run_dir import SELECT_DIR, SELECTION_FILE, write_config
 
-UNFINISHED = ("running", "pending")  # what results.csv says of trials a Ctrl-C left (Tune's fit returns after it)
+# what results.csv says of trials a Ctrl-C left (Tune's fit returns after it)
+UNFINISHED = ("running", "pending", "paused")
 CUT_SHORT = ("stopped by scheduler/stopper", "never started")  # a selection's runs, by the budget (no scheduler)
 
 

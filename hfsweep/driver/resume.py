@@ -18,6 +18,7 @@ from hfsweep.config.objectives import is_multi_objective
 from hfsweep.config.saved import extended_config, saved_config
 from hfsweep.config.schema import SweepConfig, plain
 from hfsweep.driver.finish import finish
+from hfsweep.driver.over_seeds import UNFINISHED
 from hfsweep.driver.preflight import preflight
 from hfsweep.driver.search.budget import SweepBudget, build_budget, spent_before
 from hfsweep.driver.search.defaults_trial import DEFAULTS_COLUMN
@@ -66,6 +67,7 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
     cover every experiment; `resume` continues an interrupted extension."""
     sweep = preflight(extended_config(run_dir, extends)).sweep
     check_extendable(sweep, run_dir)
+    check_finished(run_dir)
     names = experiment_names(run_dir, sweep.name)
     done = draws_run(run_dir)
     grid = searches_grid(sweep)
@@ -120,6 +122,20 @@ def selection_spend(sweep: SweepConfig, run_dir: str) -> list:
     selection = os.path.join(run_dir, SELECT_DIR, sweep.name)
     drew = sweep.select.top_k and sweep.select.within_budget and os.path.isdir(selection)
     return [tune.ExperimentAnalysis(selection)] if drew else []
+
+
+def check_finished(run_dir: str) -> None:
+    """An extension adds to a finished sweep: `resume` continues only the newest experiment, so
+    the trials an interruption left would never run again, and results.csv counts them as drawn."""
+    path = os.path.join(run_dir, RESULTS_FILE)
+    first = f"python -m hfsweep.resume {run_dir} finishes it first"
+    if not os.path.isfile(path):
+        raise ConfigError(f"resume --extend: {run_dir} has no {RESULTS_FILE}: the sweep did not finish; {first}.")
+    ended = pd.read_csv(path)["ended"]
+    left = ended[ended.isin(UNFINISHED)]
+    if len(left):
+        how = ", ".join(sorted(set(left)))
+        raise ConfigError(f"resume --extend: {len(left)} trials of {run_dir} did not finish ({how}); {first}.")
 
 
 def check_extendable(sweep: SweepConfig, run_dir: str) -> None:

@@ -115,7 +115,9 @@ def test_an_extension_trains_under_its_own_name_and_saves_its_config_only_once_i
 
     from hfsweep.driver import resume
 
-    pd.DataFrame({"trial_id": ["a"], "defaults": [False]}).to_csv(f"{run_dir}/results.csv", index=False)
+    pd.DataFrame({"trial_id": ["a"], "defaults": [False], "ended": ["completed"]}).to_csv(
+        f"{run_dir}/results.csv", index=False
+    )
     saved = open(f"{run_dir}/resolved_config.yaml").read()
     bound = []
     monkeypatch.setattr(
@@ -161,3 +163,19 @@ def test_a_resume_reads_no_warm_start_source_since_tune_restores_the_searcher_it
     with pytest.raises(BuildFailed):
         resume.resume(str(tmp_path))
     assert len(planned) == 1
+
+
+@pytest.mark.parametrize("ended", [None, "running", "pending"])
+def test_an_unfinished_sweep_is_refused_in_one_line_that_names_resume(run_dir, ended):
+    """An interrupted sweep (trials left running or pending, or killed before results.csv) is
+    finished by `resume` first: an extension would leave those trials behind for good."""
+    from hfsweep.driver.resume import extend
+
+    if ended:
+        pd.DataFrame({"trial_id": ["a", "b"], "defaults": [False, False], "ended": ["completed", ended]}).to_csv(
+            f"{run_dir}/results.csv", index=False
+        )
+    with pytest.raises(
+        ConfigError, match=rf"^resume --extend: .*; python -m hfsweep.resume {run_dir} finishes it first\.$"
+    ):
+        extend(run_dir, ["search_space.training.learning_rate.values=[1e-3,1e-4]"])
