@@ -282,6 +282,32 @@ def test_warm_start_uses_this_search_spaces_keys_and_leaves_out_what_cannot_be_t
     assert "2 earlier trials used, 1 outside this sweep's search space left out" in notes
 
 
+def test_an_optuna_warm_start_leaves_out_a_point_its_distributions_refuse(tmp_path):
+    """Tune's `is_valid` takes a randint's upper bound (exclusive in Tune's sampling and in the
+    Optuna distribution it becomes); the point is left out as outside, not a ValueError."""
+    first = config(
+        tmp_path,
+        "search_space.training.learning_rate.values=[1e-3,3e-3]",
+        "+search_space.training.warmup_steps={sampler:grid,values:[5,10]}",
+    )
+    rows = grid_rows([1e-3, 3e-3], [3.0, 2.0])
+    for row, steps in zip(rows, [5, 10]):
+        row["training.warmup_steps"] = steps
+    earlier = earlier_sweep(tmp_path / "first", first, rows)
+    cfg = config(
+        tmp_path,
+        "search_alg=optuna",
+        "search_space=learning_rate_loguniform",
+        "+search_space.training.warmup_steps={sampler:randint,low:0,high:10}",
+        f"search_alg.warm_start={earlier}",
+    )
+    param_space = compile_search_space(cfg.search_space, cfg)
+    warm = load_warm_start(cfg, param_space)
+    assert warm.points == [{"training.learning_rate": 1e-3, "training.warmup_steps": 5}]
+    assert "1 earlier trials used, 1 outside this sweep's search space left out" in " | ".join(warm.notes)
+    searcher_arguments(cfg, param_space, warm)  # the study takes what is left
+
+
 @pytest.mark.parametrize("objectives", [["metric=eval_loss"], TWO])
 def test_warm_start_optuna_is_told_the_earlier_results(tmp_path, objectives):
     first = config(tmp_path, *objectives)

@@ -140,6 +140,7 @@ def _read_run(run_dir: str, sweep: SweepConfig, param_space: dict, warm: WarmSta
 
     table = pd.read_csv(results_path)
     columns = [last_column(metric) for metric, _ in objectives(sweep)]
+    searcher_takes = _searcher_takes(sweep, param_space)
     used = outside = 0
     for _, row in table.iterrows():
         values = [row.get(column) for column in columns]
@@ -149,7 +150,7 @@ def _read_run(run_dir: str, sweep: SweepConfig, param_space: dict, warm: WarmSta
             path: _plain(row[path]) if path in searched_then else OmegaConf.select(fixed_then, path)
             for path in searched_now
         }
-        if not all(_inside(param_space, path, value) for path, value in point.items()):
+        if not all(_inside(param_space, path, value) for path, value in point.items()) or not searcher_takes(point):
             outside += 1
             continue
         warm.points.append(point)
@@ -171,6 +172,30 @@ def _inside(param_space: dict, path: str, value: Any) -> bool:
     if isinstance(domain, dict) and set(domain) == {"grid_search"}:
         return any(same_value(value, v) for v in domain["grid_search"])
     return domain.is_valid(value)
+
+
+def _searcher_takes(sweep: SweepConfig, param_space: dict):
+    """Whether this sweep's searcher takes a point Tune's `is_valid` let through: Optuna's
+    distributions refuse a randint's upper bound and a value between a quantized range's steps, and
+    the study refused the whole warm start with a ValueError. Asked of Optuna's own trial check."""
+    import optuna
+    from ray.tune.search.optuna import OptunaSearch
+
+    from hfsweep.config.loading import import_object
+
+    if not issubclass(import_object(sweep.search_alg["_target_"]), OptunaSearch):
+        return lambda point: True
+    distributions = OptunaSearch.convert_search_space(param_space)
+
+    def takes(point: dict) -> bool:
+        params = {path.replace(".", "/"): value for path, value in point.items()}
+        try:
+            optuna.trial.create_trial(params=params, distributions=distributions, values=[0.0])
+        except ValueError:
+            return False
+        return True
+
+    return takes
 
 
 def same_value(a: Any, b: Any) -> bool:
