@@ -471,6 +471,16 @@ def test_budget_is_none_unless_set_and_must_be_positive(tmp_path):
         preflight(plain(config(tmp_path, "budget.wall_clock_s=-1")))
 
 
+@pytest.mark.parametrize("budget", ["budget.trial_hours=1", "budget.usd=10"])
+def test_a_resource_budget_with_a_searched_worker_count_is_refused_in_one_line(tmp_path, budget):
+    """The budget bills each trial at the config's resources: a trial of 2 workers would count as 1."""
+    searched = "+search_space.cluster.num_workers={sampler:choice,values:[1,2]}"
+    key = budget.split("=")[0]
+    with pytest.raises(ConfigError, match=rf"^{key}: bills every trial at the config's resources, and "):
+        preflight(plain(config(tmp_path, "scheduler=fifo", budget, "cluster.price_per_cpu_hour=0.1", searched)))
+    preflight(plain(config(tmp_path, "scheduler=fifo", "budget.train_samples=1000", searched)))  # no resources
+
+
 def test_bohb_pairs_its_scheduler_and_searcher(tmp_path):
     from ray.tune.search.bohb import TuneBOHB
 

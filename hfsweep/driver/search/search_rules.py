@@ -42,6 +42,7 @@ def check_search(sweep: SweepConfig) -> None:
     _validate_warm_started_study(sweep)
     _validate_last_rung(sweep)
     _validate_searcher(sweep)
+    _validate_billed_resources(sweep)
 
 
 # Searched, these make a step a different amount of data in each trial (or a trial a different number of steps).
@@ -301,4 +302,19 @@ def _validate_select(sweep: SweepConfig) -> None:
         raise ConfigError(
             "select.top_k: PBT and PB2 change a trial's hyperparameters as it trains, so no trial is "
             "one configuration to re-train; set select.top_k=0."
+        )
+
+
+def _validate_billed_resources(sweep: SweepConfig) -> None:
+    """A budget in trial-hours or dollars bills every trial at the resources the config gives one
+    (`billed_resources`, once per sweep): a searched key that changes what a trial holds would be
+    billed at the config's value, and a 4-worker trial counted as one."""
+    budget = sweep.budget
+    key = "trial_hours" if budget.trial_hours is not None else "usd" if budget.usd is not None else None
+    held = ("cluster.num_workers", "cluster.use_gpu", "cluster.resources_per_worker")
+    searched = [path for path, _ in iter_leaves(sweep.search_space) if path.startswith(held)]
+    if key and searched:
+        raise ConfigError(
+            f"budget.{key}: bills every trial at the config's resources, and search_space.{searched[0]} changes what "
+            f"a trial holds; set {searched[0]} in the config, or budget by budget.train_samples or budget.wall_clock_s."
         )
