@@ -665,6 +665,12 @@ REFUSED = [
         "(cluster.address=auto), or drop budget.trial_hours.",
     ),
     (
+        ["budget.trial_hours=2", "scheduler=fifo", "+search_space.cluster.num_workers={sampler:choice,values:[1,2]}"],
+        "budget.trial_hours: bills every trial at the config's resources, and search_space.cluster.num_workers "
+        "changes what a trial holds; set cluster.num_workers in the config, or budget by budget.train_samples or "
+        "budget.wall_clock_s.",
+    ),
+    (
         ["metric=mfu", "mode=max"],
         "metric: mfu is estimated on GPUs only; set cluster.use_gpu=true, or use train_tokens_per_second.",
     ),
