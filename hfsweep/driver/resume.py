@@ -15,7 +15,7 @@ from hfsweep.compat import forget_points_to_evaluate, restored_callbacks
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object, iter_leaves
 from hfsweep.config.objectives import is_multi_objective
-from hfsweep.config.saved import extended_config, saved_config
+from hfsweep.config.saved import extended_config, read_config, saved_config
 from hfsweep.config.schema import SweepConfig, plain
 from hfsweep.driver.finish import finish
 from hfsweep.driver.over_seeds import UNFINISHED
@@ -71,6 +71,12 @@ def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:
     names = experiment_names(run_dir, sweep.name)
     done = draws_run(run_dir)
     grid = searches_grid(sweep)
+    ran = read_config(run_dir)["num_samples"]
+    if grid and sweep.num_samples != ran:
+        raise ConfigError(
+            f"resume --extend: a grid's num_samples cannot change (each point of {run_dir} ran {ran} times); "
+            f"widen search_space.* instead, or start a new sweep."
+        )
     if not grid and sweep.num_samples <= done:
         raise ConfigError(
             f"resume --extend: num_samples={sweep.num_samples}, and {run_dir} ran {done} searched trials "

@@ -179,3 +179,14 @@ def test_an_unfinished_sweep_is_refused_in_one_line_that_names_resume(run_dir, e
         ConfigError, match=rf"^resume --extend: .*; python -m hfsweep.resume {run_dir} finishes it first\.$"
     ):
         extend(run_dir, ["search_space.training.learning_rate.values=[1e-3,1e-4]"])
+
+
+def test_raising_a_grids_num_samples_is_refused_in_a_line_about_num_samples(run_dir):
+    """Not in the warm start's words: the user set no search_alg.warm_start."""
+    from hfsweep.driver.resume import extend
+
+    pd.DataFrame({"trial_id": ["a"], "defaults": [False], "ended": ["completed"]}).to_csv(
+        f"{run_dir}/results.csv", index=False
+    )
+    with pytest.raises(ConfigError, match=r"^resume --extend: a grid's num_samples cannot change \(each point of "):
+        extend(run_dir, ["num_samples=2"])
