@@ -185,6 +185,7 @@ def test_pareto_checkpoint_budget_keeps_every_trials_latest(tmp_path):
         paths.append(str(path))
         budget.on_trial_result(0, [], SimpleNamespace(trial_id="a"), {"checkpoint_path": str(path), "eval_loss": loss})
     budget.on_trial_complete(0, [], SimpleNamespace(trial_id="a", last_result={"trainer_finished": False}))  # stopped
+    budget.get_state()  # Tune's snapshot: what the budget freed is deleted then
     assert {str(p) for p in tmp_path.glob("a/checkpoint-*")} == set(paths)  # the best and the latest
     single = CheckpointBudget("eval_loss", "min", 1, defer=False)
     assert not single.keep_latest

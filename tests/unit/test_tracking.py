@@ -168,8 +168,26 @@ class Sweep:
             0, [], SimpleNamespace(trial_id=trial_id, last_result={"trainer_finished": finished})
         )
 
+    def snapshot(self) -> None:
+        """Tune saving the experiment's state: the budget deletes what it freed since the last one."""
+        self.budget.get_state()
+
     def on_disk(self) -> set[str]:
+        """The checkpoint folders after Tune's next snapshot."""
+        self.snapshot()
         return {str(p) for p in self.root.glob("*/checkpoint-*")}
+
+
+def test_a_freed_checkpoint_stays_until_tunes_snapshot_names_the_newer_one(tmp_path):
+    """Tune's saved state names a trial's latest checkpoint until its next snapshot: deleting the
+    one a report superseded before that would leave a killed driver's resume a folder that is gone."""
+    sweep = Sweep(tmp_path, keep=1)
+    best = sweep.report("a", 5, 3.0)
+    superseded = sweep.report("a", 10, 4.0)
+    latest = sweep.report("a", 15, 3.5)
+    assert Path(superseded).exists()  # freed, but the saved state may still name it
+    sweep.snapshot()
+    assert {str(p) for p in tmp_path.glob("*/checkpoint-*")} == {best, latest}
 
 
 def test_a_running_trial_keeps_its_best_and_its_latest(tmp_path):
@@ -192,6 +210,7 @@ def test_an_ended_fsdp_trial_drops_its_sharded_optimizer_state_and_keeps_its_sha
         (best / folder).mkdir()
         (best / folder / "__0_0.distcp").write_bytes(b"x" * 100)
     sweep.end("a", finished=True)
+    sweep.snapshot()
     kept = {p.name for p in best.iterdir()}
     assert "pytorch_model_fsdp_0" in kept and "optimizer_0" not in kept
 

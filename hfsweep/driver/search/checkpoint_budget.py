@@ -13,7 +13,7 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Optional
 
 from ray import tune
@@ -55,6 +55,11 @@ class CheckpointBudget(tune.Callback):
     Under PBT and PB2 any trial's checkpoint may be copied into another trial until the end, so
     with `defer` nothing is deleted before the experiment ends. `tally_path`: where what was freed
     is written (a JSON file), None for nowhere.
+
+    What the rules free is deleted at Tune's next experiment snapshot (`get_state`, which Tune
+    calls after writing every trial's latest checkpoint), not at the report that freed it: until
+    then the saved state may still name it as a trial's latest, and a driver killed in between
+    would resume that trial from a folder that is gone.
     """
 
     def __init__(
@@ -72,6 +77,7 @@ class CheckpointBudget(tune.Callback):
         self.folders: dict[str, set[str]] = {}  # trial id -> folders its checkpoints were written in
         self.ended: dict[str, str] = {}  # trial id -> "completed" or "stopped"
         self.freed = {"checkpoints": 0, "bytes": 0}  # whole checkpoints deleted, and all bytes freed
+        self.queued: dict[tuple[Callable[[str], None], str], None] = {}  # freed, deleted at the next snapshot
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         path = result.get("checkpoint_path")
@@ -89,6 +95,7 @@ class CheckpointBudget(tune.Callback):
         never reported (the save that was under way when the scheduler stopped it)."""
         self.defer = False
         self._prune()
+        self._delete_queued()
         for trial_id in self.ended:
             kept = set(self.checkpoints.get(trial_id, ()))
             for folder in self.folders.get(trial_id, ()):
@@ -99,6 +106,7 @@ class CheckpointBudget(tune.Callback):
         self._write_tally()
 
     def get_state(self) -> dict:
+        self._delete_queued()  # the snapshot Tune is saving names every trial's newer checkpoints
         return {"checkpoints": self.checkpoints, "folders": self.folders, "ended": self.ended, "freed": self.freed}
 
     def set_state(self, state: dict) -> None:
@@ -128,11 +136,15 @@ class CheckpointBudget(tune.Callback):
             tied = [path for path, score in checkpoints.items() if score == best]
             needed = self._needed(trial_id, checkpoints) | set(tied[-1:])
             for path in [p for p in checkpoints if p not in needed]:
-                self._delete(path)
+                self.queued[self._delete, path] = None
                 del checkpoints[path]
             if trial_id in self.ended:
-                for path in checkpoints:
-                    self._free_training_state(path)
+                self.queued.update(dict.fromkeys((self._free_training_state, path) for path in checkpoints))
+
+    def _delete_queued(self) -> None:
+        for free, path in self.queued:
+            free(path)
+        self.queued = {}
         self._write_tally()
 
     def _delete(self, path: str) -> None:
