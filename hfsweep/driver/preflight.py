@@ -38,9 +38,10 @@ def preflight(cfg: dict) -> CheckedConfig:
     """Check the resolved config `cfg` by owner; raise ConfigError naming the first bad key."""
     task = get_task(cfg["model"]["task"], cfg.get("task_options"))  # refuses an unknown task or option
     cfg = {
-        **with_proxy_data(cfg),
-        "task_options": task.options(),
-    }  # every option the family uses, as resolved_config.yaml records it
+        **cfg,
+        "data": with_proxy_path(cfg["data"], cfg["cache_dir"]),
+        "task_options": task.options(),  # every option the family uses, as resolved_config.yaml records it
+    }
     check_config(cfg, generates=task.generates)
     sweep = typed(SweepConfig, cfg)  # from here on, every check and layer reads it typed
     check_hardware(sweep)
@@ -56,12 +57,11 @@ def task_of(sweep: SweepConfig) -> Task:
     return get_task(sweep.model.task, sweep.task_options)
 
 
-def with_proxy_data(cfg: dict) -> dict:
-    """`cfg` with `data.path` at its `data.proxy` folder (written into cache_dir on first use) where a
-    local source has no path of its own; a path given on the command line wins."""
-    data = cfg["data"]
+def with_proxy_path(data: dict, cache_dir: str) -> dict:
+    """The `data` section with its `path` at its `proxy` folder (written into `cache_dir` on first use)
+    where a local source has no path of its own; a path given on the command line wins."""
     if not data["proxy"] or data["path"] or data["source"] != "local":
-        return cfg
+        return data
     from hfsweep.data.offline import DIGITS, PROXIES, proxy_folder  # imports datasets: only where needed
 
     if data["proxy"] not in (*PROXIES, DIGITS):
@@ -69,4 +69,4 @@ def with_proxy_data(cfg: dict) -> dict:
             f"data.proxy: no stand-in data named '{data['proxy']}'; "
             f"choose one of {', '.join((*PROXIES, DIGITS))}, or set data.path."
         )
-    return {**cfg, "data": {**data, "path": proxy_folder(data["proxy"], cfg["cache_dir"])}}
+    return {**data, "path": proxy_folder(data["proxy"], cache_dir)}

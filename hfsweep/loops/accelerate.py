@@ -11,7 +11,7 @@ same `report`; it resumes the same way, so every scheduler (PBT included) treats
 Both loops give the same losses, with one worker or several (`tests/e2e/test_loops_e2e.py`), up to
 dropout: the Trainer's DataLoader takes a seed from torch's RNG each epoch, so its dropout masks
 come from other draws.
-On GPUs it takes the same fast defaults (`gpu.*`) from the same function (`effective_training`).
+On GPUs it takes the same fast defaults (`gpu.*`) from the same function (`hardware_defaults`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from hfsweep.loops.common import (
     attention,
     batches_drawn,
     check_finite,
-    effective_training,
+    hardware_defaults,
     hyperparameters_in_effect,
     quiet_logs,
     report_to_sweep,
@@ -183,7 +183,7 @@ def in_steps(training: dict) -> dict:
 def train_loop_per_worker(job: TrainJob) -> None:
     """Train with Accelerate for training.max_steps optimizer steps."""
     recipe, task, in_process = job.recipe, job.task, job.in_process
-    training = in_steps({**trainer_defaults(), **effective_training(recipe, GpuFeatures.here())})
+    training = in_steps({**trainer_defaults(), **recipe.training, **hardware_defaults(recipe, GpuFeatures.here())})
     accelerator = Accelerator(**accelerator_settings(training, recipe.use_gpu))
     world_size = 1 if in_process else ray.train.get_context().get_world_size()
     if accelerator.num_processes != world_size:  # each worker would train alone, silently

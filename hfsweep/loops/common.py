@@ -50,24 +50,25 @@ class GpuFeatures:
         )
 
 
-def effective_training(recipe: TrainingRecipe, gpu: GpuFeatures) -> dict:
-    """The TrainingArguments fields both loops train with: `recipe.training`, plus on a GPU sweep its
-    `gpu.*` defaults that `gpu` runs, each only where the config leaves the field unset
-    (`training.bf16` is null unless set, and `training.fp16=true` keeps bf16 off). The one place
-    they are applied; a CPU sweep's training is as configured, bf16 off unless set."""
-    training = dict(recipe.training)
-    chosen = recipe.gpu
+def hardware_defaults(recipe: TrainingRecipe, gpu: GpuFeatures) -> dict:
+    """The TrainingArguments fields the loops add to `recipe.training` (both train with
+    `{**recipe.training, **hardware_defaults(...)}`): on a GPU sweep its `gpu.*` defaults that `gpu`
+    runs, each only where the config leaves the field unset (`training.bf16` is null unless set, and
+    `training.fp16=true` keeps bf16 off). The one place they are applied; a CPU sweep adds bf16 off
+    where unset."""
+    training, chosen = recipe.training, recipe.gpu
+    added = {}
     if training.get("bf16") is None:
-        training["bf16"] = bool(chosen and chosen.bf16 and gpu.bf16 and not training.get("fp16"))
+        added["bf16"] = bool(chosen and chosen.bf16 and gpu.bf16 and not training.get("fp16"))
     if chosen is None:
-        return training
-    if chosen.tf32 and gpu.tf32:
-        training.setdefault("tf32", True)
+        return added
     # spelt out both ways: transformers 5 on torch 2.8+ already defaults to the fused kernel
-    training.setdefault("optim", ADAMW_FUSED if chosen.fused_adamw else ADAMW)
+    fast = {"optim": ADAMW_FUSED if chosen.fused_adamw else ADAMW}
+    if chosen.tf32 and gpu.tf32:
+        fast["tf32"] = True
     if chosen.torch_compile:
-        training.setdefault("torch_compile", True)
-    return training
+        fast["torch_compile"] = True
+    return {**added, **{key: value for key, value in fast.items() if key not in training}}
 
 
 def attention(recipe: TrainingRecipe) -> str | None:

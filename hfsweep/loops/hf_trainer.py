@@ -30,7 +30,7 @@ from hfsweep.loops.common import (
     attention,
     batches_drawn,
     check_finite,
-    effective_training,
+    hardware_defaults,
     hyperparameters_in_effect,
     quiet_logs,
     report_to_sweep,
@@ -138,7 +138,7 @@ def training_arguments(recipe: TrainingRecipe, output_dir: str, task) -> Trainin
     hfsweep owns: paths, device, logging. Their class is the one the Trainer class names as its
     `arguments_class` (trainer=sft: TRL's SFTConfig), else Seq2SeqTrainingArguments for a task that
     generates, else TrainingArguments."""
-    args = {**effective_training(recipe, GpuFeatures.here()), **recipe.strategy_training_args}
+    args = {**recipe.training, **hardware_defaults(recipe, GpuFeatures.here()), **recipe.strategy_training_args}
     args.setdefault("seed", recipe.seed)
     default_class = Seq2SeqTrainingArguments if task.generates else TrainingArguments
     arguments_class = getattr(import_object(recipe.trainer["_target_"]), "arguments_class", default_class)

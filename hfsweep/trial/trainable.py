@@ -16,7 +16,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Optional
 
@@ -56,15 +55,6 @@ def data_changed(recipe: TrainingRecipe, trial_recipe: TrainingRecipe, task, tri
     )
 
 
-def with_trial_steps(training: Mapping, workers: int, train_examples: int) -> Mapping:
-    """`training` with the trial's own `max_steps` where the sweep sets -1: its (maybe searched)
-    `num_train_epochs` at its (maybe searched) batch size, so trials of different batch sizes see the
-    same data. A fraction `warmup_steps` (below 1: a share of the steps) stays the Trainer's to apply."""
-    if training["max_steps"] != -1:
-        return training
-    return {**training, "max_steps": steps_for_epochs(training, max(1, workers), train_examples)}
-
-
 def run_trial(sampled: dict, *, sweep: SweepConfig, task, data: PreparedData, ray_datasets: dict) -> None:
     """Tune function trainable: train the sampled config, report every checkpoint to Tune.
 
@@ -85,9 +75,13 @@ def run_trial(sampled: dict, *, sweep: SweepConfig, task, data: PreparedData, ra
         from hfsweep.data.prepare import prepare  # the `datasets` library: only a trial that prepares imports it
 
         data = prepare(recipe.data, recipe.model, sweep.cache_dir, task)
-    # epochs in steps over the data this trial trains on (its own, when a searched key changed it)
     cluster = trial.cluster  # cluster.* may be searched too
-    recipe = replace(recipe, training=with_trial_steps(recipe.training, cluster.num_workers, data.num_train_blocks))
+    if recipe.training["max_steps"] == -1:
+        # the trial's (maybe searched) epochs in steps at its (maybe searched) batch size, over the data it
+        # trains on, so trials of different batch sizes see the same data; a fraction `warmup_steps`
+        # (below 1: a share of the steps) stays the Trainer's to apply
+        steps = steps_for_epochs(recipe.training, max(1, cluster.num_workers), data.num_train_blocks)
+        recipe = replace(recipe, training={**recipe.training, "max_steps": steps})
     if changed or recipe.seed != sweep_recipe.seed:  # a searched seed (replay) reshuffles too
         ray_datasets = load_ray_datasets(data, recipe.data.datasets_to_split, recipe.seed)
     resume_from = read_pointer(tune.get_checkpoint())

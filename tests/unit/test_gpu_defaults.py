@@ -12,7 +12,7 @@ from hfsweep.config.errors import ConfigError
 from hfsweep.contract.recipe import TrainingRecipe
 from hfsweep.driver.preflight import preflight
 from hfsweep.loops import accelerate, hf_trainer
-from hfsweep.loops.common import GpuFeatures, attention, effective_training
+from hfsweep.loops.common import GpuFeatures, attention, hardware_defaults
 from hfsweep.models import build_model
 from hfsweep.tasks import get_task
 from tests.conftest import resolved_config, sweep_config
@@ -26,6 +26,11 @@ FAST_KEYS = ("tf32", "optim", "torch_compile")
 
 def recipe(overrides: list[str], tmp_path) -> TrainingRecipe:
     return TrainingRecipe.of(sweep_config(overrides, tmp_path, tmp_path))
+
+
+def trained_with(recipe: TrainingRecipe, gpu: GpuFeatures) -> dict:
+    """The TrainingArguments fields both loops train with, as they put them together."""
+    return {**recipe.training, **hardware_defaults(recipe, gpu)}
 
 
 def trainer_kwargs(overrides: list[str], tmp_path, monkeypatch, gpu: GpuFeatures = AMPERE) -> dict:
@@ -79,12 +84,12 @@ def test_the_attention_default_is_a_switch_too(tmp_path, override, asked):
 )
 def test_a_training_key_the_config_sets_wins_over_the_gpu_default(tmp_path, override, key, value):
     gpu_default = "gpu.torch_compile=true" if key == "torch_compile" else "gpu.bf16=true"
-    assert effective_training(recipe([*GPU, gpu_default, override], tmp_path), AMPERE)[key] == value
+    assert trained_with(recipe([*GPU, gpu_default, override], tmp_path), AMPERE)[key] == value
 
 
 def test_a_gpu_without_native_bf16_or_tf32_trains_in_fp32(tmp_path):
     """A V100 emulates bf16 slowly, and TrainingArguments refuses TF32 on it: neither is asked."""
-    training = effective_training(recipe(GPU, tmp_path), VOLTA)
+    training = trained_with(recipe(GPU, tmp_path), VOLTA)
     assert training["bf16"] is False and "tf32" not in training
     assert training["optim"] == "adamw_torch_fused"
 
@@ -95,11 +100,11 @@ def test_a_cpu_sweep_trains_exactly_as_configured_even_on_a_gpu_host(tmp_path, m
     cpu = recipe([], tmp_path)
     assert cpu.gpu is None and attention(cpu) is None
     for gpu in (AMPERE, VOLTA):
-        assert effective_training(cpu, gpu) == {**cpu.training, "bf16": False, "fp16": False}
+        assert trained_with(cpu, gpu) == {**cpu.training, "bf16": False, "fp16": False}
     kwargs = trainer_kwargs([], tmp_path, monkeypatch)
     assert kwargs["use_cpu"] is True and kwargs["bf16"] is False
     assert not set(FAST_KEYS) & set(kwargs)
-    assert effective_training(recipe(["training.bf16=true"], tmp_path), VOLTA)["bf16"] is True  # autocast on CPU
+    assert trained_with(recipe(["training.bf16=true"], tmp_path), VOLTA)["bf16"] is True  # autocast on CPU
 
 
 def test_the_accelerate_loop_gets_the_same_choices(tmp_path, monkeypatch):
@@ -108,7 +113,7 @@ def test_the_accelerate_loop_gets_the_same_choices(tmp_path, monkeypatch):
     model = torch.nn.Linear(4, 2)
 
     def settings_and_optimizer(overrides):
-        training = {**accelerate.trainer_defaults(), **effective_training(recipe(overrides, tmp_path), AMPERE)}
+        training = {**accelerate.trainer_defaults(), **trained_with(recipe(overrides, tmp_path), AMPERE)}
         return accelerate.accelerator_settings(training, use_gpu=True), accelerate._optimizer(model, training)
 
     settings, optimizer = settings_and_optimizer([*GPU, "gpu.torch_compile=true"])
@@ -127,7 +132,7 @@ def test_the_accelerate_loop_gets_the_same_choices(tmp_path, monkeypatch):
 
 def test_the_accelerate_loop_on_cpus_is_as_before(tmp_path):
     cpu = recipe(["loop=accelerate"], tmp_path)
-    training = {**accelerate.trainer_defaults(), **effective_training(cpu, AMPERE)}
+    training = {**accelerate.trainer_defaults(), **trained_with(cpu, AMPERE)}
     assert accelerate.accelerator_settings(training, use_gpu=False) == {
         "cpu": True,
         "mixed_precision": "no",

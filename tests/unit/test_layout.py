@@ -153,7 +153,6 @@ def test_below_the_trial_nothing_reads_the_whole_config():
 # types, and a recorded sweep's config, which may be partial (a bare Tune experiment's).
 DICT_CONFIG_TAKERS = {
     "hfsweep.driver.preflight.preflight",
-    "hfsweep.driver.preflight.with_proxy_data",
     "hfsweep.driver.search.simulate.build_simulated_scheduler",
 }
 
