@@ -13,6 +13,7 @@ import os
 import yaml
 
 RESOLVED_CONFIG = "resolved_config.yaml"  # the sweep's whole config
+BEFORE_RESUME = "resolved_config.before-resume-"  # + N.yaml: the config a forced resume replaced
 BEST_FILE = "best.json"  # the best trial, its checkpoint and hyperparameters
 RESULTS_FILE = "results.csv"  # one row per trial
 RESULTS_TABLE = "results.md"  # the same rows in Markdown
@@ -66,8 +67,8 @@ def holds_sweep(run_dir: str) -> bool:
     return os.path.isfile(os.path.join(run_dir, RESOLVED_CONFIG))
 
 
-def write_config(run_dir: str, cfg: dict) -> None:
-    with open(os.path.join(run_dir, RESOLVED_CONFIG), "w") as f:
+def write_config(run_dir: str, cfg: dict, name: str = RESOLVED_CONFIG) -> None:
+    with open(os.path.join(run_dir, name), "w") as f:
         yaml.safe_dump(cfg, f, sort_keys=False)
 
 

@@ -60,6 +60,10 @@ def trial_resources(cluster: ClusterConfig, strategy: StrategyConfig) -> dict:
     return total
 
 
+# What `billed_resources` reads of a trial's config: a budget in trial-hours or dollars bills at these.
+BILLED_KEYS = ("cluster.num_workers", "cluster.use_gpu", "cluster.resources_per_worker")
+
+
 def billed_resources(cluster: ClusterConfig, strategy: StrategyConfig) -> float:
     """What a trial-hour counts of one trial (`budget.trial_hours`, its price): the GPUs it holds on a
     GPU sweep, else its CPUs."""

@@ -9,6 +9,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from hfsweep.config.errors import ConfigError
+from hfsweep.config.resources import BILLED_KEYS
 from hfsweep.run_dir import RESOLVED_CONFIG, holds_sweep, read_best
 
 # Task family options that sweeps saved before `task_options` existed kept under data.*, with the
@@ -66,18 +67,20 @@ def saved_config(run_dir: str, overrides: list[str] = (), force: bool = False) -
     cfg = OmegaConf.to_container(OmegaConf.merge(saved, OmegaConf.from_dotlist(list(overrides))), resolve=True)
     changed = sorted(changed_keys(saved, cfg))
     priced = cfg["budget"].get("usd") is not None  # a USD budget is pickled with its price
+    billed = priced or cfg["budget"].get("trial_hours") is not None  # ... and with what a trial holds
     restored = [
         key
         for key in changed
         if key in RESTORED_BY_TUNE
         or key.startswith(tuple(f"{group}." for group in RESTORED_BY_TUNE))
         or (priced and key in BUDGET_PRICES)
+        or (billed and key.startswith(BILLED_KEYS))
     ]
     if restored:
         raise ConfigError(
             f"resume: {', '.join(restored)} cannot change on resume, --force or not: Tune restores the sweep's "
-            f"scheduler, searcher, stoppers, budget, loggers and search space as saved in {run_dir}; drop those "
-            f"overrides, or start a new sweep (resume --extend adds trials)."
+            f"scheduler, searcher and its concurrency, stoppers, budget and what it bills, loggers, search space and "
+            f"retries as saved in {run_dir}; drop those overrides, or start a new sweep (resume --extend adds trials)."
         )
     if changed and not force:
         raise ConfigError(
@@ -102,6 +105,8 @@ RESTORED_BY_TUNE = (
     "metric",
     "mode",
     "name",
+    "cluster.max_concurrent_trials",  # the searcher's concurrency limit
+    "cluster.max_failures",  # Tune's FailureConfig (a worker group's retries are Train's: refused alike, one rule)
 )
 BUDGET_PRICES = ("cluster.price_per_cpu_hour", "cluster.price_per_gpu_hour")
 EXTENDABLE = ("num_samples", "search_space.")  # what an extension of a finished sweep may change

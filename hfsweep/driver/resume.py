@@ -15,7 +15,7 @@ from hfsweep.compat import forget_points_to_evaluate, restored_callbacks
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object, iter_leaves
 from hfsweep.config.objectives import is_multi_objective
-from hfsweep.config.saved import extended_config, read_config, saved_config
+from hfsweep.config.saved import changed_keys, extended_config, read_config, saved_config
 from hfsweep.config.schema import SweepConfig, plain
 from hfsweep.driver.finish import finish
 from hfsweep.driver.over_seeds import UNFINISHED
@@ -25,7 +25,7 @@ from hfsweep.driver.search.defaults_trial import DEFAULTS_COLUMN
 from hfsweep.driver.search.live_study import study_exists
 from hfsweep.driver.search.warm_start import warm_start_dirs
 from hfsweep.driver.tuner import build_tuner, plan_sweep, start_cluster, trainable_for, tune_fit
-from hfsweep.run_dir import RESULTS_FILE, SELECT_DIR, experiment_names, write_config
+from hfsweep.run_dir import BEFORE_RESUME, RESOLVED_CONFIG, RESULTS_FILE, SELECT_DIR, experiment_names, write_config
 
 
 def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune.ResultGrid:
@@ -54,8 +54,25 @@ def resume(run_dir: str, overrides: list[str] = (), force: bool = False) -> tune
             "found none: Ray's private TunerInternal has moved); pin ray to the version in "
             "provenance.json to resume this sweep."
         )
+    if force:
+        record_forced_changes(run_dir, sweep)
     earlier = [tune.ResultGrid(tune.ExperimentAnalysis(os.path.join(run_dir, name))) for name in earlier_names]
     return finish(tune_fit(tuner), sweep, task, plan.data, budget, earlier)
+
+
+def record_forced_changes(run_dir: str, sweep: SweepConfig) -> None:
+    """Once Tune has restored a sweep that `--force` changed: resolved_config.yaml records the config
+    its trials go on with (replay, report and a later resume read it), and the one it replaces is kept
+    beside it as resolved_config.before-resume-N.yaml, the config of the trials that ended before."""
+    before, now = read_config(run_dir), plain(sweep)
+    changed = sorted(changed_keys(before, now))
+    if not changed:
+        return
+    kept = [name for name in os.listdir(run_dir) if name.startswith(BEFORE_RESUME)]
+    name = f"{BEFORE_RESUME}{len(kept) + 1}.yaml"
+    write_config(run_dir, before, name)
+    write_config(run_dir, now)
+    print(f"hfsweep: resume --force: {RESOLVED_CONFIG} now records {', '.join(changed)}; the config before is {name}")
 
 
 def extend(run_dir: str, extends: list[str]) -> tune.ResultGrid:

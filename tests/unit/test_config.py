@@ -1124,16 +1124,22 @@ def test_a_sweep_saved_before_task_options_resumes_with_its_family_options_moved
         "num_samples=3",
         "search_alg.random_state=7",
         "cluster.price_per_cpu_hour=3",
+        "cluster.max_concurrent_trials=1",
+        "cluster.max_failures=3",
+        "cluster.num_workers=3",
     ],
 )
 def test_resume_refuses_what_tune_restores_as_saved_even_with_force(tmp_path, override):
-    """Tune's restore brings back the pickled scheduler, searcher, stoppers and budget (a USD
-    budget with its price): an override of them would be thrown away, so it is refused in one
-    line, --force or not."""
+    """Tune's restore brings back the pickled scheduler, searcher and its concurrency limit,
+    stoppers, retries and budget (a USD budget with its price, a trial-hours one with the resources
+    it bills): an override of them would be thrown away, so it is refused in one line, --force or not."""
     from hfsweep.config.saved import saved_config
     from hfsweep.run_dir import write_config
 
-    saved = ["budget.usd=5", "cluster.price_per_cpu_hour=2"] if "price" in override else []
+    saved = {
+        "cluster.price_per_cpu_hour=3": ["budget.usd=5", "cluster.price_per_cpu_hour=2"],
+        "cluster.num_workers=3": ["budget.trial_hours=10"],
+    }.get(override, [])
     write_config(str(tmp_path), resolved_config(saved, tmp_path / "run", tmp_path))
     key = override.lstrip("+").split("=")[0]
     with pytest.raises(ConfigError, match=rf"^resume: {re.escape(key)} cannot change on resume, --force or not"):

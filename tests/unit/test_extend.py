@@ -4,12 +4,14 @@ experiments are found; the end-to-end extension is in test_extend_e2e.py."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pandas as pd
 import pytest
+import yaml
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.saved import extended_config
+from hfsweep.config.saved import extended_config, read_config
 from hfsweep.config.schema import SweepConfig, typed
 from hfsweep.run_dir import experiment_names, write_config
 
@@ -190,3 +192,49 @@ def test_raising_a_grids_num_samples_is_refused_in_a_line_about_num_samples(run_
     )
     with pytest.raises(ConfigError, match=r"^resume --extend: a grid's num_samples cannot change \(each point of "):
         extend(run_dir, ["num_samples=2"])
+
+
+def test_a_forced_resume_records_the_config_it_goes_on_with_once_tune_has_restored_the_sweep(
+    run_dir, monkeypatch, capsys
+):
+    """`resume RUN training.max_steps=... --force`: the unfinished trials train with the new value,
+    so resolved_config.yaml says so (replay, report and a plain later resume read it), and the config
+    it replaces is kept beside it. A restore that fails leaves both as they were. Tune is stubbed
+    from the restore on: the resume itself is test_resume_e2e.py's."""
+    from types import SimpleNamespace
+
+    from hfsweep.driver import resume
+
+    saved = open(f"{run_dir}/resolved_config.yaml").read()
+    restorable = []
+
+    def restore(path, trainable, **kwargs):
+        if not restorable:
+            raise BuildFailed
+        return SimpleNamespace()
+
+    def killed(tuner):
+        raise BuildFailed  # the driver dies while the trials run: they ran with the forced value
+
+    monkeypatch.setattr(resume.tune.Tuner, "can_restore", lambda path: True)
+    monkeypatch.setattr(resume.tune.Tuner, "restore", restore)
+    monkeypatch.setattr(resume, "plan_sweep", lambda sweep, task: SimpleNamespace(data=None, param_space={}))
+    monkeypatch.setattr(resume, "start_cluster", lambda sweep: None)
+    monkeypatch.setattr(resume, "trainable_for", lambda sweep, task, data: None)
+    monkeypatch.setattr(resume, "study_exists", lambda sweep: False)
+    monkeypatch.setattr(resume, "restored_callbacks", lambda tuner: [])
+    monkeypatch.setattr(resume, "tune_fit", killed)
+    with pytest.raises(BuildFailed):
+        resume.resume(run_dir, ["training.max_steps=50"], force=True)
+    assert open(f"{run_dir}/resolved_config.yaml").read() == saved
+    assert not [name for name in os.listdir(run_dir) if "before-resume" in name]
+
+    restorable.append(True)
+    for max_steps in (50, 60):
+        with pytest.raises(BuildFailed):
+            resume.resume(run_dir, [f"training.max_steps={max_steps}"], force=True)
+    assert read_config(run_dir)["training"]["max_steps"] == 60
+    before = yaml.safe_load(open(f"{run_dir}/resolved_config.before-resume-1.yaml"))
+    assert before == yaml.safe_load(saved)
+    assert yaml.safe_load(open(f"{run_dir}/resolved_config.before-resume-2.yaml"))["training"]["max_steps"] == 50
+    assert "resolved_config.yaml now records training.max_steps; the config before is" in capsys.readouterr().out

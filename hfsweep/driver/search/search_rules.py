@@ -13,6 +13,7 @@ from typing import Optional
 from hfsweep.config.errors import ConfigError
 from hfsweep.config.loading import import_object, iter_leaves, target_name
 from hfsweep.config.objectives import is_multi_objective
+from hfsweep.config.resources import BILLED_KEYS
 from hfsweep.config.schema import PeftMethod, SweepConfig
 from hfsweep.config.validation import PLATEAU, as_override, lr_scheduler_types
 from hfsweep.driver.search import defaults_trial
@@ -311,8 +312,7 @@ def _validate_billed_resources(sweep: SweepConfig) -> None:
     billed at the config's value, and a 4-worker trial counted as one."""
     budget = sweep.budget
     key = "trial_hours" if budget.trial_hours is not None else "usd" if budget.usd is not None else None
-    held = ("cluster.num_workers", "cluster.use_gpu", "cluster.resources_per_worker")
-    searched = [path for path, _ in iter_leaves(sweep.search_space) if path.startswith(held)]
+    searched = [path for path, _ in iter_leaves(sweep.search_space) if path.startswith(BILLED_KEYS)]
     if key and searched:
         raise ConfigError(
             f"budget.{key}: bills every trial at the config's resources, and search_space.{searched[0]} changes what "
