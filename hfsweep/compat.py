@@ -178,6 +178,19 @@ def restored_callbacks(tuner) -> list:
     return list(get_run_config().callbacks or []) if get_run_config else []
 
 
+def saved_callback_states(experiment_dir: str) -> list[dict]:
+    """What Tune last saved of an experiment's stateful callbacks (each one's `get_state`), read from
+    its callback-states file with Ray's private `_load_newest_checkpoint`. Empty where Tune saved none,
+    or where that has moved: the caller then counts from Tune's trial records instead."""
+    try:
+        from ray.tune.callback import CallbackList
+        from ray.tune.utils.util import _load_newest_checkpoint
+    except ImportError:
+        return []
+    saved = _load_newest_checkpoint(experiment_dir, CallbackList.CKPT_FILE_TMPL.format("*"))
+    return [state for state in (saved or {}).values() if state]
+
+
 def forget_points_to_evaluate(tuner) -> None:
     """Hand the searcher of a Tuner built by `Tuner.restore` no `points_to_evaluate`: `fit` sets
     the unpickled searcher up anew, and Ray's OptunaSearch then enqueues its points into the stored

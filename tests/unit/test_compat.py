@@ -271,3 +271,22 @@ def test_which_heads_drop_the_item_count_is_read_as_their_loss_behaves():
         "BertForQuestionAnswering": True,
         "GPT2LMHeadModel": False,
     }
+
+
+def test_tunes_callback_states_file_is_read_back_as_tune_saved_it(tmp_path):
+    """`saved_callback_states` reads what Tune's own `CallbackList.save_to_dir` wrote: the newest
+    file's states, a stateless callback's left out."""
+    from ray.tune import Callback
+    from ray.tune.callback import CallbackList
+
+    class Stateful(Callback):
+        def __init__(self, state):
+            self.state = state
+
+        def get_state(self):
+            return self.state
+
+    for session, spent in (("2026-12-07_10-00-00", 1.0), ("2026-12-07_11-00-00", 2.0)):
+        CallbackList([Callback(), Stateful({"spent_s": spent})]).save_to_dir(str(tmp_path), session_str=session)
+    assert compat.saved_callback_states(str(tmp_path)) == [{"spent_s": 2.0}]
+    assert compat.saved_callback_states(str(tmp_path / "none")) == []

@@ -340,3 +340,31 @@ def test_a_draw_of_the_configs_own_values_is_a_draw_and_the_defaults_trial_is_th
     table = trial_tables(analyses, typed(SweepConfig, cfg)).set_index("trial_id")
     assert table["defaults"].to_dict() == {"d": True, "a": False, "b": False, "c": False}
     assert is_draw(table).sum() == 3
+
+
+def test_an_extension_counts_the_wall_clock_the_ledger_counted_not_the_days_a_sweep_lay_stopped(tmp_path):
+    """A sweep ran 2 h, lay stopped 60 h, and its resume ran 3 h: its budget's ledger, which Tune
+    saved with the experiment, says 5 h, and `resume --extend` counts that (it counted 65 h, from
+    the first trial's start to the last report). Without a saved ledger it falls back to that span."""
+    from types import SimpleNamespace
+
+    from ray.tune.callback import CallbackList
+
+    from hfsweep.driver.search.budget import SweepBudget, spent_before
+
+    hour = 3600.0
+
+    def trial(trial_id, start, last):
+        metadata = SimpleNamespace(start_time=start, last_result_time=last)
+        return SimpleNamespace(trial_id=trial_id, last_result={"time_total_s": last - start}, run_metadata=metadata)
+
+    analysis = SimpleNamespace(
+        experiment_path=str(tmp_path), trials=[trial("a", 0, 2 * hour), trial("b", 62 * hour, 65 * hour)]
+    )
+    assert spent_before([analysis])["spent_s"] == 65 * hour
+    budget = SweepBudget(wall_clock_s=8 * hour, trial_hours=None, resources_per_trial=1)
+    budget.set_state({"spent_s": 5 * hour, "trial_s": {}, "trial_samples": {}, "reason": None})
+    CallbackList([budget]).save_to_dir(str(tmp_path), session_str="2026-12-07_20-00-00")  # as Tune saves it
+    assert spent_before([analysis])["spent_s"] == 5 * hour
+    budget.set_state(spent_before([analysis]))
+    assert not budget.stop_all(), "3 of its 8 hours are left"

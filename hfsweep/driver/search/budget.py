@@ -23,6 +23,7 @@ from typing import Optional
 from ray import tune
 from ray.tune.result import SHOULD_CHECKPOINT
 
+from hfsweep.compat import saved_callback_states
 from hfsweep.config.resources import billed_resources, price_key
 from hfsweep.config.schema import ClusterConfig, StrategyConfig, SweepConfig
 from hfsweep.contract.metrics import TRAIN_SAMPLES
@@ -43,22 +44,27 @@ class Spend:
 # One ledger per budget in this process, shared by every copy of it: Tune uses a pickled copy of
 # the stopper beside the callback it restores state into, and both must see one spend.
 _SPENDS: dict[str, Spend] = {}
+LEDGER = {"spent_s", "trial_s", "reason"}  # what `SweepBudget.get_state` saves, told from other callbacks' states
 
 
 def spent_before(analyses: list) -> dict:
     """What a sweep's earlier experiments spent, in `SweepBudget.get_state`'s form, so that
     `resume --extend` counts it against the same budget: each trial's time_total_s at its last
-    report (and its training samples), and each experiment's wall clock from its first trial's start
-    to its last report."""
-    trial_s, trial_samples, spent_s = {}, {}, 0.0
+    report (and its training samples), and the wall clock the budget counted. That is the newest
+    ledger Tune saved with the experiments (one ledger runs on through a selection, a resume and an
+    extension, not counting the time a sweep lay stopped); where an experiment has none, each
+    experiment's span from its first trial's start to its last report."""
+    trial_s, trial_samples, spans, ledgers = {}, {}, 0.0, []
     for analysis in analyses:
         reported = [trial for trial in analysis.trials if trial.last_result]
         trial_s.update({trial.trial_id: trial.last_result.get("time_total_s", 0.0) for trial in reported})
         trial_samples.update({trial.trial_id: trial.last_result.get(TRAIN_SAMPLES, 0) for trial in reported})
         if reported:
-            spent_s += max(trial.run_metadata.last_result_time for trial in reported) - min(
+            spans += max(trial.run_metadata.last_result_time for trial in reported) - min(
                 trial.run_metadata.start_time for trial in reported
             )
+        ledgers.append(next((s for s in saved_callback_states(analysis.experiment_path) if LEDGER <= set(s)), None))
+    spent_s = spans if None in ledgers else max((ledger["spent_s"] for ledger in ledgers), default=0.0)
     return {"spent_s": spent_s, "trial_s": trial_s, "trial_samples": trial_samples, "reason": None}
 
 
