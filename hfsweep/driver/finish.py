@@ -63,9 +63,7 @@ def finish(
             untrained_loss=untrained_loss,
             perplexity=task.reports_perplexity,
             startup=startup_trials(sweep),
-            drawn_at_random=drawn_at_random(
-                sweep, [result.metrics_dataframe for grid in (*earlier, results) for result in grid]
-            ),
+            drawn_at_random=drawn_at_random(sweep, [result.metrics_dataframe for result in (*earlier, results)[0]]),
             budget=budget,
             checkpoints=checkpoint_disk_use(result.metrics_dataframe for result in results),
             exported=not selected,

@@ -376,6 +376,31 @@ def test_an_optuna_warm_start_of_three_trials_steers_the_first_suggestions(tmp_p
     )  # 0.66 against 0.89 decades with Optuna 5.0
 
 
+def test_a_warm_started_optuna_sweeps_summary_counts_no_random_draws(tmp_path):
+    """Its study holds the earlier trials, complete, as TPE's start-up (`warm_tpe_sampler`): the
+    first suggestion is the model's already (the test above), so the summary counts none drawn at
+    random, where it counted the configured start-up."""
+    from hfsweep.driver.results.summary import search_lines
+    from hfsweep.driver.search.schedulers import drawn_at_random
+
+    earlier = earlier_sweep(tmp_path / "first", config(tmp_path), grid_rows([1e-3, 3e-3], [3.0, 2.0]))
+    cfg = optuna_config(tmp_path, "search_alg.startup_trials=4", f"search_alg.warm_start={earlier}")
+    param_space = compile_search_space(cfg.search_space, cfg)
+    sampler = searcher_arguments(cfg, param_space, load_warm_start(cfg, param_space))[0]["sampler"]
+    assert sampler._n_startup_trials == 2, "the two earlier trials are its whole start-up"
+    histories = [pd.DataFrame({"timestamp": [2.0 * n + 1], "time_total_s": [1.0]}) for n in range(6)]  # one at a time
+    assert drawn_at_random(cfg, histories) == 0
+    cold = optuna_config(tmp_path, "search_alg.startup_trials=4")
+    assert drawn_at_random(cold, histories) == 4
+    table = pd.DataFrame({"trial_id": [f"t{n}" for n in range(6)]})
+    best = SimpleNamespace(metric="eval_loss", model="best", value=1.0)
+    (line,) = search_lines(table, cfg, best, startup=4, drawn_at_random=0)
+    assert line.endswith(
+        "0 trials drawn at random (start-up), 6 chosen by its model "
+        "(warm-started: the earlier trials were its start-up)"
+    )
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [

@@ -132,6 +132,11 @@ def search_lines(
     if startup is not None and drawn_at_random is not None:
         lines.append(
             f"  searcher:        {drawn_at_random} trials drawn at random (start-up), "
-            f"{max(0, len(table) - drawn_at_random)} chosen by its model (search_alg.startup_trials={startup})"
+            f"{max(0, len(table) - drawn_at_random)} chosen by its model "
+            + (
+                "(warm-started: the earlier trials were its start-up)"
+                if drawn_at_random == 0 and sweep.search_alg.get("warm_start")
+                else f"(search_alg.startup_trials={startup})"
+            )
         )
     return lines

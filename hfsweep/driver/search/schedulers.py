@@ -142,10 +142,15 @@ def drawn_at_random(sweep: SweepConfig, histories: list) -> Optional[int]:
     the start-up count had finished (a start-up of 3 with two trials running at a time draws about
     4). A trial starts at its first report's time less its time_total_s and finishes at its last
     report, timed by hfsweep's `reported_at` (Tune's whole-second `timestamp` in sweeps from before
-    it: the next trial starts within a second of a finish); trials that never reported are left out."""
+    it: the next trial starts within a second of a finish); trials that never reported are left out.
+    A warm-started Optuna sweep draws none: its study holds the earlier trials, complete, and they
+    are its start-up (`warm_start.warm_tpe_sampler`). `histories` are the trials of the sweep's first
+    experiment: an extension's Optuna is warm-started too."""
     startup = startup_trials(sweep)
     if startup is None:
         return None
+    if sweep.search_alg.get("warm_start") and target_class(sweep.search_alg).__name__ == "OptunaSearch":
+        return 0
     spans = [
         (clock.iloc[0] - history["time_total_s"].iloc[0], clock.iloc[-1])
         for history in histories
