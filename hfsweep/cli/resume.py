@@ -17,7 +17,7 @@ from hfsweep.config.saved import extended_config, saved_config
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hfsweep.resume", description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", help="the interrupted sweep's run directory (holds resolved_config.yaml)")
+    parser.add_argument("run_dir", nargs="?", help="the interrupted sweep's run directory (holds resolved_config.yaml)")
     parser.add_argument("overrides", nargs="*", help="KEY=VALUE changes to the saved config (need --force)")
     parser.add_argument("--force", action="store_true", help="resume even though the overrides change the config")
     parser.add_argument(
@@ -28,6 +28,12 @@ def main(argv: list[str] | None = None) -> int:
         help="add trials to a finished sweep: num_samples=N, or search_space.* values",
     )
     args = parser.parse_args(argv)
+    if args.run_dir is None:  # `--extend KEY=VALUE ... RUN_DIR`: --extend took the directory too
+        folders = [value for value in args.extend if "=" not in value]
+        if len(folders) != 1:
+            parser.error("the following arguments are required: run_dir")
+        args.run_dir = folders[0]
+        args.extend.remove(args.run_dir)
     if args.extend and (args.overrides or args.force):
         parser.error("--extend takes its KEY=VALUE changes itself; give no other overrides or --force with it")
     try:

@@ -238,3 +238,17 @@ def test_a_forced_resume_records_the_config_it_goes_on_with_once_tune_has_restor
     assert before == yaml.safe_load(saved)
     assert yaml.safe_load(open(f"{run_dir}/resolved_config.before-resume-2.yaml"))["training"]["max_steps"] == 50
     assert "resolved_config.yaml now records training.max_steps; the config before is" in capsys.readouterr().out
+
+
+def test_extend_values_may_come_before_the_run_directory(run_dir, capsys):
+    """`python -m hfsweep.resume --extend KEY=VALUE RUN_DIR` is the same command as with the
+    directory first (argparse's `--extend` took the directory as one more value, and the command
+    failed on a missing run_dir)."""
+    from hfsweep.cli.resume import main
+
+    for argv in ([run_dir, "--extend", "training.max_steps=5"], ["--extend", "training.max_steps=5", run_dir]):
+        assert main(argv) == 2
+        assert "resume --extend: training.max_steps differ from the config saved in" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--extend", "num_samples=3"])
+    assert "required: run_dir" in capsys.readouterr().err
