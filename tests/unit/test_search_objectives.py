@@ -4,6 +4,7 @@ refusals of what acts on one metric. (`pytest -k pareto`, `-k warm_start`, `-k b
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -215,7 +216,9 @@ def grid_rows(rates, losses, status="TERMINATED"):
     ]
 
 
-def test_warm_start_grid_runs_only_the_points_not_run_before(tmp_path):
+def test_warm_start_grid_runs_only_the_points_not_run_before(tmp_path, monkeypatch):
+    """Without optuna, an optional extra (hidden here), as a grid sweep needs none."""
+    monkeypatch.setitem(sys.modules, "optuna", None)
     first = config(tmp_path, "search_space.training.learning_rate.values=[1e-3,1e-4]")
     rows = grid_rows([1e-3, 1e-4], [3.0, 4.0])
     earlier = earlier_sweep(tmp_path / "first", first, rows)

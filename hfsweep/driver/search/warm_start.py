@@ -26,7 +26,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from hfsweep.config.errors import ConfigError
-from hfsweep.config.loading import iter_leaves
+from hfsweep.config.loading import import_object, iter_leaves
 from hfsweep.config.objectives import objectives, objectives_of
 from hfsweep.config.paths import get_path, nested
 from hfsweep.config.saved import changed_keys, read_config
@@ -76,8 +76,6 @@ def load_warm_start(sweep: SweepConfig, param_space: dict) -> Optional[WarmStart
 def _check_searcher(sweep: SweepConfig) -> None:
     from ray.tune.search import BasicVariantGenerator
     from ray.tune.search.optuna import OptunaSearch
-
-    from hfsweep.config.loading import import_object
 
     target = sweep.search_alg["_target_"]
     cls = import_object(target)
@@ -178,13 +176,12 @@ def _searcher_takes(sweep: SweepConfig, param_space: dict):
     """Whether this sweep's searcher takes a point Tune's `is_valid` let through: Optuna's
     distributions refuse a randint's upper bound and a value between a quantized range's steps, and
     the study refused the whole warm start with a ValueError. Asked of Optuna's own trial check."""
-    import optuna
-    from ray.tune.search.optuna import OptunaSearch
-
-    from hfsweep.config.loading import import_object
+    from ray.tune.search.optuna import OptunaSearch  # imports without optuna, an optional extra
 
     if not issubclass(import_object(sweep.search_alg["_target_"]), OptunaSearch):
         return lambda point: True
+    import optuna
+
     distributions = OptunaSearch.convert_search_space(param_space)
 
     def takes(point: dict) -> bool:
@@ -213,8 +210,6 @@ def searcher_arguments(sweep: SweepConfig, param_space: dict, warm: WarmStart) -
     warm start changes it: the grid points left to run (each `num_samples` times), or an Optuna
     study that already holds the earlier trials."""
     from ray.tune.search import BasicVariantGenerator
-
-    from hfsweep.config.loading import import_object
 
     if issubclass(import_object(sweep.search_alg["_target_"]), BasicVariantGenerator):
         points = grid_points_left(sweep, warm)
