@@ -16,6 +16,7 @@ from hfsweep.driver.results.best import BestTrial
 from hfsweep.driver.results.report import defaults_score, samples_line
 from hfsweep.driver.search import defaults_trial
 from hfsweep.driver.search.checkpoint_budget import checkpoints_line
+from hfsweep.driver.search.schedulers import warm_started_tpe
 
 
 def sweep_summary(
@@ -135,7 +136,7 @@ def search_lines(
             f"{max(0, len(table) - drawn_at_random)} chosen by its model "
             + (
                 "(warm-started: the earlier trials were its start-up)"
-                if drawn_at_random == 0 and sweep.search_alg.get("warm_start")
+                if warm_started_tpe(sweep)
                 else f"(search_alg.startup_trials={startup})"
             )
         )

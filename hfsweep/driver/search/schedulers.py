@@ -136,6 +136,11 @@ def startup_note(sweep: SweepConfig) -> Optional[str]:
 STARTUP_COUNTS_FINISHED = ("OptunaSearch",)
 
 
+def warm_started_tpe(sweep: SweepConfig) -> bool:
+    """An Optuna sweep warm-started by earlier runs: their trials are its TPE's start-up."""
+    return bool(sweep.search_alg.get("warm_start")) and target_class(sweep.search_alg).__name__ == "OptunaSearch"
+
+
 def drawn_at_random(sweep: SweepConfig, histories: list) -> Optional[int]:
     """How many of the sweep's trials its model-based searcher drew at random (None without a
     model), from the trials' report histories: under Optuna, those that started while fewer than
@@ -149,7 +154,7 @@ def drawn_at_random(sweep: SweepConfig, histories: list) -> Optional[int]:
     startup = startup_trials(sweep)
     if startup is None:
         return None
-    if sweep.search_alg.get("warm_start") and target_class(sweep.search_alg).__name__ == "OptunaSearch":
+    if warm_started_tpe(sweep):
         return 0
     spans = [
         (clock.iloc[0] - history["time_total_s"].iloc[0], clock.iloc[-1])
