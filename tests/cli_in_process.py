@@ -4,15 +4,19 @@ whether it started Ray, without paying the interpreter's start and the imports f
 refusal tests run about 80 of them; `tests/unit/test_config.py` also runs one real process per section).
 
     python -m tests.cli_in_process CASES.json RESULTS.json [--preflight]   # CASES: a list of argument lists
+
+`run_all` runs a test's cases so, split over two such processes (this machine's two cores).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import warnings
+from pathlib import Path
 
 # What a Python process ignores by default, wherever it is not raised in __main__ (as here: none is).
 PYTHON_IGNORES = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
@@ -77,6 +81,27 @@ def files_found(checked) -> None:
     if data.source is DataSource.local and data.prepare_on is not PrepareOn.cluster:
         source_identity(data, checked.sweep.cache_dir)
     print("hfsweep: preflight passed")
+
+
+def run_all(cases: list[list[str]], folder: Path, *flags: str, cwd: Path | None = None, env: dict | None = None):
+    """Every case's (output, exit code, Ray started), in order: half the cases in each of two
+    processes of this module, at once, in `cwd` (the cases and results are written to `folder`)."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")]))
+    halves = [list(range(len(cases)))[k::2] for k in range(2)]
+    processes = []
+    for k, half in enumerate(halves):
+        (folder / f"cases-{k}.json").write_text(json.dumps([cases[i] for i in half]))
+        files = [str(folder / f"cases-{k}.json"), str(folder / f"results-{k}.json")]
+        command = [sys.executable, "-m", "tests.cli_in_process", *files, *flags]
+        processes.append(subprocess.Popen(command, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True))
+    errors = [process.communicate(timeout=600)[1] for process in processes]
+    assert all(process.returncode == 0 for process in processes), "\n".join(error[-3000:] for error in errors)
+    results: list = [None] * len(cases)
+    for k, half in enumerate(halves):
+        for i, result in zip(half, json.loads((folder / f"results-{k}.json").read_text())):
+            results[i] = result
+    return results
 
 
 if __name__ == "__main__":

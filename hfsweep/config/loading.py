@@ -154,8 +154,15 @@ def check_importable(dotted: str) -> None:
     lazily: `transformers.Trainer` imports torch, and through peft bitsandbytes, whose CPU notice
     reaches the console; seconds that a refusal should not take."""
     head, _, name = dotted.rpartition(".")
-    if not head or name not in dir(import_object(head)):
+    if not head or name not in names_in(head):
         import_object(dotted)
+
+
+@functools.cache
+def names_in(module: str) -> frozenset:
+    """`dir()` of a module, once per process: transformers' lazy module builds its 6,000 names anew
+    on each call (a quarter of a second), and a multirun checks each job's targets."""
+    return frozenset(dir(import_object(module)))
 
 
 def unknown_key_error(key: str, known, what: str, fix: str = "remove it or fix the spelling") -> ConfigError:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from hfsweep.config.resources import trains_in_process, trial_resources, trial_s
 from hfsweep.config.schema import ClusterConfig, DataConfig, StrategyConfig, typed
 from hfsweep.driver.preflight import preflight
 from hfsweep.tasks import get_task, task_names
+from tests.cli_in_process import run_all
 from tests.conftest import CONF_DIR, resolved_config
 
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
@@ -873,8 +873,8 @@ def run_cli(args: list[str], run_dir: Path, cache: Path) -> subprocess.Completed
 @pytest.fixture(scope="module")
 def refusals(tmp_path_factory) -> dict:
     """Every REFUSED command line, as `python -m hfsweep` runs it: in two Python processes (half
-    the lines each) that run their lines one after another (`tests.cli_in_process`, capturing file
-    descriptors 1 and 2), since a refusal costs far less than the imports before it; and the rows
+    the lines each, `tests.cli_in_process.run_all`) that run their lines one after another, capturing
+    file descriptors 1 and 2, since a refusal costs far less than the imports before it; and the rows
     of IN_A_REAL_PROCESS each in a process of its own, all at once. Each case: its output (stdout
     and stderr together), exit code, run directory, and whether Ray was started."""
     root = tmp_path_factory.mktemp("refused")
@@ -887,19 +887,7 @@ def refusals(tmp_path_factory) -> dict:
         ]
         for i, (args, _) in enumerate(REFUSED)
     ]
-    halves = [list(range(len(argvs)))[k::2] for k in range(2)]
-    for k, half in enumerate(halves):
-        (root / f"cases-{k}.json").write_text(json.dumps([argvs[i] for i in half]))
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.cli_in_process", root / f"cases-{k}.json", root / f"results-{k}.json"]
-        )
-        for k in range(2)
-    ]
-    assert all(process.wait(timeout=600) == 0 for process in processes)
-    results = {}
-    for k, half in enumerate(halves):
-        results.update(zip(half, json.loads((root / f"results-{k}.json").read_text())))
+    results = dict(enumerate(run_all(argvs, root)))
     real = {
         i: subprocess.Popen(
             [

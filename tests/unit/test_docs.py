@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
-import json
 import os
 import re
 import shlex
@@ -32,6 +31,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_in_process import run_all
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [
@@ -124,20 +125,9 @@ def single_runs(args: list[str]) -> list[list[str]]:
 
 
 def compose_all(cases: list[list[str]], env: dict, cwd: Path) -> list:
-    """Every case through `hfsweep.__main__.cli()` up to the end of its preflight, in one Python
-    process (tests/cli_in_process.py)."""
-    cases_path, results_path = cwd / "cases.json", cwd / "results.json"
-    cases_path.write_text(json.dumps(cases))
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.cli_in_process", str(cases_path), str(results_path), "--preflight"],
-        cwd=cwd,
-        env={**os.environ, **OFFLINE_ENV, **env, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(results_path.read_text())
+    """Every case through `hfsweep.__main__.cli()` up to the end of its preflight, half the cases in
+    each of two Python processes (tests/cli_in_process.py)."""
+    return run_all(cases, cwd, "--preflight", cwd=cwd, env={**os.environ, **OFFLINE_ENV, **env})
 
 
 @pytest.mark.process
