@@ -191,6 +191,17 @@ def saved_callback_states(experiment_dir: str) -> list[dict]:
     return [state for state in (saved or {}).values() if state]
 
 
+def in_creation_order(trials: list) -> list:
+    """Tune's trials in the order its searcher created them. An experiment Tune restored lists them
+    in another order; each trial's `experiment_tag` starts with the searcher's count (Ray's
+    SearchGenerator and BasicVariantGenerator), which Tune saves and restores. Trials of a Ray whose
+    tags say otherwise keep the order given."""
+    counts = [str(getattr(trial, "experiment_tag", "")).split("_", 1)[0] for trial in trials]
+    if not all(count.isdigit() for count in counts):
+        return list(trials)
+    return [trial for _, trial in sorted(zip(map(int, counts), trials), key=lambda pair: pair[0])]
+
+
 def forget_points_to_evaluate(tuner) -> None:
     """Hand the searcher of a Tuner built by `Tuner.restore` no `points_to_evaluate`: `fit` sets
     the unpickled searcher up anew, and Ray's OptunaSearch then enqueues its points into the stored

@@ -94,6 +94,8 @@ def test_interrupt_then_resume_finishes_the_sweep_without_rerunning(tmp_path, ca
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     table = pd.read_csv(run_dir / "results.csv")
     assert len(table) == 3 and set(table["ended"]) == {"completed"}
+    # the grid's trials as its generator created them (ids count up), however Tune lists them restored
+    assert list(table["trial_id"]) == sorted(table["trial_id"])
     for path, before in interrupted.items():
         assert open(os.path.join(path, "result.json")).read() == before, "a finished trial was run again"
     (held,) = glob.glob(os.path.join(experiment, HELD_TRIAL, "result.json"))

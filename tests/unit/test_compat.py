@@ -290,3 +290,21 @@ def test_tunes_callback_states_file_is_read_back_as_tune_saved_it(tmp_path):
         CallbackList([Callback(), Stateful({"spent_s": spent})]).save_to_dir(str(tmp_path), session_str=session)
     assert compat.saved_callback_states(str(tmp_path)) == [{"spent_s": 2.0}]
     assert compat.saved_callback_states(str(tmp_path / "none")) == []
+
+
+def test_tunes_generators_tag_each_trial_with_the_count_it_was_created_at():
+    """A grid's generator and a searcher's (Optuna here) number the trials they create in their
+    `experiment_tag`s; `in_creation_order` puts a restored experiment's trials back in that order."""
+    from ray import tune
+    from ray.tune.experiment import Experiment
+    from ray.tune.search import BasicVariantGenerator, SearchGenerator
+    from ray.tune.search.optuna import OptunaSearch
+
+    tune.register_trainable("noop", lambda config: None)
+    grid = BasicVariantGenerator()
+    grid.add_configurations([Experiment("grid", "noop", config={"x": tune.grid_search([1, 2, 3])})])
+    searched = SearchGenerator(OptunaSearch(metric="m", mode="min", space={"x": tune.uniform(0, 1)}))
+    searched.add_configurations([Experiment("searched", "noop", num_samples=3)])
+    for generator in (grid, searched):
+        created = [generator.next_trial() for _ in range(3)]
+        assert compat.in_creation_order(created[::-1]) == created, [trial.experiment_tag for trial in created]

@@ -287,12 +287,13 @@ def test_a_samples_budget_below_one_is_refused_in_one_line(tmp_path):
     )
 
 
-def fake_trial(trial_id: str, learning_rate: float, **last):
+def fake_trial(trial_id: str, learning_rate: float, experiment_tag: str = "", **last):
     """A finished Tune trial as `trial_table` reads it: its config, status and last report."""
     from types import SimpleNamespace
 
     return SimpleNamespace(
         trial_id=trial_id,
+        experiment_tag=experiment_tag,
         config={"training": {"learning_rate": learning_rate}},
         status="TERMINATED",
         last_result={"trainer_finished": True, "time_total_s": 10.0, **last},
@@ -340,6 +341,24 @@ def test_a_draw_of_the_configs_own_values_is_a_draw_and_the_defaults_trial_is_th
     table = trial_tables(analyses, typed(SweepConfig, cfg)).set_index("trial_id")
     assert table["defaults"].to_dict() == {"d": True, "a": False, "b": False, "c": False}
     assert is_draw(table).sum() == 3
+
+
+def test_a_restored_experiments_trials_are_tabled_in_the_order_the_searcher_created_them(tmp_path):
+    """Tune lists a restored experiment's trials in another order than it created them (seen after
+    a resume); results.csv keeps the searcher's, so the defaults trial stays the first of its values."""
+    from types import SimpleNamespace
+
+    from hfsweep.driver.results.report import trial_tables
+
+    cfg = config(tmp_path, "search_alg.defaults_trial=true")  # the config's own learning rate: 1e-3
+    restored = [  # as Tune lists them after a restore: the third created first
+        fake_trial("b", 1e-3, experiment_tag="3_learning_rate=0.0010", step=60),
+        fake_trial("d", 1e-3, experiment_tag="1_learning_rate=0.0010", step=60),
+        fake_trial("a", 1e-4, experiment_tag="2_learning_rate=0.0001", step=60),
+    ]
+    table = trial_tables([SimpleNamespace(trials=restored, trial_dataframes={})], typed(SweepConfig, cfg))
+    assert list(table["trial_id"]) == ["d", "a", "b"]
+    assert table.set_index("trial_id")["defaults"].to_dict() == {"d": True, "a": False, "b": False}
 
 
 def test_an_extension_counts_the_wall_clock_the_ledger_counted_not_the_days_a_sweep_lay_stopped(tmp_path):

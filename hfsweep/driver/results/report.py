@@ -25,6 +25,7 @@ from ray import tune  # noqa: E402
 from ray.tune.result import EXPR_RESULT_FILE  # noqa: E402
 
 from hfsweep import run_dir as run_files  # noqa: E402
+from hfsweep.compat import in_creation_order  # noqa: E402
 from hfsweep.config.objectives import first_objective, is_multi_objective, objectives  # noqa: E402
 from hfsweep.config.resources import billed_resources, price_key  # noqa: E402
 from hfsweep.config.saved import read_sweep  # noqa: E402
@@ -120,7 +121,7 @@ def trial_table(analysis: tune.ExperimentAnalysis, sweep: SweepConfig) -> pd.Dat
     rows, cluster, strategy = [], sweep.cluster, sweep.strategy
     defaults = defaults_trial.defaults_values(sweep) if defaults_trial.wanted(sweep) else None
     any_exploited = False
-    for trial in analysis.trials:
+    for trial in in_creation_order(analysis.trials):
         history = analysis.trial_dataframes.get(trial.trial_id, pd.DataFrame())
         first, exploited = started_with(trial, searched_paths(sweep))
         any_exploited |= exploited is not None
