@@ -233,6 +233,8 @@ def train_loop_per_worker(job: TrainJob) -> None:
     if resume_from:
         accelerator.load_state(resume_from)
         step = checkpoint_step(resume_from)
+        if step >= training["max_steps"]:
+            return  # restored from its last checkpoint (a retry after its final report): trained, as a Trainer finds it
         apply_hyperparameters(optimizer.optimizer, lr_scheduler.scheduler, training)  # Accelerate's wrappers hold them
         extra.update(resumed_from=resume_from, resumed_weights_digest=weights_digest(accelerator.unwrap_model(model)))
 
