@@ -861,15 +861,6 @@ def run_dir_overrides(args: list[str], run_dir: Path) -> list[str]:
     return [f"hydra.sweep.dir={run_dir}"] if "-m" in args else [f"hydra.run.dir={run_dir}"]
 
 
-def run_cli(args: list[str], run_dir: Path, cache: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hfsweep", *args, *run_dir_overrides(args, run_dir), f"cache_dir={cache}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.fixture(scope="module")
 def refusals(tmp_path_factory) -> dict:
     """Every REFUSED command line, as `python -m hfsweep` runs it: in two Python processes (half
@@ -1033,24 +1024,20 @@ def test_a_checkout_that_its_python_has_not_installed_is_refused_before_ray_star
 
 @pytest.mark.process
 def test_a_training_value_the_search_space_also_sets_is_named_in_one_warning(tmp_path):
-    proc = run_cli(
-        ["training.learning_rate=0.01", "search_space.training.learning_rate.sampler=nope"], tmp_path / "run", tmp_path
+    given = ["training.learning_rate=0.01", "search_space.training.learning_rate.sampler=nope"]
+    on, off = run_all(
+        [
+            [*given, f"hydra.run.dir={tmp_path / 'on'}", f"cache_dir={tmp_path}"],
+            [*given, "search_alg.defaults_trial=false", f"hydra.run.dir={tmp_path / 'off'}", f"cache_dir={tmp_path}"],
+        ],
+        tmp_path,
     )
-    assert proc.stderr.strip().splitlines()[0] == (
+    assert on[0].strip().splitlines()[0] == (
         "hfsweep: warning: training.learning_rate is also set by search_space.training.learning_rate; it runs as the "
         "defaults trial, beside the searched values."
     )
-    assert proc.returncode == 2
-    off = run_cli(
-        [
-            "training.learning_rate=0.01",
-            "search_space.training.learning_rate.sampler=nope",
-            "search_alg.defaults_trial=false",
-        ],
-        tmp_path / "run",
-        tmp_path,
-    )
-    assert off.stderr.strip().splitlines()[0].endswith("search_space.training.learning_rate; the searched values win.")
+    assert on[1] == 2
+    assert off[0].strip().splitlines()[0].endswith("search_space.training.learning_rate; the searched values win.")
 
 
 def test_bf16_on_a_gpu_without_it_is_refused(tmp_path, monkeypatch):
