@@ -51,6 +51,7 @@ from hfsweep.loops.common import (
     report_to_sweep,
     resume_checkpoint,
     train_stream,
+    trained_to_the_end,
     validation_shard,
     with_perplexity,
     worker_seed,
@@ -183,6 +184,9 @@ def in_steps(training: dict) -> dict:
 def train_loop_per_worker(job: TrainJob) -> None:
     """Train with Accelerate for training.max_steps optimizer steps."""
     recipe, task, in_process = job.recipe, job.task, job.in_process
+    resume_from = resume_checkpoint(job)
+    if trained_to_the_end(resume_from, recipe.training):
+        return
     training = in_steps({**trainer_defaults(), **recipe.training, **hardware_defaults(recipe, GpuFeatures.here())})
     accelerator = Accelerator(**accelerator_settings(training, recipe.use_gpu))
     world_size = 1 if in_process else ray.train.get_context().get_world_size()
@@ -229,12 +233,9 @@ def train_loop_per_worker(job: TrainJob) -> None:
         EvalContext(job.label_names, tokenizer, job.validation_path, recipe.data),
     )
     step, extra, logged, reported_once = 0, {}, {}, {}
-    resume_from = resume_checkpoint(job)
     if resume_from:
         accelerator.load_state(resume_from)
         step = checkpoint_step(resume_from)
-        if step >= training["max_steps"]:
-            return  # restored from its last checkpoint (a retry after its final report): trained, as a Trainer finds it
         apply_hyperparameters(optimizer.optimizer, lr_scheduler.scheduler, training)  # Accelerate's wrappers hold them
         extra.update(resumed_from=resume_from, resumed_weights_digest=weights_digest(accelerator.unwrap_model(model)))
 

@@ -204,6 +204,12 @@ def resume_checkpoint(job: TrainJob) -> str | None:
     return job.resume_from
 
 
+def trained_to_the_end(resume_from: str | None, training: Mapping) -> bool:
+    """A run restored from the checkpoint of its last step (retried after its final report): there is
+    nothing left to train. Handed it, the Trainer, which cannot size a stream, trains one more step."""
+    return bool(resume_from) and checkpoint_step(resume_from) >= training["max_steps"]
+
+
 def batches_drawn(resume_from: str | None, training: Mapping) -> int:
     """The train batches drawn before the checkpoint a run resumes from: its steps times the
     gradient accumulation (0 for a fresh run)."""

@@ -37,6 +37,7 @@ from hfsweep.loops.common import (
     resumable,
     resume_checkpoint,
     train_batches,
+    trained_to_the_end,
     validation_shard,
     with_perplexity,
     worker_seed,
@@ -187,6 +188,9 @@ def build_trainer(
 def train_loop_per_worker(job: TrainJob) -> None:
     """Build tokenizer, model, data shard and Trainer from the trial's job, then train."""
     recipe, task, in_process = job.recipe, job.task, job.in_process
+    resume_from = resume_checkpoint(job)
+    if trained_to_the_end(resume_from, recipe.training):
+        return
     quiet_logs(0 if in_process else ray.train.get_context().get_world_rank())
 
     tokenizer = task.load_processor(job.tokenizer_path)  # a tokenizer, or the Task's other processor
@@ -196,7 +200,6 @@ def train_loop_per_worker(job: TrainJob) -> None:
     # peft: an adapter over it
     model = build_model(recipe.model, tokenizer, job.label_names, recipe.peft, task=task, attention=attention(recipe))
 
-    resume_from = resume_checkpoint(job)
     collate = batches_collator(task, recipe.data_collator, tokenizer, "train", worker_seed(recipe.seed, in_process))
     shard = ray.train.get_dataset_shard("train")
     train_shard = resumable(
