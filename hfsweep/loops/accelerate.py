@@ -50,6 +50,7 @@ from hfsweep.loops.common import (
     quiet_logs,
     report_to_sweep,
     resume_checkpoint,
+    seeded_passes,
     train_stream,
     trained_to_the_end,
     validation_shard,
@@ -247,9 +248,8 @@ def train_loop_per_worker(job: TrainJob) -> None:
     step_losses: list[float] = []  # one per optimizer step since the last log
     micro_losses: list[torch.Tensor] = []  # one per micro-batch of the current optimizer step
     model.train()
-    batches = train_stream(
-        ray.train.get_dataset_shard("train"), training, recipe.data, train_collate, recipe.seed, accelerator.device
-    )
+    shard = ray.train.get_dataset_shard("train")
+    batches = train_stream(seeded_passes(shard, training, recipe.data, train_collate, recipe.seed, accelerator.device))
     for _ in range(batches_drawn(resume_from, training)):  # a restored run goes on where its checkpoint was saved
         next(batches)
     for batch in batches:

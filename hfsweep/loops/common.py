@@ -257,9 +257,8 @@ def train_batches(shard, training: Mapping, data_cfg: DataConfig, collate, seed:
     """This worker's training batches from its Ray Data `shard`, made model inputs by `collate`
     (None: the columns as tensors), in the order `training.train_sampling_strategy` names (the
     Trainer's key, whose samplers a streamed train set cannot use): `random` (the default) through
-    the local shuffle buffer, seeded (each pass reads the shard anew, its files in another order:
-    the file shuffle reseeds per execution, so every epoch is a new order and the same seed
-    repeats the same epochs); `sequential` in the shard's order; `group_by_length` with
+    the local shuffle buffer, seeded (`seeded_passes` seeds each pass anew, so the same seed repeats
+    the same passes); `sequential` in the shard's order; `group_by_length` with
     examples of similar length in one batch, as the Trainer's LengthGroupedSampler groups them:
     each run of 50 batches' shuffled examples sorted by length (transformers'
     `get_length_grouped_indices`), so a batch padded to its longest example pads little; grouped
@@ -277,19 +276,32 @@ def train_batches(shard, training: Mapping, data_cfg: DataConfig, collate, seed:
     return ray_data_iterable(lambda: length_grouped(shard, batch_size, collate, seed + next(epochs), shuffle))
 
 
-def train_stream(shard, training: Mapping, data_cfg: DataConfig, collate, seed: int, device="auto"):
-    """Pass after pass over this worker's shard, for a loop that counts its own steps: each pass
-    shuffled anew, with `seed` plus the optimizer steps before it, so a run restored at a step
-    replays the very stream it was saved in (it draws `batches_drawn` batches first). Ends if
-    a pass is empty."""
+def seeded_passes(shard, training: Mapping, data_cfg: DataConfig, collate, seed: int, device="auto"):
+    """This worker's shard as an iterable of passes: each iteration reads one pass, shuffled with
+    `seed` plus the optimizer steps drawn before it. So every pass is a new order (the file shuffle
+    alone changes nothing in a split of one file), both loops draw the same batches, and a run
+    restored at a step, which draws from the first pass again, replays the stream it was saved in."""
     accumulation = training.get("gradient_accumulation_steps", 1)
     drawn = 0
-    while True:
-        before = drawn
+
+    def one_pass():
+        nonlocal drawn
         for batch in train_batches(shard, training, data_cfg, collate, seed + drawn // accumulation, device):
             drawn += 1
             yield batch
-        if drawn == before:
+
+    return ray_data_iterable(one_pass)
+
+
+def train_stream(passes):
+    """`seeded_passes` one after another, for a loop that counts its own steps (a restored run draws
+    `batches_drawn` batches first). Ends if a pass is empty."""
+    while True:
+        empty = True
+        for batch in passes:
+            empty = False
+            yield batch
+        if empty:
             return
 
 
@@ -297,13 +309,13 @@ def resumable(passes, drawn_before: int):
     """The train batches for `Trainer.train(resume_from_checkpoint=...)`, so that a restored run
     sees the batches the uninterrupted run saw, step for step.
 
-    `passes` yields one pass over the shard per iteration, each in its own order (Ray Data reseeds
-    the file shuffle per execution). The Trainer cannot size a stream, so on resume it fast-forwards
-    by drawing and dropping `drawn_before` batches (the steps trained, times gradient accumulation)
-    in its first epoch, counted from the start of training. That first epoch therefore runs through
-    every pass until that many batches were drawn, and ends at a pass's end, as the uninterrupted
-    run's epochs did (a new epoch draws from torch's RNG, which the Trainer restores after its
-    fast-forward). Every later epoch is one pass. Exact when gradient accumulation divides a pass."""
+    `passes` (`seeded_passes`) yields one pass over the shard per iteration, each in its own order.
+    The Trainer cannot size a stream, so on resume it fast-forwards by drawing and dropping
+    `drawn_before` batches (the steps trained, times gradient accumulation) in its first epoch,
+    counted from the start of training. That first epoch therefore runs through every pass until
+    that many batches were drawn, and ends at a pass's end, as the uninterrupted run's epochs did (a
+    new epoch draws from torch's RNG, which the Trainer restores after its fast-forward). Every
+    later epoch is one pass. Exact when gradient accumulation divides a pass."""
     first = [True]
 
     def epoch():

@@ -36,7 +36,7 @@ from hfsweep.loops.common import (
     report_to_sweep,
     resumable,
     resume_checkpoint,
-    train_batches,
+    seeded_passes,
     trained_to_the_end,
     validation_shard,
     with_perplexity,
@@ -203,7 +203,7 @@ def train_loop_per_worker(job: TrainJob) -> None:
     collate = batches_collator(task, recipe.data_collator, tokenizer, "train", worker_seed(recipe.seed, in_process))
     shard = ray.train.get_dataset_shard("train")
     train_shard = resumable(
-        train_batches(shard, recipe.training, recipe.data, collate, recipe.seed),
+        seeded_passes(shard, recipe.training, recipe.data, collate, recipe.seed),
         drawn_before=batches_drawn(resume_from, recipe.training),
     )
     validation_collate = batches_collator(task, recipe.data_collator, tokenizer, "validation")

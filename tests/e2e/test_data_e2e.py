@@ -41,16 +41,39 @@ def test_prepared_on_the_cluster_as_ray_tasks_into_the_same_shards_as_on_the_dri
     assert finished_chunk_tasks() == 2, "one Ray task per chunk (400 lines / 200)"
 
 
-def test_workers_stream_every_shard_in_a_new_order_each_epoch_set_by_the_seed(ray_cluster, tmp_path):
+def passes(prepared, seed: int) -> list:
+    """Two passes over a worker's training batches, as the loops draw them (`seeded_passes`: the
+    Trainer makes an epoch of each)."""
     from hfsweep.config.schema import DataConfig, typed
     from hfsweep.data.prepared import load_ray_datasets
-    from hfsweep.loops.common import train_batches
+    from hfsweep.loops.common import seeded_passes
+
+    train = load_ray_datasets(prepared, ["train"], seed)["train"]
+    train.context.execution_options.preserve_order = True
+    batches = seeded_passes(
+        train.iterator(),
+        {"per_device_train_batch_size": 8},
+        typed(DataConfig, {"shuffle_buffer_rows": 64}),
+        lambda batch: [tuple(row) for row in batch["input_ids"].tolist()],
+        seed,
+    )
+    return [[row for batch in batches for row in batch] for _ in range(2)]
+
+
+@pytest.mark.parametrize("chunk_rows", [50, 10000], ids=["several files", "one file"])
+def test_workers_stream_every_shard_in_a_new_order_each_epoch_set_by_the_seed(ray_cluster, tmp_path, chunk_rows):
+    """Each pass is every block in a new order, the files' (Ray Data's file shuffle, reseeded per
+    pass) and the rows' (the local shuffle, seeded per pass): a split of one file too, such as
+    GLUE's small tasks under data.chunk_rows=10000."""
+    from hfsweep.data.prepared import load_ray_datasets
 
     folder = write_prose_folder(tmp_path / "prose")
     prepared = prepare_data(
-        data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=50, num_proc=1)
+        data_config(tmp_path / "cache", source="local", path=str(folder), chunk_rows=chunk_rows, num_proc=1)
     )
-    expected = sorted(map(tuple, (row for t in shard_tables(prepared) for row in t.column("input_ids").to_pylist())))
+    tables = shard_tables(prepared)
+    assert (len(tables) == 1) == (chunk_rows == 10000), f"{len(tables)} files"
+    expected = sorted(map(tuple, (row for t in tables for row in t.column("input_ids").to_pylist())))
 
     def order(seed: int) -> list:
         train = load_ray_datasets(prepared, ["train"], seed)["train"]
@@ -59,24 +82,11 @@ def test_workers_stream_every_shard_in_a_new_order_each_epoch_set_by_the_seed(ra
     first = order(1)
     assert sorted(first) == expected, "every block of every shard, once"
     assert order(1) == first
-    assert order(2) != first
-
-    def epochs(seed: int) -> list:
-        """Two passes over the worker's batch iterator, as the Trainer makes one per epoch."""
-        train = load_ray_datasets(prepared, ["train"], seed)["train"]
-        train.context.execution_options.preserve_order = True
-        batches = train_batches(
-            train.iterator(),
-            {"per_device_train_batch_size": 8},
-            typed(DataConfig, {"shuffle_buffer_rows": 64}),
-            lambda batch: [tuple(row) for row in batch["input_ids"].tolist()],
-            seed,
-        )
-        return [[row for batch in batches for row in batch] for _ in range(2)]
-
-    one, two = epochs(1)
+    assert (order(2) != first) == (len(tables) > 1), "the seed sets the files' order"
+    one, two = passes(prepared, 1)
     assert sorted(one) == sorted(two) == expected and one != two, "every epoch is every block, in a new order"
-    assert epochs(1) == [one, two], "the same seed repeats the same epochs"
+    assert passes(prepared, 1) == [one, two], "the same seed repeats the same epochs"
+    assert passes(prepared, 2)[0] != one
 
 
 def test_each_trial_counts_its_epochs_over_the_data_it_trains_on(ray_cluster, tmp_path, cache_dir):
