@@ -38,6 +38,21 @@ def test_the_steadier_configuration_with_the_better_mean_wins_over_the_luckiest_
     assert selection.median_seed() == 3  # steady's scores ordered best first: 2.0 (seed 1), 2.05 (seed 3), 2.1 (seed 2)
 
 
+@pytest.mark.parametrize("mode, sign", [("min", 1), ("max", -1)])
+@pytest.mark.parametrize("first", [0, 1, 2])
+def test_a_configuration_scored_nan_on_a_seed_ranks_last_wherever_it_comes(mode, sign, first):
+    """A model that predicts a constant scores a NaN Pearson; its mean is NaN, which a plain sort
+    compares false both ways (a worse configuration won, or the NaN one did)."""
+    leads = {1: sign * 0.80, 2: sign * 0.81}  # the best mean under either mode
+    second = {1: sign * 0.90, 2: sign * 0.91}
+    collapsed = {1: sign * 0.70, 2: math.nan}  # the best single run
+    scores = [leads, second]
+    scores.insert(first, collapsed)
+    ranked = rank([Candidate({"lr": i}, s) for i, s in enumerate(scores)], "eval_pearson", mode, 0.95).ranked
+    assert [c.mean for c in ranked[:2]] == pytest.approx([sign * 0.805, sign * 0.905])
+    assert math.isnan(ranked[-1].mean)
+
+
 @pytest.mark.parametrize(
     "values, confidence",
     [

@@ -4,6 +4,7 @@ objectives, ranking equal scores as Tune does), and `best.json`."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Optional
@@ -54,14 +55,21 @@ def best_trial(results: tune.ResultGrid, sweep: SweepConfig) -> BestTrial:
     return best_of_trial(results.get_best_result(metric=sweep.metric, mode=sweep.mode, scope="all"), sweep)
 
 
+def score_key(value: float, mode: str) -> float:
+    """A score as a key that sorts the best highest under `mode`. A NaN or infinite score (the
+    Pearson of a model that predicts a constant) sorts below every real one, as Tune's choice of the
+    best trial leaves them out; unkeyed, NaN compares false both ways and scrambles a sort."""
+    if not math.isfinite(value):
+        return -math.inf
+    return value if mode == "max" else -value
+
+
 def best_of_trial(result: tune.Result, sweep: SweepConfig) -> BestTrial:
     """One trial's best checkpoint by the sweep metric."""
     metric, mode = sweep.metric, sweep.mode
     # Of equal scores the later, as Tune ranks them (and keeps them, with num_to_keep): a classifier's
     # accuracy often repeats
-    checkpoint, metrics = max(
-        result.best_checkpoints, key=lambda cm: (cm[1][metric] if mode == "max" else -cm[1][metric], cm[1]["step"])
-    )
+    checkpoint, metrics = max(result.best_checkpoints, key=lambda cm: (score_key(cm[1][metric], mode), cm[1]["step"]))
     return BestTrial(
         trial_id=metrics["trial_id"],
         hyperparameters={p: lookup(metrics["config"], p) for p in searched_paths(sweep)},

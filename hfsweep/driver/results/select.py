@@ -22,7 +22,7 @@ from scipy import stats
 
 from hfsweep.config.paths import nested
 from hfsweep.config.schema import BudgetConfig, SweepConfig
-from hfsweep.driver.results.best import BestTrial, best_of_trial, final_of_trial
+from hfsweep.driver.results.best import BestTrial, best_of_trial, final_of_trial, score_key
 from hfsweep.driver.results.held_out import held_out_name, held_out_record, mean_scores, over_seeds, scored
 from hfsweep.driver.results.rerun import RUN_TO_THE_END
 from hfsweep.driver.results.tables import markdown
@@ -34,7 +34,7 @@ def top_configurations(results, sweep: SweepConfig, k: int) -> list[dict]:
     ranked by its best trial's best checkpoint, as the search's best trial is chosen."""
     finished = [best_of_trial(result, sweep) for result in results if result.best_checkpoints]
     configurations = []
-    for trial in sorted(finished, key=lambda t: t.value, reverse=sweep.mode == "max"):
+    for trial in sorted(finished, key=lambda t: score_key(t.value, sweep.mode), reverse=True):
         if trial.hyperparameters not in configurations:
             configurations.append(trial.hyperparameters)
     return configurations[:k]
@@ -149,7 +149,7 @@ def rank(
         raise RuntimeError("select: no re-trained run finished; see the errors above.")
     for c in scored:
         c.mean, c.low, c.high = confidence_interval(list(c.scores.values()), confidence)
-    ranked = sorted(scored, key=lambda c: c.mean, reverse=mode == "max")
+    ranked = sorted(scored, key=lambda c: score_key(c.mean, mode), reverse=True)  # a NaN seed's mean last
     paired, p_value = paired_p_value(ranked[0], ranked[1]) if len(ranked) > 1 else ([], math.nan)
     selection = Selection(ranked, metric, mode, confidence, paired, p_value, model=model)
     selection.defaults = next((c for c in scored if defaults is not None and c.hyperparameters == defaults), None)
