@@ -260,6 +260,7 @@ def train_loop_per_worker(job: TrainJob) -> None:
             if accelerator.sync_gradients and resume_from and "lr_in_effect" not in reported_once:
                 reported_once.update(hyperparameters_in_effect(optimizer))
                 extra.update(reported_once)
+            learning_rate = lr_scheduler.get_last_lr()[0]  # the rate this step trains at: the Trainer logs it
             step_optimizer(accelerator, model, optimizer, lr_scheduler, training["max_grad_norm"])
         if not accelerator.sync_gradients:
             continue
@@ -269,7 +270,7 @@ def train_loop_per_worker(job: TrainJob) -> None:
         if step % training["logging_steps"] == 0:  # the mean over the workers, as the Trainer logs it
             mean = torch.tensor(sum(step_losses) / len(step_losses), device=accelerator.device)
             logged["loss"] = accelerator.reduce(mean, reduction="mean").item()
-            logged["learning_rate"] = lr_scheduler.get_last_lr()[0]
+            logged["learning_rate"] = learning_rate
             check_finite("loss", logged["loss"], step)
             step_losses = []
         if step % training["eval_steps"] == 0 or step == training["max_steps"]:  # the Trainer evaluates at the end too

@@ -35,16 +35,18 @@ def loss_curve(loop: str, storage, cache_dir) -> list[tuple]:
         f"{loop} ran {ran}"
     )
     assert (history["peak_memory_mb"] > 0).all()
-    return list(zip(history["step"], history["loss"], history["eval_loss"]))
+    return list(zip(history["step"], history["loss"], history["eval_loss"], history["learning_rate"]))
 
 
 def test_both_loops_give_the_same_loss_curve(ray_cluster, tmp_path, cache_dir):
+    """The same losses, and the same learning rate logged: the one the last logged step trained at."""
     trainer = loss_curve("hf_trainer", tmp_path / "hf_trainer", cache_dir)
     accelerate = loss_curve("accelerate", tmp_path / "accelerate", cache_dir)
     assert [step for step, *_ in trainer] == [step for step, *_ in accelerate] == [6, 10]
-    for (step, loss_t, eval_t), (_, loss_a, eval_a) in zip(trainer, accelerate):
+    for (step, loss_t, eval_t, lr_t), (_, loss_a, eval_a, lr_a) in zip(trainer, accelerate):
         assert loss_a == pytest.approx(loss_t, rel=2e-3), f"training loss differs at step {step}"
         assert eval_a == pytest.approx(eval_t, rel=2e-3), f"eval loss differs at step {step}"
+        assert lr_a == pytest.approx(lr_t, rel=1e-9), f"logged learning rate differs at step {step}"
 
 
 # Dropout off: the two loops draw dropout masks at different places in torch's RNG (the Trainer's
