@@ -1024,20 +1024,24 @@ def test_a_checkout_that_its_python_has_not_installed_is_refused_before_ray_star
 
 @pytest.mark.process
 def test_a_training_value_the_search_space_also_sets_is_named_in_one_warning(tmp_path):
+    """Two real processes, at once: the warning is the first line on stderr, then the refusal."""
     given = ["training.learning_rate=0.01", "search_space.training.learning_rate.sampler=nope"]
-    on, off = run_all(
-        [
-            [*given, f"hydra.run.dir={tmp_path / 'on'}", f"cache_dir={tmp_path}"],
-            [*given, "search_alg.defaults_trial=false", f"hydra.run.dir={tmp_path / 'off'}", f"cache_dir={tmp_path}"],
-        ],
-        tmp_path,
-    )
-    assert on[0].strip().splitlines()[0] == (
+    on, off = [
+        subprocess.Popen(
+            [sys.executable, "-m", "hfsweep", *args, f"hydra.run.dir={tmp_path / name}", f"cache_dir={tmp_path}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, args in (("on", given), ("off", [*given, "search_alg.defaults_trial=false"]))
+    ]
+    on_stderr, off_stderr = on.communicate(timeout=120)[1], off.communicate(timeout=120)[1]
+    assert on_stderr.strip().splitlines()[0] == (
         "hfsweep: warning: training.learning_rate is also set by search_space.training.learning_rate; it runs as the "
         "defaults trial, beside the searched values."
     )
-    assert on[1] == 2
-    assert off[0].strip().splitlines()[0].endswith("search_space.training.learning_rate; the searched values win.")
+    assert on.returncode == 2
+    assert off_stderr.strip().splitlines()[0].endswith("search_space.training.learning_rate; the searched values win.")
 
 
 def test_bf16_on_a_gpu_without_it_is_refused(tmp_path, monkeypatch):

@@ -246,6 +246,19 @@ def test_a_run_that_errored_after_a_checkpoint_is_not_ranked_by_its_score_before
     assert rank(found, "eval_accuracy", "max", 0.95).winner.hyperparameters == {"training.learning_rate": 1e-3}
 
 
+def test_a_nan_checkpoint_is_neither_a_trials_best_nor_ranks_its_configuration_first(tmp_path):
+    """3e-3 scored NaN at its step-10 checkpoint and 0.6 at step 20: its best checkpoint is step 20,
+    and the search's top configuration is 1e-3 (0.8), not the NaN one."""
+    from hfsweep.driver.results.best import best_of_trial
+    from hfsweep.driver.results.select import top_configurations
+
+    sweep = typed(SweepConfig, {**SELECTED, **SEARCHED})
+    runs = retrained_runs(tmp_path, {3e-3: (math.nan, 0.6), 1e-3: (0.8, 0.7)})
+    best = best_of_trial(runs[0], sweep)
+    assert (best.value, best.step) == (0.6, 20)
+    assert top_configurations(runs, sweep, 1)[0]["training.learning_rate"] == 1e-3
+
+
 def test_only_the_winners_and_the_defaults_final_models_are_scored_on_the_test_split(tmp_path):
     from hfsweep.driver.results.select import candidates_from, score_on_test, selection_table
 
